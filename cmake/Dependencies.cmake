@@ -1,0 +1,11 @@
+# Every third-party library comes from a Debian bookworm package (scripts/install-deps installs them).
+find_package(PkgConfig REQUIRED)
+find_package(Threads REQUIRED)
+pkg_check_modules(ZSTD REQUIRED IMPORTED_TARGET libzstd)
+pkg_check_modules(XXHASH REQUIRED IMPORTED_TARGET libxxhash)
+pkg_check_modules(URING IMPORTED_TARGET liburing)
+pkg_check_modules(SODIUM IMPORTED_TARGET libsodium)
+find_package(fmt REQUIRED)
+if(HALITE_BUILD_TESTS)
+  find_package(Catch2 2 REQUIRED)
+endif()

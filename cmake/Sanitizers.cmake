@@ -1,0 +1,10 @@
+# HALITE_SANITIZE=address -> AddressSanitizer + UndefinedBehaviorSanitizer; thread -> ThreadSanitizer.
+if(HALITE_SANITIZE STREQUAL "address")
+  add_compile_options(-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer)
+  add_link_options(-fsanitize=address,undefined)
+elseif(HALITE_SANITIZE STREQUAL "thread")
+  add_compile_options(-fsanitize=thread -fno-omit-frame-pointer)
+  add_link_options(-fsanitize=thread)
+elseif(HALITE_SANITIZE AND NOT HALITE_SANITIZE STREQUAL "OFF")
+  message(FATAL_ERROR "HALITE_SANITIZE must be empty, 'address' or 'thread' (got '${HALITE_SANITIZE}')")
+endif()

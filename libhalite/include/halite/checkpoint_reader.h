@@ -1,0 +1,102 @@
+// CheckpointReader: opens a checkpoint, validates it, finds pages in O(1) and reads verified blocks.
+//
+// Open() reads the footer, the header and the whole index, and checks every rule of format-spec sections 3-6
+// (checksums, limits, references, layout) before returning; payloads are verified as they are read. After
+// Open() all accessors are const and every method is thread-safe: the restore engine's fault handlers and its
+// loader call ReadBlock concurrently.
+//
+// Memory: the index as decoded (4 bytes a page for the page map) plus 8 bytes per stored page reference for
+// the block-member table; nothing proportional to the stored data.
+#ifndef HALITE_CHECKPOINT_READER_H_
+#define HALITE_CHECKPOINT_READER_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "halite/checkpoint_types.h"
+#include "halite/status.h"
+#include "halite/storage.h"
+
+namespace halite {
+
+struct ReaderOptions {
+  FileOpenOptions file;
+};
+
+// A page of a block: which global page it is, and which slot of the block holds its content.
+struct BlockMember {
+  uint32_t page = 0;  // global page number
+  uint32_t slot = 0;  // slot within the block
+};
+
+struct VerifyProgress {
+  uint64_t blocks_done = 0, blocks_total = 0;
+};
+
+class CheckpointReader {
+ public:
+  // Errors: kIoError (cannot read), kCorrupt (any rule broken), kUnsupported (newer format version).
+  static Result<std::unique_ptr<CheckpointReader>> Open(const std::string& path, ReaderOptions options = {});
+  static Result<std::unique_ptr<CheckpointReader>> Open(std::unique_ptr<RandomAccessFile> file);
+  ~CheckpointReader();
+
+  const std::string& name() const;
+  uint64_t file_size() const;
+  const FileId& file_id() const;
+  uint16_t format_major() const;
+  uint16_t format_minor() const;
+  uint64_t index_offset() const;
+  uint64_t index_length() const;
+  const Metadata& metadata() const;
+
+  const std::vector<Region>& regions() const;
+  // Index of the region called `name`; kNotFound otherwise.
+  Result<uint32_t> FindRegion(std::string_view name) const;
+  uint64_t total_pages() const;
+  // Global page number of (region, page). Precondition: both in range.
+  uint64_t GlobalPage(PageRef ref) const;
+  PageRef PageOf(uint64_t global_page) const;
+
+  const std::vector<BlockInfo>& blocks() const;
+  const std::vector<BlobInfo>& blobs() const;
+  const std::vector<uint32_t>& restore_order() const;
+  uint32_t working_set_blocks() const;
+  size_t dictionary_size() const;
+
+  // O(1). Precondition: global_page < total_pages().
+  PageLocation Locate(uint64_t global_page) const;
+  // Every page whose content lives in `block`, duplicates included, in slot order.
+  std::span<const BlockMember> BlockMembers(uint32_t block) const;
+
+  // Reads block `block`, verifies its checksum and decompresses it into `out`, which must hold exactly
+  // blocks()[block].raw_length() bytes. Errors: kIoError (retryable when transient), kCorrupt naming the block,
+  // its offset and what failed. On error `out` may hold garbage: never install it.
+  Status ReadBlock(uint32_t block, std::span<uint8_t> out) const;
+  // The same for several blocks, with the payload reads submitted as one batch (io_uring when available).
+  // Returns the first error; `statuses` (same length as `blocks`) receives each block's own result.
+  Status ReadBlocks(std::span<const uint32_t> blocks, std::span<const std::span<uint8_t>> outs,
+                    std::span<Status> statuses) const;
+  // Reads one page (any kind: absent and zero pages read as zeros). out.size() must be 4096.
+  Status ReadPage(uint64_t global_page, std::span<uint8_t> out) const;
+
+  Result<std::vector<uint8_t>> ReadBlob(uint32_t index) const;
+  Result<std::vector<uint8_t>> ReadBlob(std::string_view name) const;
+
+  // Reads and checks every block and blob (hlt-restore verify).
+  Status VerifyAll(const std::function<void(const VerifyProgress&)>& progress = {}) const;
+
+  class Impl;
+
+ private:
+  explicit CheckpointReader(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace halite
+
+#endif  // HALITE_CHECKPOINT_READER_H_

@@ -1,0 +1,85 @@
+// Plain value types describing a checkpoint's contents, shared by the writer, the reader and the tools.
+#ifndef HALITE_CHECKPOINT_TYPES_H_
+#define HALITE_CHECKPOINT_TYPES_H_
+
+#include <array>
+#include <cstdint>
+#include <string>
+
+namespace halite {
+
+using FileId = std::array<uint8_t, 16>;
+using Uuid = std::array<uint8_t, 16>;
+
+// Which VMM produced the checkpoint (format-spec 5.1).
+enum class VmmKind : uint32_t { kRaw = 0, kQemu = 1, kXen = 2, kOther = 3 };
+const char* VmmKindName(VmmKind kind);
+
+struct Metadata {
+  VmmKind vmm_kind = VmmKind::kRaw;
+  Uuid vm_uuid{};
+  uint64_t created_unix_ns = 0;
+  std::string machine_type;  // e.g. "pc-i440fx-7.2"
+  std::string creator;       // e.g. "libhalite 0.1.0 hlt-save"
+  bool operator==(const Metadata&) const = default;
+};
+
+// A named range of guest memory (format-spec 5.2). Pages are 4096 bytes; host_page_size records what the
+// restorer must install at once (e.g. 2 MiB for hugepage-backed memory).
+struct Region {
+  std::string name;
+  uint64_t guest_phys_base = 0;
+  uint64_t size = 0;
+  uint32_t host_page_size = 4096;
+  uint64_t first_page = 0;  // global number of its first page (derived, not stored)
+  uint64_t page_count() const { return size / 4096; }
+  bool operator==(const Region&) const = default;
+};
+
+// One locality block (format-spec 5.4).
+struct BlockInfo {
+  uint64_t offset = 0;
+  uint32_t stored_length = 0;
+  uint32_t page_count = 0;
+  uint32_t flags = 0;
+  uint64_t checksum = 0;
+  uint64_t first_slot = 0;  // derived
+  bool compressed() const { return flags & 1u; }
+  bool uses_dictionary() const { return flags & 2u; }
+  bool hot() const { return flags & 4u; }
+  uint64_t raw_length() const { return uint64_t{page_count} * 4096; }
+  bool operator==(const BlockInfo&) const = default;
+};
+
+// One device-state blob (format-spec 5.5).
+struct BlobInfo {
+  std::string name;
+  uint64_t offset = 0;
+  uint64_t stored_length = 0;
+  uint64_t raw_length = 0;
+  uint32_t flags = 0;
+  uint64_t checksum = 0;
+  bool compressed() const { return flags & 1u; }
+  bool operator==(const BlobInfo&) const = default;
+};
+
+// Where a page's content lives.
+enum class PageKind : uint8_t { kAbsent = 0, kZero = 1, kStored = 2 };
+const char* PageKindName(PageKind kind);
+
+struct PageLocation {
+  PageKind kind = PageKind::kAbsent;
+  uint32_t block = 0;  // valid when kind == kStored
+  uint32_t slot_in_block = 0;
+};
+
+// A page named by region and page number within it.
+struct PageRef {
+  uint32_t region = 0;
+  uint64_t page = 0;
+  bool operator==(const PageRef&) const = default;
+};
+
+}  // namespace halite
+
+#endif  // HALITE_CHECKPOINT_TYPES_H_

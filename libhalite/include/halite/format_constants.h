@@ -1,0 +1,74 @@
+// Constants of the checkpoint format. Each cites the section of format-spec/checkpoint-format.md that defines it;
+// change them only together with the spec and the test vectors.
+#ifndef HALITE_FORMAT_CONSTANTS_H_
+#define HALITE_FORMAT_CONSTANTS_H_
+
+#include <cstdint>
+
+namespace halite::format {
+
+// Section 9: versions.
+inline constexpr uint16_t kFormatMajor = 1;
+inline constexpr uint16_t kFormatMinor = 0;
+
+// Section 1: a format page is always 4096 bytes.
+inline constexpr uint32_t kPageSize = 4096;
+inline constexpr uint32_t kPageShift = 12;
+
+// Section 3: header.
+inline constexpr uint8_t kHeaderMagic[8] = {'H', 'L', 'T', 'C', 'K', 'P', 'T', 0};
+inline constexpr uint32_t kHeaderSize = 64;
+// Section 4: footer.
+inline constexpr uint8_t kFooterMagic[8] = {'H', 'L', 'T', 'F', 'O', 'O', 'T', 0};
+inline constexpr uint32_t kFooterSize = 64;
+inline constexpr uint32_t kFileIdSize = 16;
+
+// Section 5: index sections, in the order they must appear.
+enum class SectionType : uint32_t {
+  kMetadata = 1,
+  kRegions = 2,
+  kPageMap = 3,
+  kBlocks = 4,
+  kBlobs = 5,
+  kRestoreOrder = 6,
+  kDictionary = 7,
+};
+inline constexpr uint32_t kSectionHeaderSize = 16;
+inline constexpr uint32_t kMetadataFixedSize = 40;      // 5.1
+inline constexpr uint32_t kRegionEntryFixedSize = 24;   // 5.2
+inline constexpr uint32_t kBlockEntrySize = 32;         // 5.4
+inline constexpr uint32_t kBlobEntryFixedSize = 40;     // 5.5
+
+// 5.3: page map values.
+inline constexpr uint32_t kPageMapAbsent = 0;
+inline constexpr uint32_t kPageMapZero = 1;
+inline constexpr uint32_t kPageMapFirstSlot = 2;
+
+// 5.4: block flags.
+inline constexpr uint32_t kBlockCompressed = 1u << 0;
+inline constexpr uint32_t kBlockDictionary = 1u << 1;
+inline constexpr uint32_t kBlockHot = 1u << 2;
+inline constexpr uint32_t kBlockKnownFlags = kBlockCompressed | kBlockDictionary | kBlockHot;
+// 5.5: blob flags.
+inline constexpr uint32_t kBlobCompressed = 1u << 0;
+
+// Section 8: checksum seed multipliers.
+inline constexpr uint64_t kBlockSeedMultiplier = 0x9E3779B97F4A7C15ull;
+inline constexpr uint64_t kBlobSeedMultiplier = 0xC2B2AE3D27D4EB4Full;
+
+// Section 6: limits a reader checks before allocating.
+inline constexpr uint32_t kMaxRegions = 1024;
+inline constexpr uint32_t kMaxNameLength = 255;
+inline constexpr uint64_t kMaxTotalPages = 1ull << 31;
+inline constexpr uint32_t kMaxBlockPages = 4096;
+inline constexpr uint32_t kMaxBlobs = 4096;
+inline constexpr uint64_t kMaxBlobRawLength = 1ull << 30;
+inline constexpr uint32_t kMaxDictionaryLength = 1u << 20;
+inline constexpr uint32_t kMinDictionaryLength = 8;
+inline constexpr uint32_t kMaxMetadataString = 256;
+inline constexpr uint64_t kMinHostPageSize = 4096;
+inline constexpr uint64_t kMaxHostPageSize = 1ull << 30;
+
+}  // namespace halite::format
+
+#endif  // HALITE_FORMAT_CONSTANTS_H_

@@ -1,0 +1,93 @@
+// Storage interfaces: where checkpoint bytes are read from and written to.
+//
+// Reading is positional (a checkpoint is read lazily, block by block); writing is append-only (payloads, then
+// the index, then the footer). The same interfaces serve local files (pread or io_uring), memory (tests and
+// fuzzers), fault injection, and a remote object store doing ranged GETs.
+#ifndef HALITE_STORAGE_H_
+#define HALITE_STORAGE_H_
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "halite/status.h"
+
+namespace halite {
+
+struct ReadRequest {
+  uint64_t offset = 0;
+  std::span<uint8_t> buffer;  // filled completely on success
+  Status status;              // set by ReadBatch
+};
+
+// A file that can be read at any offset. Implementations are thread-safe: ReadAt and ReadBatch may be called
+// from several threads at once.
+class RandomAccessFile {
+ public:
+  virtual ~RandomAccessFile() = default;
+  virtual const std::string& name() const = 0;
+  virtual uint64_t size() const = 0;
+  // Reads exactly buffer.size() bytes at `offset`. Errors: kIoError (retryable when transient, e.g. EIO or a
+  // short read), kInvalidArgument when the range is outside the file.
+  virtual Status ReadAt(uint64_t offset, std::span<uint8_t> buffer) = 0;
+  // Reads several ranges and sets each request's status; returns the first error (or ok). The default issues
+  // ReadAt one after another; the io_uring backend submits the whole batch at once.
+  virtual Status ReadBatch(std::span<ReadRequest> requests);
+};
+
+struct FileOpenOptions {
+  bool use_io_uring = true;  // for ReadBatch; falls back to pread when io_uring is unavailable
+};
+
+// Opens a local file for reading. Errors: kIoError naming the path.
+Result<std::unique_ptr<RandomAccessFile>> OpenLocalFile(const std::string& path, FileOpenOptions options = {});
+// A file held in memory (tests, fuzzers, checkpoints received over a network).
+std::unique_ptr<RandomAccessFile> NewMemoryFile(std::string name, std::vector<uint8_t> bytes);
+
+// An append-only destination. Not thread-safe: one writer thread appends.
+class AppendSink {
+ public:
+  virtual ~AppendSink() = default;
+  virtual const std::string& name() const = 0;
+  // Appends all of `data` (buffered or queued; errors may surface on a later call or Commit).
+  virtual Status Append(std::span<const uint8_t> data) = 0;
+  virtual uint64_t position() const = 0;
+  // Makes everything durable and visible under the final name, atomically. After a failed Commit nothing is
+  // left behind.
+  virtual Status Commit() = 0;
+  // Discards everything; no file is left behind. Safe to call after Commit (does nothing then).
+  virtual void Abort() = 0;
+};
+
+struct FileSinkOptions {
+  bool use_io_uring = true;  // queue writes through io_uring when available
+  bool sync = true;          // fsync the file and its directory on Commit
+};
+
+// Creates the file unnamed (O_TMPFILE) in the target's directory and links it into place on Commit; where the
+// file system lacks O_TMPFILE, writes a temporary name and renames it. A crash or kill at any moment leaves
+// either the previous file under `path` or nothing (see docs for the one microsecond-wide window when replacing
+// an existing file). Destroying the sink without Commit aborts.
+Result<std::unique_ptr<AppendSink>> CreateAtomicFileSink(const std::string& path, FileSinkOptions options = {});
+
+// A file written at any offset, with the same all-or-nothing guarantee as the atomic sink. WriteAt is
+// thread-safe (pwrite). The file starts as `size` bytes of zeros (sparse).
+class PositionalOutputFile {
+ public:
+  virtual ~PositionalOutputFile() = default;
+  virtual const std::string& name() const = 0;
+  virtual Status WriteAt(uint64_t offset, std::span<const uint8_t> data) = 0;
+  virtual Status Commit() = 0;
+  virtual void Abort() = 0;
+};
+Result<std::unique_ptr<PositionalOutputFile>> CreateAtomicOutputFile(const std::string& path, uint64_t size,
+                                                                     bool sync = true);
+
+// Appends to memory; Commit makes `*out` hold the bytes. `out` must outlive the sink.
+std::unique_ptr<AppendSink> NewMemorySink(std::string name, std::vector<uint8_t>* out);
+
+}  // namespace halite
+
+#endif  // HALITE_STORAGE_H_

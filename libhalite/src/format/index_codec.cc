@@ -1,0 +1,473 @@
+#include "format/index_codec.h"
+
+#include <set>
+
+#include "format/byte_order.h"
+#include "halite/format_constants.h"
+
+namespace halite::format {
+namespace {
+
+// Writes one section: header, body produced by `body`, zero padding.
+template <typename F>
+void WriteSection(ByteWriter& w, SectionType type, F body) {
+  std::vector<uint8_t> b;
+  ByteWriter bw(&b);
+  body(bw);
+  w.U32(static_cast<uint32_t>(type));
+  w.U32(0);
+  w.U64(b.size());
+  size_t start = w.size();
+  w.Bytes(b.data(), b.size());
+  w.PadTo(start, 8);
+}
+
+// Decoding context: the index bytes, where they sit in the file, and the file's name for messages.
+class Decoder {
+ public:
+  Decoder(std::span<const uint8_t> index, uint64_t index_offset, const std::string& name)
+      : index_(index), index_offset_(index_offset), name_(name) {}
+
+  Result<IndexModel> Run();
+
+ private:
+  Status Err(uint64_t file_offset, const std::string& section, const std::string& what) const {
+    return Status::Corrupt(name_ + ": index " + section + " at offset " + Hex(file_offset) + ": " + what);
+  }
+  Status CheckZero(ByteCursor& c, size_t n, const std::string& section, const char* field) {
+    uint64_t at = c.file_offset();
+    auto bytes = c.Bytes(n);
+    if (!c.ok()) return Err(at, section, std::string("truncated at ") + field);
+    for (size_t i = 0; i < n; ++i) {
+      if (bytes[i] != 0) return Err(at + i, section, std::string(field) + " is not zero");
+    }
+    return Status::Ok();
+  }
+  Status CheckPadding(ByteCursor& c, size_t entry_start, const std::string& section) {
+    size_t pad = (8 - (c.pos() - entry_start) % 8) % 8;
+    return CheckZero(c, pad, section, "padding");
+  }
+
+  Status DecodeMetadata(std::span<const uint8_t> body, uint64_t at);
+  Status DecodeRegions(std::span<const uint8_t> body, uint64_t at);
+  Status DecodePageMap(std::span<const uint8_t> body, uint64_t at);
+  Status DecodeBlocks(std::span<const uint8_t> body, uint64_t at);
+  Status DecodeBlobs(std::span<const uint8_t> body, uint64_t at);
+  Status DecodeRestoreOrder(std::span<const uint8_t> body, uint64_t at);
+  Status DecodeDictionary(std::span<const uint8_t> body, uint64_t at);
+  Status CrossCheck();
+
+  std::span<const uint8_t> index_;
+  uint64_t index_offset_;
+  const std::string& name_;
+  IndexModel m_;
+  uint64_t total_slots_ = 0;
+  uint64_t page_map_at_ = 0, blocks_at_ = 0, blobs_at_ = 0, order_at_ = 0;
+};
+
+const char* SectionName(uint32_t type) {
+  switch (static_cast<SectionType>(type)) {
+    case SectionType::kMetadata: return "METADATA";
+    case SectionType::kRegions: return "REGIONS";
+    case SectionType::kPageMap: return "PAGE_MAP";
+    case SectionType::kBlocks: return "BLOCKS";
+    case SectionType::kBlobs: return "BLOBS";
+    case SectionType::kRestoreOrder: return "RESTORE_ORDER";
+    case SectionType::kDictionary: return "DICTIONARY";
+  }
+  return "unknown";
+}
+
+Result<IndexModel> Decoder::Run() {
+  ByteCursor c(index_, index_offset_);
+  uint32_t last_type = 0;
+  while (c.remaining() > 0) {
+    uint64_t at = c.file_offset();
+    if (!c.Has(kSectionHeaderSize)) return Err(at, "section header", "truncated (16 bytes expected)");
+    uint32_t type = c.U32();
+    uint32_t flags = c.U32();
+    uint64_t len = c.U64();
+    if (type < 1 || type > static_cast<uint32_t>(SectionType::kDictionary)) {
+      return Err(at, "section header", "unknown section type " + std::to_string(type));
+    }
+    std::string sname = SectionName(type);
+    if (type <= last_type) {
+      return Err(at, sname, "section out of order or repeated (after " + std::string(SectionName(last_type)) + ")");
+    }
+    if (last_type + 1 != type && type <= static_cast<uint32_t>(SectionType::kRestoreOrder)) {
+      return Err(at, sname, "required section " + std::string(SectionName(last_type + 1)) + " is missing");
+    }
+    last_type = type;
+    if (flags != 0) return Err(at + 4, sname, "reserved section flags " + Hex(flags) + " (expected 0)");
+    if (len > c.remaining()) {
+      return Err(at + 8, sname, "body_length " + std::to_string(len) + " exceeds the " +
+                                    std::to_string(c.remaining()) + " bytes left in the index");
+    }
+    uint64_t body_at = c.file_offset();
+    auto body = c.Bytes(len);
+    size_t start = c.pos() - len;
+    HLT_RETURN_IF_ERROR(CheckPadding(c, start, sname));
+    switch (static_cast<SectionType>(type)) {
+      case SectionType::kMetadata: HLT_RETURN_IF_ERROR(DecodeMetadata(body, body_at)); break;
+      case SectionType::kRegions: HLT_RETURN_IF_ERROR(DecodeRegions(body, body_at)); break;
+      case SectionType::kPageMap: HLT_RETURN_IF_ERROR(DecodePageMap(body, body_at)); break;
+      case SectionType::kBlocks: HLT_RETURN_IF_ERROR(DecodeBlocks(body, body_at)); break;
+      case SectionType::kBlobs: HLT_RETURN_IF_ERROR(DecodeBlobs(body, body_at)); break;
+      case SectionType::kRestoreOrder: HLT_RETURN_IF_ERROR(DecodeRestoreOrder(body, body_at)); break;
+      case SectionType::kDictionary: HLT_RETURN_IF_ERROR(DecodeDictionary(body, body_at)); break;
+    }
+  }
+  if (last_type < static_cast<uint32_t>(SectionType::kRestoreOrder)) {
+    return Err(c.file_offset(), "end", "required section " + std::string(SectionName(last_type + 1)) + " is missing");
+  }
+  HLT_RETURN_IF_ERROR(CrossCheck());
+  return std::move(m_);
+}
+
+Status Decoder::DecodeMetadata(std::span<const uint8_t> body, uint64_t at) {
+  const std::string s = "METADATA";
+  ByteCursor c(body, at);
+  if (body.size() < kMetadataFixedSize) return Err(at, s, "body is " + std::to_string(body.size()) + " bytes (expected at least 40)");
+  uint32_t kind = c.U32();
+  if (kind > static_cast<uint32_t>(VmmKind::kOther)) return Err(at, s, "vmm_kind " + std::to_string(kind) + " (expected 0..3)");
+  m_.metadata.vmm_kind = static_cast<VmmKind>(kind);
+  HLT_RETURN_IF_ERROR(CheckZero(c, 4, s, "reserved"));
+  auto uuid = c.Bytes(16);
+  std::copy(uuid.begin(), uuid.end(), m_.metadata.vm_uuid.begin());
+  m_.metadata.created_unix_ns = c.U64();
+  uint16_t mlen = c.U16(), clen = c.U16();
+  HLT_RETURN_IF_ERROR(CheckZero(c, 4, s, "reserved"));
+  if (mlen > kMaxMetadataString || clen > kMaxMetadataString) {
+    return Err(at + 32, s, "string length over 256");
+  }
+  if (body.size() != kMetadataFixedSize + mlen + clen) {
+    return Err(at, s, "body_length " + std::to_string(body.size()) + " (expected " +
+                          std::to_string(kMetadataFixedSize + mlen + clen) + " from the string lengths)");
+  }
+  m_.metadata.machine_type = c.Str(mlen);
+  m_.metadata.creator = c.Str(clen);
+  if (!IsPrintableAscii(m_.metadata.machine_type)) return Err(at + 40, s, "machine_type is not printable ASCII");
+  if (!IsPrintableAscii(m_.metadata.creator)) return Err(at + 40 + mlen, s, "creator is not printable ASCII");
+  return Status::Ok();
+}
+
+Status Decoder::DecodeRegions(std::span<const uint8_t> body, uint64_t at) {
+  const std::string s = "REGIONS";
+  ByteCursor c(body, at);
+  uint32_t count = c.U32();
+  HLT_RETURN_IF_ERROR(CheckZero(c, 4, s, "reserved"));
+  if (!c.ok()) return Err(at, s, "truncated region count");
+  if (count < 1 || count > kMaxRegions) return Err(at, s, "region_count " + std::to_string(count) + " (expected 1..1024)");
+  std::set<std::string> names;
+  uint64_t total_pages = 0;
+  m_.regions.reserve(count);  // bounded by kMaxRegions
+  for (uint32_t i = 0; i < count; ++i) {
+    uint64_t eat = c.file_offset();
+    size_t start = c.pos();
+    std::string es = s + " entry " + std::to_string(i);
+    if (!c.Has(kRegionEntryFixedSize)) return Err(eat, es, "truncated");
+    Region r;
+    r.guest_phys_base = c.U64();
+    r.size = c.U64();
+    r.host_page_size = c.U32();
+    uint16_t flags = c.U16();
+    uint16_t nlen = c.U16();
+    if (flags != 0) return Err(eat + 20, es, "reserved flags " + Hex(flags) + " (expected 0)");
+    if (nlen < 1 || nlen > kMaxNameLength) return Err(eat + 22, es, "name_length " + std::to_string(nlen) + " (expected 1..255)");
+    if (!c.Has(nlen)) return Err(eat + 24, es, "truncated name");
+    r.name = c.Str(nlen);
+    if (!IsPrintableAscii(r.name)) return Err(eat + 24, es, "name is not printable ASCII");
+    if (!names.insert(r.name).second) return Err(eat + 24, es, "duplicate region name \"" + r.name + "\"");
+    HLT_RETURN_IF_ERROR(CheckPadding(c, start, es));
+    uint64_t hps = r.host_page_size;
+    if (hps < kMinHostPageSize || hps > kMaxHostPageSize || (hps & (hps - 1)) != 0) {
+      return Err(eat + 16, es, "host_page_size " + std::to_string(hps) + " (expected a power of two, 4096..2^30)");
+    }
+    if (r.guest_phys_base % kPageSize != 0) return Err(eat, es, "guest_phys_base " + Hex(r.guest_phys_base) + " is not 4096-aligned");
+    if (r.size == 0 || r.size % hps != 0) {
+      return Err(eat + 8, es, "size " + Hex(r.size) + " (expected > 0 and a multiple of host_page_size)");
+    }
+    if (r.guest_phys_base + r.size < r.guest_phys_base) return Err(eat, es, "guest_phys_base + size overflows");
+    r.first_page = total_pages;
+    total_pages += r.size / kPageSize;
+    if (total_pages > kMaxTotalPages) {
+      return Err(eat + 8, es, "regions hold more than 2^31 pages (limit of section 6)");
+    }
+    m_.regions.push_back(std::move(r));
+  }
+  if (c.remaining() != 0) return Err(c.file_offset(), s, std::to_string(c.remaining()) + " bytes after the last entry");
+  return Status::Ok();
+}
+
+Status Decoder::DecodePageMap(std::span<const uint8_t> body, uint64_t at) {
+  page_map_at_ = at;
+  uint64_t total = 0;
+  for (auto& r : m_.regions) total += r.page_count();
+  if (body.size() != total * 4) {
+    return Err(at, "PAGE_MAP", "body_length " + std::to_string(body.size()) + " (expected 4 x " +
+                                   std::to_string(total) + " pages)");
+  }
+  m_.page_map.resize(total);  // bounded: equals the section length, which is inside the index
+  for (uint64_t i = 0; i < total; ++i) m_.page_map[i] = LoadLe32(&body[i * 4]);
+  return Status::Ok();
+}
+
+Status Decoder::DecodeBlocks(std::span<const uint8_t> body, uint64_t at) {
+  blocks_at_ = at;
+  const std::string s = "BLOCKS";
+  ByteCursor c(body, at);
+  uint32_t count = c.U32();
+  HLT_RETURN_IF_ERROR(CheckZero(c, 4, s, "reserved"));
+  if (!c.ok()) return Err(at, s, "truncated block count");
+  if (uint64_t{count} * kBlockEntrySize != c.remaining()) {
+    return Err(at, s, "block_count " + std::to_string(count) + " needs " + std::to_string(uint64_t{count} * 32) +
+                          " bytes of entries, body has " + std::to_string(c.remaining()));
+  }
+  if (count > m_.page_map.size()) return Err(at, s, "more blocks than pages");
+  m_.blocks.resize(count);
+  uint64_t expect_offset = kHeaderSize;
+  for (uint32_t i = 0; i < count; ++i) {
+    uint64_t eat = c.file_offset();
+    std::string es = s + " entry " + std::to_string(i);
+    BlockInfo& b = m_.blocks[i];
+    b.offset = c.U64();
+    b.stored_length = c.U32();
+    b.page_count = c.U32();
+    b.flags = c.U32();
+    uint32_t reserved = c.U32();
+    b.checksum = c.U64();
+    if (reserved != 0) return Err(eat + 20, es, "reserved field is not zero");
+    if (b.flags & ~kBlockKnownFlags) return Err(eat + 16, es, "unknown flags " + Hex(b.flags));
+    if (b.page_count < 1 || b.page_count > kMaxBlockPages) {
+      return Err(eat + 12, es, "page_count " + std::to_string(b.page_count) + " (expected 1..4096)");
+    }
+    if (b.offset != expect_offset) {
+      return Err(eat, es, "offset " + Hex(b.offset) + " (expected " + Hex(expect_offset) + ": payloads are contiguous)");
+    }
+    uint64_t raw = b.raw_length();
+    if (b.compressed()) {
+      if (b.stored_length < 1 || b.stored_length >= raw) {
+        return Err(eat + 8, es, "compressed stored_length " + std::to_string(b.stored_length) + " (expected 1.." +
+                                    std::to_string(raw - 1) + ")");
+      }
+    } else {
+      if (b.stored_length != raw) {
+        return Err(eat + 8, es, "raw stored_length " + std::to_string(b.stored_length) + " (expected " + std::to_string(raw) + ")");
+      }
+      if (b.uses_dictionary()) return Err(eat + 16, es, "DICTIONARY flag on an uncompressed block");
+    }
+    b.first_slot = total_slots_;
+    total_slots_ += b.page_count;
+    expect_offset += b.stored_length;
+    if (expect_offset > index_offset_) return Err(eat, es, "payload runs past the index at " + Hex(index_offset_));
+  }
+  return Status::Ok();
+}
+
+Status Decoder::DecodeBlobs(std::span<const uint8_t> body, uint64_t at) {
+  blobs_at_ = at;
+  const std::string s = "BLOBS";
+  ByteCursor c(body, at);
+  uint32_t count = c.U32();
+  HLT_RETURN_IF_ERROR(CheckZero(c, 4, s, "reserved"));
+  if (!c.ok()) return Err(at, s, "truncated blob count");
+  if (count > kMaxBlobs) return Err(at, s, "blob_count " + std::to_string(count) + " (limit 4096)");
+  uint64_t expect_offset = kHeaderSize;
+  if (!m_.blocks.empty()) expect_offset = m_.blocks.back().offset + m_.blocks.back().stored_length;
+  std::set<std::string> names;
+  for (uint32_t i = 0; i < count; ++i) {
+    uint64_t eat = c.file_offset();
+    size_t start = c.pos();
+    std::string es = s + " entry " + std::to_string(i);
+    if (!c.Has(kBlobEntryFixedSize)) return Err(eat, es, "truncated");
+    BlobInfo b;
+    b.offset = c.U64();
+    b.stored_length = c.U64();
+    b.raw_length = c.U64();
+    b.flags = c.U32();
+    uint16_t nlen = c.U16();
+    uint16_t reserved = c.U16();
+    b.checksum = c.U64();
+    if (reserved != 0) return Err(eat + 30, es, "reserved field is not zero");
+    if (b.flags & ~kBlobCompressed) return Err(eat + 24, es, "unknown flags " + Hex(b.flags));
+    if (nlen < 1 || nlen > kMaxNameLength) return Err(eat + 28, es, "name_length " + std::to_string(nlen) + " (expected 1..255)");
+    if (!c.Has(nlen)) return Err(eat + 40, es, "truncated name");
+    b.name = c.Str(nlen);
+    if (!IsPrintableAscii(b.name)) return Err(eat + 40, es, "name is not printable ASCII");
+    if (!names.insert(b.name).second) return Err(eat + 40, es, "duplicate blob name \"" + b.name + "\"");
+    HLT_RETURN_IF_ERROR(CheckPadding(c, start, es));
+    if (b.raw_length > kMaxBlobRawLength) return Err(eat + 16, es, "raw_length " + std::to_string(b.raw_length) + " over the 2^30 limit");
+    if (b.compressed()) {
+      if (b.stored_length < 1 || b.stored_length >= b.raw_length) {
+        return Err(eat + 8, es, "compressed stored_length " + std::to_string(b.stored_length) + " (expected 1..raw_length-1)");
+      }
+    } else if (b.stored_length != b.raw_length) {
+      return Err(eat + 8, es, "raw stored_length " + std::to_string(b.stored_length) + " != raw_length " + std::to_string(b.raw_length));
+    }
+    if (b.offset != expect_offset) {
+      return Err(eat, es, "offset " + Hex(b.offset) + " (expected " + Hex(expect_offset) + ": payloads are contiguous)");
+    }
+    if (b.stored_length > index_offset_ - expect_offset) {
+      return Err(eat, es, "payload runs past the index at " + Hex(index_offset_));
+    }
+    expect_offset += b.stored_length;
+    m_.blobs.push_back(std::move(b));
+  }
+  if (c.remaining() != 0) return Err(c.file_offset(), s, std::to_string(c.remaining()) + " bytes after the last entry");
+  if (expect_offset != index_offset_) {
+    return Err(at, s, "payloads end at " + Hex(expect_offset) + " but the index starts at " + Hex(index_offset_) +
+                          " (unaccounted bytes)");
+  }
+  return Status::Ok();
+}
+
+Status Decoder::DecodeRestoreOrder(std::span<const uint8_t> body, uint64_t at) {
+  order_at_ = at;
+  const std::string s = "RESTORE_ORDER";
+  ByteCursor c(body, at);
+  uint32_t count = c.U32();
+  m_.working_set_blocks = c.U32();
+  if (!c.ok()) return Err(at, s, "truncated");
+  if (count != m_.blocks.size()) {
+    return Err(at, s, "block_count " + std::to_string(count) + " (expected " + std::to_string(m_.blocks.size()) + ")");
+  }
+  if (m_.working_set_blocks > count) return Err(at + 4, s, "working_set_blocks exceeds block_count");
+  if (c.remaining() != uint64_t{count} * 4) return Err(at, s, "body_length does not match block_count");
+  std::vector<bool> seen(count);
+  m_.restore_order.resize(count);
+  for (uint32_t i = 0; i < count; ++i) {
+    uint32_t b = c.U32();
+    if (b >= count || seen[b]) {
+      return Err(at + 8 + 4ull * i, s, "entry " + std::to_string(i) + " = " + std::to_string(b) +
+                                           " (expected a permutation of the blocks)");
+    }
+    seen[b] = true;
+    m_.restore_order[i] = b;
+  }
+  return Status::Ok();
+}
+
+Status Decoder::DecodeDictionary(std::span<const uint8_t> body, uint64_t at) {
+  if (body.size() < kMinDictionaryLength || body.size() > kMaxDictionaryLength) {
+    return Err(at, "DICTIONARY", "length " + std::to_string(body.size()) + " (expected 8..1 MiB)");
+  }
+  m_.dictionary.assign(body.begin(), body.end());
+  return Status::Ok();
+}
+
+Status Decoder::CrossCheck() {
+  // Slots: every page-map reference in range, every slot referenced.
+  std::vector<bool> used(total_slots_);
+  for (uint64_t g = 0; g < m_.page_map.size(); ++g) {
+    uint32_t v = m_.page_map[g];
+    if (v < kPageMapFirstSlot) continue;
+    uint64_t slot = v - kPageMapFirstSlot;
+    if (slot >= total_slots_) {
+      return Err(page_map_at_ + 4 * g, "PAGE_MAP", "page " + std::to_string(g) + " references slot " +
+                                                    std::to_string(slot) + " (only " + std::to_string(total_slots_) + " exist)");
+    }
+    used[slot] = true;
+  }
+  for (uint64_t sidx = 0; sidx < total_slots_; ++sidx) {
+    if (!used[sidx]) return Err(page_map_at_, "PAGE_MAP", "slot " + std::to_string(sidx) + " is referenced by no page");
+  }
+  // HOT flags mirror the working-set prefix of the restore order.
+  std::vector<bool> hot(m_.blocks.size());
+  for (uint32_t i = 0; i < m_.working_set_blocks; ++i) hot[m_.restore_order[i]] = true;
+  bool any_dict = false;
+  for (size_t b = 0; b < m_.blocks.size(); ++b) {
+    if (m_.blocks[b].hot() != hot[b]) {
+      return Err(blocks_at_ + 8 + 32 * b + 16, "BLOCKS entry " + std::to_string(b),
+                 "HOT flag disagrees with the working set of RESTORE_ORDER");
+    }
+    any_dict |= m_.blocks[b].uses_dictionary();
+  }
+  if (any_dict && m_.dictionary.empty()) return Err(blocks_at_, "BLOCKS", "a block uses a dictionary but there is no DICTIONARY section");
+  if (!any_dict && !m_.dictionary.empty()) return Err(order_at_, "DICTIONARY", "present but no block uses it");
+  return Status::Ok();
+}
+
+}  // namespace
+
+bool IsPrintableAscii(const std::string& s) {
+  for (unsigned char ch : s) {
+    if (ch < 0x20 || ch > 0x7e) return false;
+  }
+  return true;
+}
+
+std::vector<uint8_t> EncodeIndex(const IndexModel& m) {
+  std::vector<uint8_t> out;
+  ByteWriter w(&out);
+  WriteSection(w, SectionType::kMetadata, [&](ByteWriter& b) {
+    b.U32(static_cast<uint32_t>(m.metadata.vmm_kind));
+    b.U32(0);
+    b.Bytes(m.metadata.vm_uuid.data(), 16);
+    b.U64(m.metadata.created_unix_ns);
+    b.U16(uint16_t(m.metadata.machine_type.size()));
+    b.U16(uint16_t(m.metadata.creator.size()));
+    b.U32(0);
+    b.Str(m.metadata.machine_type);
+    b.Str(m.metadata.creator);
+  });
+  WriteSection(w, SectionType::kRegions, [&](ByteWriter& b) {
+    b.U32(uint32_t(m.regions.size()));
+    b.U32(0);
+    for (const auto& r : m.regions) {
+      size_t start = b.size();
+      b.U64(r.guest_phys_base);
+      b.U64(r.size);
+      b.U32(r.host_page_size);
+      b.U16(0);
+      b.U16(uint16_t(r.name.size()));
+      b.Str(r.name);
+      b.PadTo(start, 8);
+    }
+  });
+  WriteSection(w, SectionType::kPageMap, [&](ByteWriter& b) {
+    for (uint32_t v : m.page_map) b.U32(v);
+  });
+  WriteSection(w, SectionType::kBlocks, [&](ByteWriter& b) {
+    b.U32(uint32_t(m.blocks.size()));
+    b.U32(0);
+    for (const auto& bl : m.blocks) {
+      b.U64(bl.offset);
+      b.U32(bl.stored_length);
+      b.U32(bl.page_count);
+      b.U32(bl.flags);
+      b.U32(0);
+      b.U64(bl.checksum);
+    }
+  });
+  WriteSection(w, SectionType::kBlobs, [&](ByteWriter& b) {
+    b.U32(uint32_t(m.blobs.size()));
+    b.U32(0);
+    for (const auto& bl : m.blobs) {
+      size_t start = b.size();
+      b.U64(bl.offset);
+      b.U64(bl.stored_length);
+      b.U64(bl.raw_length);
+      b.U32(bl.flags);
+      b.U16(uint16_t(bl.name.size()));
+      b.U16(0);
+      b.U64(bl.checksum);
+      b.Str(bl.name);
+      b.PadTo(start, 8);
+    }
+  });
+  WriteSection(w, SectionType::kRestoreOrder, [&](ByteWriter& b) {
+    b.U32(uint32_t(m.restore_order.size()));
+    b.U32(m.working_set_blocks);
+    for (uint32_t v : m.restore_order) b.U32(v);
+  });
+  if (!m.dictionary.empty()) {
+    WriteSection(w, SectionType::kDictionary, [&](ByteWriter& b) { b.Bytes(m.dictionary.data(), m.dictionary.size()); });
+  }
+  return out;
+}
+
+Result<IndexModel> DecodeIndex(std::span<const uint8_t> index, uint64_t index_offset, const std::string& name) {
+  return Decoder(index, index_offset, name).Run();
+}
+
+}  // namespace halite::format

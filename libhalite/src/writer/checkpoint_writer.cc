@@ -1,0 +1,491 @@
+#include "halite/checkpoint_writer.h"
+
+#include <chrono>
+#include <cstring>
+#include <deque>
+#include <random>
+#include <unordered_map>
+
+#include "codec/hashing.h"
+#include "codec/zstd_codec.h"
+#include "common/rate_limiter.h"
+#include "common/worker_pool.h"
+#include "format/envelope_codec.h"
+#include "format/index_codec.h"
+#include "halite/format_constants.h"
+#include "writer/layout_planner.h"
+#include "writer/page_store.h"
+
+namespace halite {
+
+using format::kPageSize;
+
+Result<LayoutPolicy> ParseLayoutPolicy(std::string_view name) {
+  if (name == "halite") return LayoutPolicy::kHalite;
+  if (name == "access") return LayoutPolicy::kAccess;
+  if (name == "va") return LayoutPolicy::kVa;
+  if (name == "physical") return LayoutPolicy::kPhysical;
+  return Status::InvalidArgument("unknown policy \"" + std::string(name) + "\" (expected halite, access, va or physical)");
+}
+
+const char* LayoutPolicyName(LayoutPolicy p) {
+  switch (p) {
+    case LayoutPolicy::kHalite: return "halite";
+    case LayoutPolicy::kAccess: return "access";
+    case LayoutPolicy::kVa: return "va";
+    case LayoutPolicy::kPhysical: return "physical";
+  }
+  return "?";
+}
+
+Result<DictionaryMode> ParseDictionaryMode(std::string_view name) {
+  if (name == "auto") return DictionaryMode::kAuto;
+  if (name == "off") return DictionaryMode::kOff;
+  if (name == "on") return DictionaryMode::kOn;
+  return Status::InvalidArgument("unknown dictionary mode \"" + std::string(name) + "\" (expected auto, on or off)");
+}
+
+namespace {
+
+constexpr size_t kDictionaryMaxBytes = 64 * 1024;
+constexpr size_t kDictionarySamplePages = 2048;  // 8 MiB of samples
+constexpr size_t kDictionaryTrialBlocks = 32;
+
+struct BlockPlan {
+  uint64_t first_slot = 0;
+  uint32_t pages = 0;
+  bool hot = false;
+};
+
+struct BlockPayload {
+  Status status;
+  std::vector<uint8_t> bytes;
+  uint32_t flags = 0;
+};
+
+uint64_t NowUnixNs() {
+  return uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                      std::chrono::system_clock::now().time_since_epoch())
+                      .count());
+}
+
+FileId RandomFileId() {
+  std::random_device rd;
+  FileId id;
+  for (size_t i = 0; i < id.size(); i += 4) {
+    uint32_t v = rd();
+    std::memcpy(&id[i], &v, 4);
+  }
+  if (id == FileId{}) id[0] = 1;
+  return id;
+}
+
+}  // namespace
+
+class CheckpointWriter::Impl {
+ public:
+  Impl(std::unique_ptr<AppendSink> sink, WriterOptions opt, std::string staging_dir)
+      : sink_(std::move(sink)), opt_(std::move(opt)), staging_dir_(std::move(staging_dir)) {}
+  ~Impl() {
+    if (sink_) sink_->Abort();
+  }
+
+  Status Validate() {
+    if (opt_.block_pages < 1 || opt_.block_pages > format::kMaxBlockPages) {
+      return Status::InvalidArgument("block_pages " + std::to_string(opt_.block_pages) + " (expected 1..4096)");
+    }
+    if (opt_.level < -7 || opt_.level > codec::MaxCompressionLevel()) {
+      return Status::InvalidArgument("zstd level " + std::to_string(opt_.level) + " (expected -7.." +
+                                     std::to_string(codec::MaxCompressionLevel()) + ")");
+    }
+    auto bad_string = [](const std::string& s) {
+      return s.size() > format::kMaxMetadataString || !format::IsPrintableAscii(s);
+    };
+    if (bad_string(opt_.metadata.machine_type) || bad_string(opt_.metadata.creator)) {
+      return Status::InvalidArgument("metadata strings must be printable ASCII of at most 256 bytes");
+    }
+    return Status::Ok();
+  }
+
+  Result<uint32_t> AddRegion(const std::string& name, uint64_t base, uint64_t size, uint32_t hps) {
+    if (finished_) return Status::InvalidArgument("AddRegion after Finish");
+    if (name.empty() || name.size() > format::kMaxNameLength || !format::IsPrintableAscii(name)) {
+      return Status::InvalidArgument("region name \"" + name + "\" must be 1..255 printable ASCII bytes");
+    }
+    for (auto& r : regions_) {
+      if (r.name == name) return Status::InvalidArgument("duplicate region name \"" + name + "\"");
+    }
+    if (regions_.size() >= format::kMaxRegions) return Status::InvalidArgument("more than 1024 regions");
+    if (hps < format::kMinHostPageSize || hps > format::kMaxHostPageSize || (hps & (hps - 1)) != 0) {
+      return Status::InvalidArgument("host page size " + std::to_string(hps) + " (expected a power of two, 4096..2^30)");
+    }
+    if (size == 0 || size % hps != 0 || base % kPageSize != 0 || base + size < base) {
+      return Status::InvalidArgument("region \"" + name + "\": size must be a non-zero multiple of the host page size "
+                                     "and the base 4096-aligned");
+    }
+    if (store_.total_pages() + size / kPageSize > format::kMaxTotalPages) {
+      return Status::InvalidArgument("regions exceed 2^31 pages (8 TiB)");
+    }
+    Region r{name, base, size, hps, store_.total_pages()};
+    regions_.push_back(r);
+    store_.Resize(store_.total_pages() + size / kPageSize);
+    return uint32_t(regions_.size() - 1);
+  }
+
+  Status CheckPage(uint32_t region, uint64_t page, uint64_t count = 1) const {
+    if (finished_) return Status::InvalidArgument("page given after Finish");
+    if (region >= regions_.size()) return Status::InvalidArgument("no region " + std::to_string(region));
+    uint64_t n = regions_[region].page_count();
+    if (page >= n || count > n - page) {
+      return Status::InvalidArgument("page " + std::to_string(page) + " is outside region \"" + regions_[region].name + "\"");
+    }
+    return Status::Ok();
+  }
+
+  Status PutPage(uint32_t region, uint64_t page, std::span<const uint8_t> data) {
+    HLT_RETURN_IF_ERROR(CheckPage(region, page));
+    if (data.size() != kPageSize) return Status::InvalidArgument("a page is 4096 bytes");
+    return store_.Put(regions_[region].first_page + page, data, staging_dir_);
+  }
+
+  Status PutZeroPages(uint32_t region, uint64_t first, uint64_t count) {
+    HLT_RETURN_IF_ERROR(CheckPage(region, first, count));
+    for (uint64_t i = 0; i < count; ++i) store_.PutZero(regions_[region].first_page + first + i);
+    return Status::Ok();
+  }
+
+  Status AttachImage(uint32_t region, const std::string& path) {
+    HLT_RETURN_IF_ERROR(CheckPage(region, 0));
+    return store_.Attach(regions_[region].first_page, regions_[region].page_count(), path);
+  }
+
+  Status AddRuns(std::span<const PageRun> runs, std::vector<writer::GlobalRun>* out) {
+    for (const auto& r : runs) {
+      HLT_RETURN_IF_ERROR(CheckPage(r.first.region, r.first.page, r.count));
+      out->push_back({regions_[r.first.region].first_page + r.first.page, r.count});
+    }
+    return Status::Ok();
+  }
+  Status AddAccessed(std::span<const PageRun> runs) { return AddRuns(runs, &access_); }
+  Status AddVa(std::span<const PageRun> runs) { return AddRuns(runs, &va_); }
+
+  Status AddBlob(const std::string& name, std::span<const uint8_t> data) {
+    if (finished_) return Status::InvalidArgument("AddBlob after Finish");
+    if (name.empty() || name.size() > format::kMaxNameLength || !format::IsPrintableAscii(name)) {
+      return Status::InvalidArgument("blob name \"" + name + "\" must be 1..255 printable ASCII bytes");
+    }
+    if (data.size() > format::kMaxBlobRawLength) return Status::InvalidArgument("blob \"" + name + "\" exceeds 1 GiB");
+    if (blobs_.size() >= format::kMaxBlobs) return Status::InvalidArgument("more than 4096 blobs");
+    for (auto& b : blobs_) {
+      if (b.first == name) return Status::InvalidArgument("duplicate blob name \"" + name + "\"");
+    }
+    blobs_.emplace_back(name, std::vector<uint8_t>(data.begin(), data.end()));
+    return Status::Ok();
+  }
+
+  Result<WriteSummary> Finish();
+
+  const std::vector<Region>& regions() const { return regions_; }
+
+ private:
+  Status Append(std::span<const uint8_t> bytes) { return sink_->Append(bytes); }
+  Status ReadSlotPages(const BlockPlan& b, std::vector<uint8_t>* raw) const;
+  BlockPayload EncodeBlock(const BlockPlan& b, const codec::Dictionary* dict) const;
+  Result<std::shared_ptr<const codec::Dictionary>> ChooseDictionary(const std::vector<BlockPlan>& blocks,
+                                                                    WorkerPool& pool);
+  Status WriteBlocks(const std::vector<BlockPlan>& blocks, const codec::Dictionary* dict, WorkerPool& pool,
+                     format::IndexModel* model, uint64_t file_seed);
+  Status WriteBlobs(format::IndexModel* model, uint64_t file_seed);
+
+  std::unique_ptr<AppendSink> sink_;
+  WriterOptions opt_;
+  std::string staging_dir_;
+  std::vector<Region> regions_;
+  writer::PageStore store_;
+  std::vector<writer::GlobalRun> access_, va_;
+  std::vector<std::pair<std::string, std::vector<uint8_t>>> blobs_;
+  std::vector<uint32_t> slot_page_;  // slot -> global page holding the canonical copy
+  bool finished_ = false;
+};
+
+Status CheckpointWriter::Impl::ReadSlotPages(const BlockPlan& b, std::vector<uint8_t>* raw) const {
+  raw->resize(size_t(b.pages) * kPageSize);
+  for (uint32_t i = 0; i < b.pages; ++i) {
+    HLT_RETURN_IF_ERROR(store_.Read(slot_page_[b.first_slot + i], raw->data() + size_t(i) * kPageSize));
+  }
+  return Status::Ok();
+}
+
+BlockPayload CheckpointWriter::Impl::EncodeBlock(const BlockPlan& b, const codec::Dictionary* dict) const {
+  thread_local codec::Compressor compressor;
+  BlockPayload out;
+  std::vector<uint8_t> raw;
+  out.status = ReadSlotPages(b, &raw);
+  if (!out.status.ok()) return out;
+  out.status = compressor.Compress(raw, opt_.level, dict, &out.bytes);
+  if (!out.status.ok()) return out;
+  if (out.bytes.size() < raw.size()) {
+    out.flags = format::kBlockCompressed | (dict ? format::kBlockDictionary : 0);
+  } else {
+    out.bytes = std::move(raw);  // does not compress: stored raw
+    out.flags = 0;
+  }
+  if (b.hot) out.flags |= format::kBlockHot;
+  return out;
+}
+
+// Trains a dictionary on pages sampled across the checkpoint and keeps it when compressing sample blocks with
+// it saves more than the dictionary costs (auto), or whenever training succeeds (on).
+Result<std::shared_ptr<const codec::Dictionary>> CheckpointWriter::Impl::ChooseDictionary(
+    const std::vector<BlockPlan>& blocks, WorkerPool& pool) {
+  if (opt_.dictionary == DictionaryMode::kOff || slot_page_.size() < 64 || blocks.size() < 8) return std::shared_ptr<const codec::Dictionary>();
+  size_t samples = std::min(kDictionarySamplePages, slot_page_.size());
+  std::vector<uint8_t> sample_bytes(samples * kPageSize);
+  for (size_t i = 0; i < samples; ++i) {
+    uint64_t slot = uint64_t(i) * slot_page_.size() / samples;
+    HLT_RETURN_IF_ERROR(store_.Read(slot_page_[slot], sample_bytes.data() + i * kPageSize));
+  }
+  auto bytes = codec::TrainDictionary(sample_bytes, kPageSize, kDictionaryMaxBytes);
+  if (bytes.empty()) return std::shared_ptr<const codec::Dictionary>();
+  auto dict = codec::Dictionary::Create(std::move(bytes), opt_.level);
+  if (!dict) return std::shared_ptr<const codec::Dictionary>();
+  if (opt_.dictionary == DictionaryMode::kOn) return *dict;
+
+  size_t trials = std::min(kDictionaryTrialBlocks, blocks.size());
+  std::vector<std::future<std::pair<int64_t, int64_t>>> results;
+  for (size_t i = 0; i < trials; ++i) {
+    const BlockPlan& b = blocks[i * blocks.size() / trials];
+    const codec::Dictionary* d = dict->get();
+    results.push_back(pool.Submit([this, &b, d]() -> std::pair<int64_t, int64_t> {
+      BlockPayload plain = EncodeBlock(b, nullptr), with = EncodeBlock(b, d);
+      if (!plain.status.ok() || !with.status.ok()) return {0, 0};
+      return {int64_t(plain.bytes.size()), int64_t(with.bytes.size())};
+    }));
+  }
+  int64_t plain = 0, with = 0;
+  for (auto& f : results) {
+    auto [p, w] = f.get();
+    plain += p;
+    with += w;
+  }
+  double saved = double(plain - with) * double(blocks.size()) / double(trials);
+  if (saved > double((*dict)->bytes().size())) return *dict;
+  return std::shared_ptr<const codec::Dictionary>();
+}
+
+Status CheckpointWriter::Impl::WriteBlocks(const std::vector<BlockPlan>& blocks, const codec::Dictionary* dict,
+                                           WorkerPool& pool, format::IndexModel* model, uint64_t file_seed) {
+  RateLimiter limiter(opt_.rate_limit_bytes_per_s);
+  WriteProgress progress;
+  progress.blocks_total = blocks.size();
+  progress.raw_bytes_total = slot_page_.size() * kPageSize;
+  // A sliding window of compressions in flight; results are written strictly in block order.
+  std::deque<std::future<BlockPayload>> window;
+  size_t next = 0;
+  const size_t max_in_flight = size_t(pool.size()) * 2;
+  model->blocks.reserve(blocks.size());
+  while (next < blocks.size() || !window.empty()) {
+    while (next < blocks.size() && window.size() < max_in_flight) {
+      const BlockPlan& b = blocks[next++];
+      limiter.Acquire(uint64_t(b.pages) * kPageSize);
+      window.push_back(pool.Submit([this, &b, dict] { return EncodeBlock(b, dict); }));
+    }
+    BlockPayload p = window.front().get();
+    window.pop_front();
+    if (!p.status.ok()) {
+      for (auto& f : window) f.wait();  // tasks reference locals: let them finish before unwinding
+      return p.status;
+    }
+    size_t index = model->blocks.size();
+    const BlockPlan& b = blocks[index];
+    BlockInfo info;
+    info.offset = sink_->position();
+    info.stored_length = uint32_t(p.bytes.size());
+    info.page_count = b.pages;
+    info.flags = p.flags;
+    info.checksum = codec::Xxh3_64(p.bytes, format::BlockSeed(file_seed, index));
+    model->blocks.push_back(info);
+    Status s = Append(p.bytes);
+    if (!s.ok()) {
+      for (auto& f : window) f.wait();
+      return s;
+    }
+    progress.blocks_done = index + 1;
+    progress.raw_bytes_done += uint64_t(b.pages) * kPageSize;
+    if (opt_.progress) opt_.progress(progress);
+  }
+  return Status::Ok();
+}
+
+Status CheckpointWriter::Impl::WriteBlobs(format::IndexModel* model, uint64_t file_seed) {
+  codec::Compressor compressor;
+  for (size_t i = 0; i < blobs_.size(); ++i) {
+    const auto& [name, raw] = blobs_[i];
+    std::vector<uint8_t> packed;
+    BlobInfo info;
+    info.name = name;
+    info.raw_length = raw.size();
+    HLT_RETURN_IF_ERROR(compressor.Compress(raw, opt_.level, nullptr, &packed));
+    std::span<const uint8_t> payload = raw;
+    if (!raw.empty() && packed.size() < raw.size()) {
+      payload = packed;
+      info.flags = format::kBlobCompressed;
+    }
+    info.offset = sink_->position();
+    info.stored_length = payload.size();
+    info.checksum = codec::Xxh3_64(payload, format::BlobSeed(file_seed, i));
+    HLT_RETURN_IF_ERROR(Append(payload));
+    model->blobs.push_back(std::move(info));
+  }
+  return Status::Ok();
+}
+
+Result<WriteSummary> CheckpointWriter::Impl::Finish() {
+  if (finished_) return Status::InvalidArgument("Finish called twice");
+  finished_ = true;
+  auto t0 = std::chrono::steady_clock::now();
+  if (regions_.empty()) return Status::InvalidArgument("a checkpoint needs at least one region");
+  HLT_RETURN_IF_ERROR(store_.Seal());
+
+  WriteSummary sum;
+  const uint64_t total = store_.total_pages();
+  sum.pages = total;
+  sum.raw_bytes = total * kPageSize;
+  std::vector<bool> storable(total);
+  for (uint64_t g = 0; g < total; ++g) {
+    auto st = store_.state(g);
+    storable[g] = st == writer::PageState::kStaged || st == writer::PageState::kImage;
+    if (st == writer::PageState::kZero) ++sum.zero_pages;
+    if (st == writer::PageState::kAbsent) ++sum.absent_pages;
+  }
+
+  // Plan, then deduplicate in plan order so the copy stored is the first one planned.
+  writer::LayoutPlan plan = writer::PlanLayout(opt_.policy, storable, access_, va_);
+  format::IndexModel model;
+  model.page_map.assign(total, format::kPageMapAbsent);
+  for (uint64_t g = 0; g < total; ++g) {
+    if (store_.state(g) == writer::PageState::kZero) model.page_map[g] = format::kPageMapZero;
+  }
+  struct HashKey {
+    size_t operator()(const codec::Hash128& h) const { return size_t(h.low ^ (h.high * 0x9E3779B97F4A7C15ull)); }
+  };
+  std::unordered_map<codec::Hash128, uint32_t, HashKey> first_slot_with_hash;  // hash -> slot
+  std::vector<uint8_t> a(kPageSize), b(kPageSize);
+  uint64_t accessed_unique = 0;
+  for (size_t i = 0; i < plan.order.size(); ++i) {
+    uint32_t g = plan.order[i];
+    auto [it, inserted] = first_slot_with_hash.try_emplace(store_.hash(g), uint32_t(slot_page_.size()));
+    if (!inserted) {
+      // Same hash: confirm byte for byte before sharing the slot (a collision keeps its own copy).
+      HLT_RETURN_IF_ERROR(store_.Read(slot_page_[it->second], a.data()));
+      HLT_RETURN_IF_ERROR(store_.Read(g, b.data()));
+      if (a == b) {
+        model.page_map[g] = format::kPageMapFirstSlot + it->second;
+        ++sum.duplicate_pages;
+        continue;
+      }
+    }
+    model.page_map[g] = format::kPageMapFirstSlot + uint32_t(slot_page_.size());
+    slot_page_.push_back(g);
+    if (i < plan.accessed) ++accessed_unique;
+  }
+  first_slot_with_hash.clear();
+  sum.stored_pages = slot_page_.size();
+  sum.accessed_pages = accessed_unique;
+
+  // Blocks: block_pages slots each, with a forced boundary where the working set ends.
+  std::vector<BlockPlan> blocks;
+  for (uint64_t s = 0; s < slot_page_.size();) {
+    bool hot = s < accessed_unique;
+    uint64_t end = hot ? accessed_unique : slot_page_.size();
+    uint32_t n = uint32_t(std::min<uint64_t>(opt_.block_pages, end - s));
+    blocks.push_back({s, n, hot});
+    s += n;
+  }
+
+  FileId file_id = opt_.file_id.value_or(RandomFileId());
+  uint64_t seed = format::FileSeed(file_id);
+  format::Header header;
+  header.file_id = file_id;
+  auto hb = format::EncodeHeader(header);
+  HLT_RETURN_IF_ERROR(Append(hb));
+
+  WorkerPool pool(opt_.threads);
+  HLT_ASSIGN_OR_RETURN(auto dict, ChooseDictionary(blocks, pool));
+  HLT_RETURN_IF_ERROR(WriteBlocks(blocks, dict.get(), pool, &model, seed));
+  HLT_RETURN_IF_ERROR(WriteBlobs(&model, seed));
+
+  model.metadata = opt_.metadata;
+  if (!opt_.deterministic && model.metadata.created_unix_ns == 0) model.metadata.created_unix_ns = NowUnixNs();
+  model.regions = regions_;
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    model.restore_order.push_back(uint32_t(i));
+    if (blocks[i].hot) ++model.working_set_blocks;
+  }
+  if (dict) model.dictionary = dict->bytes();
+
+  std::vector<uint8_t> index = format::EncodeIndex(model);
+  format::Footer footer;
+  footer.index_offset = sink_->position();
+  footer.index_length = index.size();
+  footer.file_size = footer.index_offset + index.size() + format::kFooterSize;
+  footer.file_id = file_id;
+  footer.index_checksum = codec::Xxh3_64(index, seed);
+  HLT_RETURN_IF_ERROR(Append(index));
+  auto fb = format::EncodeFooter(footer);
+  HLT_RETURN_IF_ERROR(Append(fb));
+  HLT_RETURN_IF_ERROR(sink_->Commit());
+  sink_.reset();
+
+  sum.blocks = blocks.size();
+  sum.hot_blocks = model.working_set_blocks;
+  for (auto& bl : model.blocks) sum.block_bytes += bl.stored_length;
+  for (auto& bl : model.blobs) sum.blob_bytes += bl.stored_length;
+  sum.index_bytes = index.size();
+  sum.dictionary_bytes = model.dictionary.size();
+  sum.file_bytes = footer.file_size;
+  sum.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return sum;
+}
+
+// --- public shell ---
+
+CheckpointWriter::CheckpointWriter(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+CheckpointWriter::~CheckpointWriter() = default;
+
+Result<std::unique_ptr<CheckpointWriter>> CheckpointWriter::Create(std::unique_ptr<AppendSink> sink,
+                                                                   WriterOptions options) {
+  std::string staging = options.staging_dir.empty() ? std::string("/tmp") : options.staging_dir;
+  auto impl = std::make_unique<Impl>(std::move(sink), std::move(options), staging);
+  HLT_RETURN_IF_ERROR(impl->Validate());
+  return std::unique_ptr<CheckpointWriter>(new CheckpointWriter(std::move(impl)));
+}
+
+Result<std::unique_ptr<CheckpointWriter>> CheckpointWriter::Create(const std::string& path, WriterOptions options) {
+  if (options.staging_dir.empty()) {
+    auto slash = path.rfind('/');
+    options.staging_dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
+  }
+  HLT_ASSIGN_OR_RETURN(auto sink, CreateAtomicFileSink(path, options.sink));
+  return Create(std::move(sink), std::move(options));
+}
+
+Result<uint32_t> CheckpointWriter::AddRegion(const std::string& name, uint64_t base, uint64_t size, uint32_t hps) {
+  return impl_->AddRegion(name, base, size, hps);
+}
+const std::vector<Region>& CheckpointWriter::regions() const { return impl_->regions(); }
+Status CheckpointWriter::PutPage(uint32_t region, uint64_t page, std::span<const uint8_t> data) {
+  return impl_->PutPage(region, page, data);
+}
+Status CheckpointWriter::PutZeroPages(uint32_t region, uint64_t first, uint64_t count) {
+  return impl_->PutZeroPages(region, first, count);
+}
+Status CheckpointWriter::AttachImage(uint32_t region, const std::string& path) { return impl_->AttachImage(region, path); }
+Status CheckpointWriter::AddAccessedPages(std::span<const PageRun> runs) { return impl_->AddAccessed(runs); }
+Status CheckpointWriter::AddVaRuns(std::span<const PageRun> runs) { return impl_->AddVa(runs); }
+Status CheckpointWriter::AddBlob(const std::string& name, std::span<const uint8_t> data) {
+  return impl_->AddBlob(name, data);
+}
+Result<WriteSummary> CheckpointWriter::Finish() { return impl_->Finish(); }
+
+}  // namespace halite

@@ -1,0 +1,139 @@
+#include "writer/page_store.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "format/byte_order.h"
+#include "halite/format_constants.h"
+
+namespace halite::writer {
+namespace {
+constexpr size_t kPage = format::kPageSize;
+constexpr size_t kStagingBufferPages = 256;  // 1 MiB
+
+Status PreadFull(int fd, uint8_t* out, size_t n, uint64_t off, const std::string& name) {
+  size_t done = 0;
+  while (done < n) {
+    ssize_t r = ::pread(fd, out + done, n - done, off_t(off + done));
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      return Status::IoError(name + ": read at offset " + format::Hex(off + done) + " failed", errno);
+    }
+    if (r == 0) return Status::IoError(name + ": short read at offset " + format::Hex(off + done) + " (file changed?)");
+    done += size_t(r);
+  }
+  return Status::Ok();
+}
+}  // namespace
+
+PageStore::~PageStore() {
+  if (staging_fd_ >= 0) ::close(staging_fd_);
+  for (auto& im : images_) ::close(im.fd);
+}
+
+void PageStore::Resize(uint64_t total_pages) {
+  state_.resize(total_pages, PageState::kAbsent);
+  location_.resize(total_pages, 0);
+  hash_.resize(total_pages);
+}
+
+Status PageStore::OpenStaging(const std::string& dir) {
+  staging_fd_ = ::open(dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+  if (staging_fd_ < 0) {
+    // No O_TMPFILE: create and unlink at once, so nothing outlives the process.
+    std::string tmpl = dir + "/.hlt-staging.XXXXXX";
+    staging_fd_ = ::mkstemp(tmpl.data());
+    if (staging_fd_ < 0) return Status::IoError(dir + ": cannot create the page staging file", errno);
+    ::unlink(tmpl.c_str());
+  }
+  staging_buffer_.reserve(kStagingBufferPages * kPage);
+  return Status::Ok();
+}
+
+Status PageStore::FlushStaging() {
+  size_t n = staging_buffer_.size();
+  size_t done = 0;
+  uint64_t off = staging_flushed_ * kPage;
+  while (done < n) {
+    ssize_t w = ::pwrite(staging_fd_, staging_buffer_.data() + done, n - done, off_t(off + done));
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      return Status::IoError("page staging file: write failed", errno);
+    }
+    done += size_t(w);
+  }
+  staging_flushed_ += n / kPage;
+  staging_buffer_.clear();
+  return Status::Ok();
+}
+
+Status PageStore::Put(uint64_t page, std::span<const uint8_t> data, const std::string& staging_dir) {
+  if (codec::IsAllZero(data)) {
+    state_[page] = PageState::kZero;
+    return Status::Ok();
+  }
+  if (staging_fd_ < 0) HLT_RETURN_IF_ERROR(OpenStaging(staging_dir));
+  // A page given again gets a new staging slot; the old copy is simply not read any more.
+  state_[page] = PageState::kStaged;
+  location_[page] = staged_++;
+  hash_[page] = codec::Xxh3_128(data);
+  staging_buffer_.insert(staging_buffer_.end(), data.begin(), data.end());
+  if (staging_buffer_.size() >= kStagingBufferPages * kPage) return FlushStaging();
+  return Status::Ok();
+}
+
+Status PageStore::Attach(uint64_t first, uint64_t count, const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return Status::IoError(path + ": cannot open", errno);
+  struct stat st;
+  if (::fstat(fd, &st) != 0 || uint64_t(st.st_size) != count * kPage) {
+    ::close(fd);
+    return Status::InvalidArgument(path + ": size " + std::to_string(st.st_size) + " does not match the region (" +
+                                   std::to_string(count * kPage) + " bytes)");
+  }
+  uint32_t index = uint32_t(images_.size());
+  images_.push_back(Image{first, count, fd, path});
+  ::posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+  std::vector<uint8_t> buf(kStagingBufferPages * kPage);
+  for (uint64_t p = 0; p < count; p += kStagingBufferPages) {
+    uint64_t n = std::min<uint64_t>(kStagingBufferPages, count - p);
+    HLT_RETURN_IF_ERROR(PreadFull(fd, buf.data(), n * kPage, p * kPage, path));
+    for (uint64_t i = 0; i < n; ++i) {
+      std::span<const uint8_t> pg(buf.data() + i * kPage, kPage);
+      uint64_t g = first + p + i;
+      if (codec::IsAllZero(pg)) {
+        state_[g] = PageState::kZero;
+      } else {
+        state_[g] = PageState::kImage;
+        location_[g] = index;
+        hash_[g] = codec::Xxh3_128(pg);
+      }
+    }
+  }
+  ::posix_fadvise(fd, 0, 0, POSIX_FADV_RANDOM);
+  return Status::Ok();
+}
+
+Status PageStore::Seal() {
+  if (staging_fd_ >= 0 && !staging_buffer_.empty()) return FlushStaging();
+  return Status::Ok();
+}
+
+Status PageStore::Read(uint64_t page, uint8_t* out) const {
+  switch (state_[page]) {
+    case PageState::kStaged:
+      return PreadFull(staging_fd_, out, kPage, location_[page] * kPage, "page staging file");
+    case PageState::kImage: {
+      const Image& im = images_[location_[page]];
+      return PreadFull(im.fd, out, kPage, (page - im.first) * kPage, im.path);
+    }
+    default:
+      return Status::Internal("page " + std::to_string(page) + " has no stored content");
+  }
+}
+
+}  // namespace halite::writer

@@ -1,0 +1,65 @@
+// Shared command-line plumbing for hlt-save and hlt-restore: exit codes, argument cursor, progress line.
+// Tools use only the public API of libhalite.
+#ifndef HALITE_TOOLS_CLI_H_
+#define HALITE_TOOLS_CLI_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "halite/status.h"
+
+namespace halite::cli {
+
+// Exit codes other tools rely on.
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitUsage = 2;
+inline constexpr int kExitIo = 3;
+inline constexpr int kExitCorrupt = 4;
+
+// Maps a Status to an exit code: I/O errors 3, corrupt/unsupported/unauthenticated 4, anything else 2.
+int ExitCodeFor(const Status& s);
+// Prints "TOOL: message" to stderr and returns the exit code for it.
+int Fail(const std::string& tool, const Status& s);
+int UsageError(const std::string& tool, const std::string& message, const std::string& usage);
+
+// Walks argv; options may be given as "--name value" or "--name=value".
+class Args {
+ public:
+  Args(int argc, char** argv, int first);
+  bool Done() const { return i_ >= args_.size(); }
+  const std::string& Peek() const { return args_[i_]; }
+  std::string Next() { return args_[i_++]; }
+  // When the next argument is --name or --name=..., consumes it and sets *value (from "=" or the next arg).
+  bool Option(std::string_view name, std::string* value, std::string* error);
+  bool Flag(std::string_view name);
+
+ private:
+  std::vector<std::string> args_;
+  size_t i_ = 0;
+};
+
+bool ParseU64(const std::string& s, uint64_t* out);  // decimal, 0x hex, or with K/M/G suffix (binary)
+
+// Progress on stderr when it is a terminal; rewritten in place, at most ten times a second.
+class Progress {
+ public:
+  explicit Progress(std::string label);
+  ~Progress();
+  void Update(uint64_t done, uint64_t total);
+  void Finish();
+
+ private:
+  std::string label_;
+  bool tty_;
+  bool shown_ = false;
+  int64_t last_ns_ = 0;
+};
+
+std::string HumanBytes(uint64_t bytes);
+std::string JsonEscape(std::string_view s);
+
+}  // namespace halite::cli
+
+#endif  // HALITE_TOOLS_CLI_H_

@@ -1,0 +1,151 @@
+// hlt-restore info CKPT [--json]
+#include <algorithm>
+#include <cstdio>
+#include <iostream>
+#include <sstream>
+
+#include "halite/checkpoint_reader.h"
+#include "hlt-restore/restore_modes.h"
+
+namespace halite::restore {
+namespace {
+
+struct Counts {
+  uint64_t absent = 0, zero = 0, stored = 0, duplicates = 0, slots = 0;
+  uint64_t block_bytes = 0, blob_bytes = 0, compressed_blocks = 0, dict_blocks = 0, hot_blocks = 0;
+  uint32_t min_stored = UINT32_MAX, max_stored = 0, min_pages = UINT32_MAX, max_pages = 0;
+};
+
+Counts Count(const CheckpointReader& r) {
+  Counts c;
+  for (uint64_t g = 0; g < r.total_pages(); ++g) {
+    switch (r.Locate(g).kind) {
+      case PageKind::kAbsent: ++c.absent; break;
+      case PageKind::kZero: ++c.zero; break;
+      case PageKind::kStored: ++c.stored; break;
+    }
+  }
+  for (const auto& b : r.blocks()) {
+    c.slots += b.page_count;
+    c.block_bytes += b.stored_length;
+    c.compressed_blocks += b.compressed();
+    c.dict_blocks += b.uses_dictionary();
+    c.hot_blocks += b.hot();
+    c.min_stored = std::min(c.min_stored, b.stored_length);
+    c.max_stored = std::max(c.max_stored, b.stored_length);
+    c.min_pages = std::min(c.min_pages, b.page_count);
+    c.max_pages = std::max(c.max_pages, b.page_count);
+  }
+  if (r.blocks().empty()) c.min_stored = c.min_pages = 0;
+  c.duplicates = c.stored - c.slots;
+  for (const auto& b : r.blobs()) c.blob_bytes += b.stored_length;
+  return c;
+}
+
+std::string HexId(const std::array<uint8_t, 16>& id) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", id[0], id[1],
+                id[2], id[3], id[4], id[5], id[6], id[7], id[8], id[9], id[10], id[11], id[12], id[13], id[14], id[15]);
+  return buf;
+}
+
+void PrintText(const CheckpointReader& r, const Counts& c) {
+  const Metadata& m = r.metadata();
+  uint64_t raw = r.total_pages() * 4096;
+  std::printf("checkpoint   %s\n", r.name().c_str());
+  std::printf("format       %u.%u, %llu bytes, file id %s\n", r.format_major(), r.format_minor(),
+              (unsigned long long)r.file_size(), HexId(r.file_id()).c_str());
+  std::printf("vmm          %s, machine \"%s\", creator \"%s\", vm uuid %s, created %llu ns\n",
+              VmmKindName(m.vmm_kind), m.machine_type.c_str(), m.creator.c_str(), HexId(m.vm_uuid).c_str(),
+              (unsigned long long)m.created_unix_ns);
+  std::printf("regions      %zu\n", r.regions().size());
+  for (const auto& reg : r.regions()) {
+    std::printf("  %-24s base 0x%llx size %s (%llu pages, host page %u)\n", reg.name.c_str(),
+                (unsigned long long)reg.guest_phys_base, cli::HumanBytes(reg.size).c_str(),
+                (unsigned long long)reg.page_count(), reg.host_page_size);
+  }
+  std::printf("pages        %llu: stored %llu (%llu duplicates), zero %llu, absent %llu\n",
+              (unsigned long long)r.total_pages(), (unsigned long long)c.stored, (unsigned long long)c.duplicates,
+              (unsigned long long)c.zero, (unsigned long long)c.absent);
+  std::printf("size         raw %s, file %s, ratio %.2f\n", cli::HumanBytes(raw).c_str(),
+              cli::HumanBytes(r.file_size()).c_str(), r.file_size() ? double(raw) / double(r.file_size()) : 0.0);
+  std::printf("blocks       %zu (%llu compressed, %llu with dictionary, %llu hot); pages per block %u..%u; "
+              "stored bytes %u..%u, mean %.0f\n",
+              r.blocks().size(), (unsigned long long)c.compressed_blocks, (unsigned long long)c.dict_blocks,
+              (unsigned long long)c.hot_blocks, c.min_pages, c.max_pages, c.min_stored, c.max_stored,
+              r.blocks().empty() ? 0.0 : double(c.block_bytes) / double(r.blocks().size()));
+  std::printf("dictionary   %zu bytes\n", r.dictionary_size());
+  std::printf("blobs        %zu (%s stored)\n", r.blobs().size(), cli::HumanBytes(c.blob_bytes).c_str());
+  for (const auto& b : r.blobs()) {
+    std::printf("  %-24s %llu bytes (%llu stored)\n", b.name.c_str(), (unsigned long long)b.raw_length,
+                (unsigned long long)b.stored_length);
+  }
+  std::printf("hints        restore order of %zu blocks, working set %u blocks\n", r.restore_order().size(),
+              r.working_set_blocks());
+  std::printf("index        %llu bytes at offset 0x%llx\n", (unsigned long long)r.index_length(),
+              (unsigned long long)r.index_offset());
+}
+
+void PrintJson(const CheckpointReader& r, const Counts& c) {
+  const Metadata& m = r.metadata();
+  std::ostringstream o;
+  o << "{\"file\":\"" << cli::JsonEscape(r.name()) << "\",\"format_version\":\"" << r.format_major() << "."
+    << r.format_minor() << "\",\"file_size\":" << r.file_size() << ",\"file_id\":\"" << HexId(r.file_id())
+    << "\",\"vmm_kind\":\"" << VmmKindName(m.vmm_kind) << "\",\"machine_type\":\"" << cli::JsonEscape(m.machine_type)
+    << "\",\"creator\":\"" << cli::JsonEscape(m.creator) << "\",\"vm_uuid\":\"" << HexId(m.vm_uuid)
+    << "\",\"created_unix_ns\":" << m.created_unix_ns << ",\"regions\":[";
+  for (size_t i = 0; i < r.regions().size(); ++i) {
+    const auto& reg = r.regions()[i];
+    o << (i ? "," : "") << "{\"name\":\"" << cli::JsonEscape(reg.name) << "\",\"guest_phys_base\":" << reg.guest_phys_base
+      << ",\"size\":" << reg.size << ",\"pages\":" << reg.page_count() << ",\"host_page_size\":" << reg.host_page_size
+      << "}";
+  }
+  uint64_t raw = r.total_pages() * 4096;
+  o << "],\"pages\":" << r.total_pages() << ",\"stored_pages\":" << c.stored << ",\"duplicate_pages\":" << c.duplicates
+    << ",\"zero_pages\":" << c.zero << ",\"absent_pages\":" << c.absent << ",\"raw_bytes\":" << raw
+    << ",\"ratio\":" << (r.file_size() ? double(raw) / double(r.file_size()) : 0.0) << ",\"blocks\":" << r.blocks().size()
+    << ",\"compressed_blocks\":" << c.compressed_blocks << ",\"dictionary_blocks\":" << c.dict_blocks
+    << ",\"hot_blocks\":" << c.hot_blocks << ",\"block_bytes\":" << c.block_bytes << ",\"min_block_pages\":"
+    << c.min_pages << ",\"max_block_pages\":" << c.max_pages << ",\"dictionary_bytes\":" << r.dictionary_size()
+    << ",\"blobs\":[";
+  for (size_t i = 0; i < r.blobs().size(); ++i) {
+    const auto& b = r.blobs()[i];
+    o << (i ? "," : "") << "{\"name\":\"" << cli::JsonEscape(b.name) << "\",\"raw_length\":" << b.raw_length
+      << ",\"stored_length\":" << b.stored_length << "}";
+  }
+  o << "],\"restore_order_blocks\":" << r.restore_order().size() << ",\"working_set_blocks\":" << r.working_set_blocks()
+    << ",\"index_bytes\":" << r.index_length() << "}\n";
+  std::cout << o.str();
+}
+
+}  // namespace
+
+int Info(cli::Args& args) {
+  const std::string tool = "hlt-restore info";
+  const std::string usage = "usage: hlt-restore info CKPT [--json]\n";
+  std::string ckpt;
+  bool json = false;
+  while (!args.Done()) {
+    if (args.Flag("-h") || args.Flag("--help")) {
+      std::cout << usage;
+      return 0;
+    }
+    if (args.Flag("--json")) {
+      json = true;
+    } else if (args.Peek().rfind("-", 0) == 0) {
+      return cli::UsageError(tool, "unknown option " + args.Peek(), usage);
+    } else if (ckpt.empty()) {
+      ckpt = args.Next();
+    } else {
+      return cli::UsageError(tool, "unexpected argument " + args.Peek(), usage);
+    }
+  }
+  if (ckpt.empty()) return cli::UsageError(tool, "CKPT is required", usage);
+  auto reader = CheckpointReader::Open(ckpt);
+  if (!reader) return cli::Fail(tool, reader.error());
+  Counts c = Count(**reader);
+  if (json) PrintJson(**reader, c); else PrintText(**reader, c);
+  return 0;
+}
+
+}  // namespace halite::restore

@@ -1,0 +1,30 @@
+// hlt-restore: read, check and restore libhalite checkpoints.
+#include <cstring>
+#include <iostream>
+
+#include "hlt-restore/restore_modes.h"
+
+namespace {
+const char* kUsage =
+    "usage: hlt-restore MODE ...\n"
+    "modes:\n"
+    "  raw CKPT -o IMAGE        write the full memory back as a flat image\n"
+    "  info CKPT [--json]       describe a checkpoint\n"
+    "  verify CKPT              read every byte and check every checksum and rule\n"
+    "Run `hlt-restore MODE --help` for a mode's options.\n"
+    "Exit codes: 0 success, 2 usage error, 3 I/O error, 4 invalid or corrupt checkpoint.\n";
+}
+
+int main(int argc, char** argv) {
+  if (argc < 2 || !std::strcmp(argv[1], "-h") || !std::strcmp(argv[1], "--help")) {
+    (argc < 2 ? std::cerr : std::cout) << kUsage;
+    return argc < 2 ? halite::cli::kExitUsage : 0;
+  }
+  halite::cli::Args args(argc, argv, 2);
+  std::string mode = argv[1];
+  if (mode == "raw") return halite::restore::RestoreRaw(args);
+  if (mode == "info") return halite::restore::Info(args);
+  if (mode == "verify") return halite::restore::Verify(args);
+  std::cerr << "hlt-restore: unknown mode \"" << mode << "\"\n" << kUsage;
+  return halite::cli::kExitUsage;
+}

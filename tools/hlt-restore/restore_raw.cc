@@ -1,0 +1,52 @@
+// hlt-restore raw CKPT -o IMAGE
+#include <iostream>
+
+#include "halite/checkpoint_reader.h"
+#include "halite/raw_export.h"
+#include "hlt-restore/restore_modes.h"
+
+namespace halite::restore {
+
+int RestoreRaw(cli::Args& args) {
+  const std::string tool = "hlt-restore raw";
+  const std::string usage =
+      "usage: hlt-restore raw CKPT -o IMAGE [--threads N] [--no-sync]\n"
+      "Writes every region of the checkpoint, in order, as one flat image. Nothing is left under IMAGE when it\n"
+      "fails.\n";
+  std::string ckpt, out, error, v;
+  RawExportOptions opt;
+  while (!args.Done()) {
+    if (args.Flag("-h") || args.Flag("--help")) {
+      std::cout << usage;
+      return 0;
+    }
+    if (args.Option("-o", &v, &error) || args.Option("--output", &v, &error)) {
+      out = v;
+    } else if (args.Option("--threads", &v, &error)) {
+      uint64_t n;
+      if (error.empty() && (!cli::ParseU64(v, &n) || n > 1024)) error = "--threads: bad value";
+      opt.threads = unsigned(n);
+    } else if (args.Flag("--no-sync")) {
+      opt.sync = false;
+    } else if (args.Peek().rfind("-", 0) == 0) {
+      return cli::UsageError(tool, "unknown option " + args.Peek(), usage);
+    } else if (ckpt.empty()) {
+      ckpt = args.Next();
+    } else {
+      return cli::UsageError(tool, "unexpected argument " + args.Peek(), usage);
+    }
+    if (!error.empty()) return cli::UsageError(tool, error, usage);
+  }
+  if (ckpt.empty() || out.empty()) return cli::UsageError(tool, "CKPT and -o IMAGE are required", usage);
+  auto reader = CheckpointReader::Open(ckpt);
+  if (!reader) return cli::Fail(tool, reader.error());
+  cli::Progress progress("restoring");
+  opt.progress = [&](uint64_t d, uint64_t t) { progress.Update(d, t); };
+  Status s = ExportRawImage(**reader, out, opt);
+  progress.Finish();
+  if (!s.ok()) return cli::Fail(tool, s);
+  std::cout << "restored " << out << " (" << (*reader)->total_pages() * 4096 << " bytes)\n";
+  return 0;
+}
+
+}  // namespace halite::restore

@@ -1,0 +1,36 @@
+// hlt-restore verify CKPT
+#include <iostream>
+
+#include "halite/checkpoint_reader.h"
+#include "hlt-restore/restore_modes.h"
+
+namespace halite::restore {
+
+int Verify(cli::Args& args) {
+  const std::string tool = "hlt-restore verify";
+  const std::string usage =
+      "usage: hlt-restore verify CKPT\n"
+      "Checks every rule of the format and every checksum, and decompresses every block and blob.\n";
+  std::string ckpt;
+  while (!args.Done()) {
+    if (args.Flag("-h") || args.Flag("--help")) {
+      std::cout << usage;
+      return 0;
+    }
+    if (args.Peek().rfind("-", 0) == 0) return cli::UsageError(tool, "unknown option " + args.Peek(), usage);
+    if (!ckpt.empty()) return cli::UsageError(tool, "unexpected argument " + args.Peek(), usage);
+    ckpt = args.Next();
+  }
+  if (ckpt.empty()) return cli::UsageError(tool, "CKPT is required", usage);
+  auto reader = CheckpointReader::Open(ckpt);
+  if (!reader) return cli::Fail(tool, reader.error());
+  cli::Progress progress("verifying");
+  Status s = (*reader)->VerifyAll([&](const VerifyProgress& p) { progress.Update(p.blocks_done, p.blocks_total); });
+  progress.Finish();
+  if (!s.ok()) return cli::Fail(tool, s);
+  std::cout << ckpt << ": OK (" << (*reader)->blocks().size() << " blocks, " << (*reader)->blobs().size()
+            << " blobs, " << (*reader)->total_pages() << " pages, " << (*reader)->file_size() << " bytes)\n";
+  return 0;
+}
+
+}  // namespace halite::restore

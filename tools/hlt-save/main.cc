@@ -1,0 +1,26 @@
+// hlt-save: create libhalite checkpoints.
+#include <cstring>
+#include <iostream>
+
+#include "hlt-save/save_modes.h"
+
+namespace {
+const char* kUsage =
+    "usage: hlt-save MODE ...\n"
+    "modes:\n"
+    "  raw IMAGE -o CKPT [writer options]     save a raw memory image\n"
+    "Run `hlt-save MODE --help` for a mode's options.\n"
+    "Exit codes: 0 success, 2 usage error, 3 I/O error, 4 invalid or corrupt input.\n";
+}
+
+int main(int argc, char** argv) {
+  if (argc < 2 || !std::strcmp(argv[1], "-h") || !std::strcmp(argv[1], "--help")) {
+    (argc < 2 ? std::cerr : std::cout) << kUsage;
+    return argc < 2 ? halite::cli::kExitUsage : 0;
+  }
+  halite::cli::Args args(argc, argv, 2);
+  std::string mode = argv[1];
+  if (mode == "raw") return halite::save::SaveRaw(args);
+  std::cerr << "hlt-save: unknown mode \"" << mode << "\"\n" << kUsage;
+  return halite::cli::kExitUsage;
+}

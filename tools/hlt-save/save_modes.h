@@ -1,0 +1,13 @@
+// The modes of hlt-save, one file each.
+#ifndef HALITE_TOOLS_SAVE_MODES_H_
+#define HALITE_TOOLS_SAVE_MODES_H_
+
+#include "common/cli.h"
+
+namespace halite::save {
+
+int SaveRaw(cli::Args& args);
+
+}  // namespace halite::save
+
+#endif  // HALITE_TOOLS_SAVE_MODES_H_

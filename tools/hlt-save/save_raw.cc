@@ -1,0 +1,65 @@
+// hlt-save raw IMAGE -o CKPT [writer options]: a raw memory image as one region called "ram".
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <iostream>
+
+#include "hlt-save/save_modes.h"
+#include "hlt-save/writer_flags.h"
+
+namespace halite::save {
+
+const char* kRawUsage =
+    "usage: hlt-save raw IMAGE -o CKPT [writer options]\n"
+    "Saves a raw memory image (a multiple of 4096 bytes) as a checkpoint with one region, \"ram\".\n";
+
+int SaveRaw(cli::Args& args) {
+  const std::string tool = "hlt-save raw";
+  std::string usage = std::string(kRawUsage) + kWriterFlagsHelp;
+  std::string image, out, error;
+  WriterFlags flags;
+  flags.options.metadata.vmm_kind = VmmKind::kRaw;
+  flags.options.metadata.creator = "libhalite hlt-save raw";
+  while (!args.Done()) {
+    std::string v;
+    if (args.Flag("-h") || args.Flag("--help")) {
+      std::cout << usage;
+      return cli::kExitOk;
+    }
+    if (args.Option("-o", &v, &error) || args.Option("--output", &v, &error)) {
+      out = v;
+    } else if (ParseWriterFlag(args, &flags, &error)) {
+    } else if (args.Peek().rfind("-", 0) == 0) {
+      return cli::UsageError(tool, "unknown option " + args.Peek(), usage);
+    } else if (image.empty()) {
+      image = args.Next();
+    } else {
+      return cli::UsageError(tool, "unexpected argument " + args.Peek(), usage);
+    }
+    if (!error.empty()) return cli::UsageError(tool, error, usage);
+  }
+  if (image.empty() || out.empty()) return cli::UsageError(tool, "IMAGE and -o CKPT are required", usage);
+
+  struct stat st;
+  if (::stat(image.c_str(), &st) != 0) return cli::Fail(tool, Status::IoError(image + ": cannot stat", errno));
+  if (st.st_size == 0 || st.st_size % 4096 != 0) {
+    return cli::Fail(tool, Status::InvalidArgument(image + ": size " + std::to_string(st.st_size) +
+                                                   " is not a non-zero multiple of 4096"));
+  }
+  cli::Progress progress("saving");
+  flags.options.progress = [&](const WriteProgress& p) { progress.Update(p.raw_bytes_done, p.raw_bytes_total); };
+  auto writer = CheckpointWriter::Create(out, flags.options);
+  if (!writer) return cli::Fail(tool, writer.error());
+  auto region = (*writer)->AddRegion("ram", 0, uint64_t(st.st_size));
+  if (!region) return cli::Fail(tool, region.error());
+  Status s = (*writer)->AttachImage(*region, image);
+  if (s.ok()) s = ApplyHintFiles(flags, **writer);
+  if (!s.ok()) return cli::Fail(tool, s);
+  auto summary = (*writer)->Finish();
+  progress.Finish();
+  if (!summary) return cli::Fail(tool, summary.error());
+  PrintSummary(*summary, out);
+  return cli::kExitOk;
+}
+
+}  // namespace halite::save

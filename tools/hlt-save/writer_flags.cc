@@ -1,0 +1,100 @@
+#include "hlt-save/writer_flags.h"
+
+#include <cstdio>
+
+namespace halite::save {
+
+bool ParseWriterFlag(cli::Args& args, WriterFlags* f, std::string* error) {
+  std::string v;
+  uint64_t n = 0;
+  auto number = [&](const char* name, uint64_t max) -> bool {
+    if (!cli::ParseU64(v, &n) || n > max) {
+      *error = std::string(name) + ": bad value \"" + v + "\"";
+      return false;
+    }
+    return true;
+  };
+  if (args.Option("--block-pages", &v, error)) {
+    if (error->empty() && number("--block-pages", 4096)) f->options.block_pages = uint32_t(n);
+    return true;
+  }
+  if (args.Option("--level", &v, error)) {
+    if (error->empty()) {
+      try {
+        f->options.level = std::stoi(v);
+      } catch (...) {
+        *error = "--level: bad value \"" + v + "\"";
+      }
+    }
+    return true;
+  }
+  if (args.Option("--threads", &v, error)) {
+    if (error->empty() && number("--threads", 1024)) f->options.threads = unsigned(n);
+    return true;
+  }
+  if (args.Option("--rate-limit", &v, error)) {
+    if (error->empty() && number("--rate-limit", UINT64_MAX)) f->options.rate_limit_bytes_per_s = n;
+    return true;
+  }
+  if (args.Option("--policy", &v, error)) {
+    if (error->empty()) {
+      auto p = ParseLayoutPolicy(v);
+      if (p) f->options.policy = *p; else *error = p.error().message();
+    }
+    return true;
+  }
+  if (args.Option("--dictionary", &v, error)) {
+    if (error->empty()) {
+      auto d = ParseDictionaryMode(v);
+      if (d) f->options.dictionary = *d; else *error = d.error().message();
+    }
+    return true;
+  }
+  if (args.Option("--access-trace", &v, error)) {
+    f->access_trace = v;
+    return true;
+  }
+  if (args.Option("--va-hints", &v, error)) {
+    f->va_hints = v;
+    return true;
+  }
+  if (args.Flag("--no-sync")) {
+    f->options.sink.sync = false;
+    return true;
+  }
+  return false;
+}
+
+Status ApplyHintFiles(const WriterFlags& f, CheckpointWriter& writer) {
+  if (!f.access_trace.empty()) {
+    HLT_ASSIGN_OR_RETURN(std::string text, ReadTextFile(f.access_trace));
+    HLT_ASSIGN_OR_RETURN(auto runs, ParseAccessTrace(text, f.access_trace, writer.regions()));
+    HLT_RETURN_IF_ERROR(writer.AddAccessedPages(runs));
+  }
+  if (!f.va_hints.empty()) {
+    HLT_ASSIGN_OR_RETURN(std::string text, ReadTextFile(f.va_hints));
+    HLT_ASSIGN_OR_RETURN(auto runs, ParseVaHints(text, f.va_hints, writer.regions()));
+    HLT_RETURN_IF_ERROR(writer.AddVaRuns(runs));
+  }
+  return Status::Ok();
+}
+
+void PrintSummary(const WriteSummary& s, const std::string& path) {
+  std::printf("saved %s\n", path.c_str());
+  std::printf("  pages            %llu (%s)\n", (unsigned long long)s.pages, cli::HumanBytes(s.raw_bytes).c_str());
+  std::printf("  zero pages       %llu\n", (unsigned long long)s.zero_pages);
+  std::printf("  absent pages     %llu\n", (unsigned long long)s.absent_pages);
+  std::printf("  duplicate pages  %llu\n", (unsigned long long)s.duplicate_pages);
+  std::printf("  stored pages     %llu (%llu of them in the working set)\n", (unsigned long long)s.stored_pages,
+              (unsigned long long)s.accessed_pages);
+  std::printf("  blocks           %llu (%llu hot)\n", (unsigned long long)s.blocks, (unsigned long long)s.hot_blocks);
+  std::printf("  stored bytes     %llu (%s; blocks %s, blobs %s, index %s, dictionary %s)\n",
+              (unsigned long long)s.file_bytes, cli::HumanBytes(s.file_bytes).c_str(),
+              cli::HumanBytes(s.block_bytes).c_str(), cli::HumanBytes(s.blob_bytes).c_str(),
+              cli::HumanBytes(s.index_bytes).c_str(), cli::HumanBytes(s.dictionary_bytes).c_str());
+  std::printf("  ratio            %.2f\n", s.ratio());
+  std::printf("  seconds          %.3f (%.0f MB/s of raw pages)\n", s.seconds,
+              s.seconds > 0 ? double(s.raw_bytes) / s.seconds / 1e6 : 0.0);
+}
+
+}  // namespace halite::save

@@ -1,0 +1,45 @@
+// The writer options every hlt-save mode accepts.
+#ifndef HALITE_TOOLS_WRITER_FLAGS_H_
+#define HALITE_TOOLS_WRITER_FLAGS_H_
+
+#include <string>
+#include <vector>
+
+#include "common/cli.h"
+#include "halite/checkpoint_writer.h"
+
+namespace halite::save {
+
+struct WriterFlags {
+  WriterOptions options;
+  std::string access_trace;  // path, or empty
+  std::string va_hints;      // path, or empty
+};
+
+inline constexpr const char* kWriterFlagsHelp =
+    "writer options:\n"
+    "  --block-pages N        pages per locality block (1..4096, default 64)\n"
+    "  --level L              zstd level (default 3)\n"
+    "  --threads N            compression threads (default: one per CPU)\n"
+    "  --rate-limit BYTES_PER_S  throttle compression to this many raw bytes a second (K/M/G suffixes)\n"
+    "  --policy P             halite (default), access, va or physical\n"
+    "  --dictionary M         auto (default: keep a trained zstd dictionary when it shrinks the file), on, off\n"
+    "  --access-trace FILE    pages in the order the guest touched them during the save\n"
+    "  --va-hints FILE        pages in guest-virtual-address order; a blank line between address spaces\n"
+    "  --no-sync              skip fsync (tests and benchmarks only)\n"
+    "hint files: one entry a line, `PAGE` or `PAGE COUNT` (COUNT consecutive pages), `REGION:PAGE` for a page of\n"
+    "another region than `ram`; numbers decimal or 0x-hex; `#` starts a comment. See format-spec/hint-files.md.\n";
+
+// Consumes one writer option at the cursor if there is one. Returns true when it did; *error is set on a bad
+// value.
+bool ParseWriterFlag(cli::Args& args, WriterFlags* flags, std::string* error);
+
+// Reads the hint files named in `flags` and gives them to the writer.
+Status ApplyHintFiles(const WriterFlags& flags, CheckpointWriter& writer);
+
+// The summary hlt-save prints.
+void PrintSummary(const WriteSummary& s, const std::string& path);
+
+}  // namespace halite::save
+
+#endif  // HALITE_TOOLS_WRITER_FLAGS_H_
