@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# cmake --install into a temporary prefix, then build a C++ consumer with find_package(halite) and a C consumer
+# with pkg-config against that tree only, and run both.
+set -euo pipefail
+build=$1
+src=$2
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+cmake --install "$build" --prefix "$tmp/prefix" >/dev/null
+test -f "$tmp/prefix/include/halite/checkpoint_reader.h"
+test -f "$tmp/prefix/include/halite/halite_c.h"
+libdir=$(ls -d "$tmp"/prefix/lib*/ | head -n1)
+test -f "$libdir/pkgconfig/halite.pc"
+test -f "$libdir/cmake/halite/haliteConfig.cmake"
+cmake -S "$src/tests/install/consumer" -B "$tmp/consumer" -G Ninja -DCMAKE_PREFIX_PATH="$tmp/prefix" >/dev/null
+ninja -C "$tmp/consumer" >/dev/null
+"$tmp/consumer/consumer" "$tmp/cpp.hlt"
+export PKG_CONFIG_PATH="$libdir/pkgconfig"
+# shellcheck disable=SC2046
+cc -std=c11 -Wall -o "$tmp/c_consumer" "$src/tests/install/consumer.c" $(pkg-config --cflags --libs --static halite)
+"$tmp/c_consumer" "$tmp/c.hlt"
+echo "install test: OK"

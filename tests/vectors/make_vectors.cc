@@ -1,0 +1,51 @@
+// hlt-make-vectors DIR: regenerates format-spec/test-vectors/ (files, expected descriptions, README table).
+#include <fstream>
+#include <iostream>
+
+#include "vectors/vector_builder.h"
+
+namespace {
+bool WriteFile(const std::string& path, const void* data, size_t n) {
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  f.write(static_cast<const char*>(data), std::streamsize(n));
+  return bool(f);
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace halite;
+  if (argc != 2) {
+    std::cerr << "usage: hlt-make-vectors DIR\n";
+    return 2;
+  }
+  std::string dir = argv[1];
+  auto valid = vectors::BuildValidVectors();
+  if (!valid) {
+    std::cerr << valid.error().ToString() << "\n";
+    return 1;
+  }
+  for (const auto& v : *valid) {
+    if (!WriteFile(dir + "/valid/" + v.name, v.bytes.data(), v.bytes.size())) return 3;
+    auto r = CheckpointReader::Open(NewMemoryFile(v.name, v.bytes));
+    if (!r) {
+      std::cerr << r.error().ToString() << "\n";
+      return 1;
+    }
+    auto d = vectors::Describe(**r);
+    if (!d) return 1;
+    if (!WriteFile(dir + "/valid/" + v.name + ".expected.txt", d->data(), d->size())) return 3;
+  }
+  auto invalid = vectors::BuildInvalidVectors(*valid);
+  if (!invalid) return 1;
+  std::string table = "| file | expected result | message contains | what is wrong |\n| --- | --- | --- | --- |\n";
+  for (const auto& v : *invalid) {
+    if (!WriteFile(dir + "/invalid/" + v.name, v.bytes.data(), v.bytes.size())) return 3;
+    std::string result = v.open_code != StatusCode::kOk
+                             ? std::string("open fails: ") + StatusCodeName(v.open_code)
+                             : std::string("opens; verify fails: ") + StatusCodeName(v.verify_code);
+    table += "| invalid/" + v.name + " | " + result + " | `" + v.message + "` | " + v.why + " |\n";
+  }
+  if (!WriteFile(dir + "/invalid-table.md", table.data(), table.size())) return 3;
+  std::cout << "wrote " << valid->size() << " valid and " << invalid->size() << " invalid vectors to " << dir << "\n";
+  return 0;
+}
