@@ -66,7 +66,7 @@ TEST_CASE("header rejections", "[format]") {
   SECTION("reserved flags") {
     Header h = TestHeader();
     h.flags = 4;
-    expect(EncodeHeader(h), StatusCode::kCorrupt, "reserved flags");
+    expect(EncodeHeader(h), StatusCode::kCorrupt, "unknown flags");
   }
   SECTION("wrong length") {
     auto h = DecodeHeader(std::span<const uint8_t>(good.data(), 63), "t");

@@ -59,8 +59,8 @@ void ExpectContent(const std::vector<uint8_t>& ckpt, const std::vector<uint8_t>&
 
 TEST_CASE("round trip with every policy and several block sizes", "[roundtrip]") {
   auto mem = testing::SyntheticBytes(3 << 20, 3);
-  std::vector<PageRun> access = {{{0, 700}, 40, 0}, {{0, 10}, 5, 0}, {{0, 1500}, 1, 0}};
-  std::vector<PageRun> va = {{{0, 1000}, 64, 0}, {{0, 100}, 64, 1}};
+  std::vector<PageRun> access = {{{0, 700}, 40, 0}, {{0, 10}, 5, 0}, {{0, 750}, 1, 0}};
+  std::vector<PageRun> va = {{{0, 600}, 64, 0}, {{0, 100}, 64, 1}};
   for (const char* policy : {"halite", "access", "va", "physical"}) {
     for (uint32_t bp : {1u, 16u, 64u, 512u}) {
       DYNAMIC_SECTION(policy << " block_pages " << bp) {

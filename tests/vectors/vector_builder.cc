@@ -100,6 +100,13 @@ Status FillDictionary(CheckpointWriter& w) {
   return Status::Ok();
 }
 
+// The minimal content plus a blob, authenticated with TestMacKey().
+Status FillAuthenticated(CheckpointWriter& w) {
+  HLT_RETURN_IF_ERROR(FillMinimal(w));
+  const uint8_t state[] = {'d', 'e', 'v', 'i', 'c', 'e', 's'};
+  return w.AddBlob("state", state);
+}
+
 Status FillAllZero(CheckpointWriter& w) {
   HLT_ASSIGN_OR_RETURN(uint32_t r, w.AddRegion("ram", 0x100000, 4 * kPage));
   return w.PutZeroPages(r, 0, 4);
@@ -160,6 +167,12 @@ std::vector<uint8_t> RewriteHeader(std::vector<uint8_t> f, uint16_t minor, uint1
 
 }  // namespace
 
+MacKey TestMacKey() {
+  MacKey k;
+  for (size_t i = 0; i < k.size(); ++i) k[i] = uint8_t(i);
+  return k;
+}
+
 Result<std::vector<ValidVector>> BuildValidVectors() {
   std::vector<ValidVector> out;
   WriterOptions o = DeterministicOptions();
@@ -180,6 +193,12 @@ Result<std::vector<ValidVector>> BuildValidVectors() {
   o.dictionary = DictionaryMode::kOn;
   HLT_ASSIGN_OR_RETURN(auto dict, Build("dictionary.hlt", o, FillDictionary));
   out.push_back(std::move(dict));
+
+  o = DeterministicOptions();
+  o.block_pages = 2;
+  o.mac_key = TestMacKey();
+  HLT_ASSIGN_OR_RETURN(auto authenticated, Build("authenticated.hlt", o, FillAuthenticated));
+  out.push_back(std::move(authenticated));
 
   o = DeterministicOptions();
   o.metadata.vmm_kind = VmmKind::kXen;
@@ -363,6 +382,7 @@ Result<std::string> Describe(const CheckpointReader& r) {
   for (uint32_t b : r.restore_order()) o << ' ' << b;
   o << "\nworking_set_blocks " << r.working_set_blocks() << "\n";
   o << "dictionary_bytes " << r.dictionary_size() << "\n";
+  o << "authenticated " << (r.authenticated() ? "yes" : "no") << "\n";
   return o.str();
 }
 

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "halite/authentication.h"
 #include "halite/checkpoint_reader.h"
 #include "halite/status.h"
 
@@ -26,6 +27,9 @@ struct InvalidVector {
   std::string message;    // a substring the error message must contain
   std::string why;        // one line for the README
 };
+
+// The key of valid/authenticated.hlt: bytes 0x00, 0x01, ..., 0x1f (also in test-vectors/authenticated.key).
+MacKey TestMacKey();
 
 Result<std::vector<ValidVector>> BuildValidVectors();
 Result<std::vector<InvalidVector>> BuildInvalidVectors(const std::vector<ValidVector>& valid);

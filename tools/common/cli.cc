@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <iostream>
 
+#include "halite/authentication.h"
+
 namespace halite::cli {
 
 int ExitCodeFor(const Status& s) {
@@ -82,6 +84,19 @@ bool ParseU64(const std::string& s, uint64_t* out) {
   if (pos != digits.size() || digits[0] == '-') return false;
   if (v > UINT64_MAX / mult) return false;
   *out = v * mult;
+  return true;
+}
+
+bool KeyFileOption(Args& args, ReaderOptions* options, std::string* error) {
+  std::string v;
+  if (!args.Option("--key-file", &v, error)) return false;
+  if (!error->empty()) return true;
+  auto key = ReadMacKeyFile(v);
+  if (!key) {
+    *error = key.error().message();
+    return true;
+  }
+  options->mac_key = *key;
   return true;
 }
 

@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "halite/checkpoint_reader.h"
 #include "halite/status.h"
 
 namespace halite::cli {
@@ -40,7 +41,12 @@ class Args {
   size_t i_ = 0;
 };
 
-bool ParseU64(const std::string& s, uint64_t* out);  // decimal, 0x hex, or with K/M/G suffix (binary)
+bool ParseU64(const std::string& s, uint64_t* out);
+
+// `--key-file K`: when present, loads the key into options->mac_key (errors go to *error).
+bool KeyFileOption(Args& args, ReaderOptions* options, std::string* error);
+inline constexpr const char* kKeyFileHelp =
+    "  --key-file K           refuse the checkpoint unless it is authenticated with this key (32 bytes or 64 hex)\n";  // decimal, 0x hex, or with K/M/G suffix (binary)
 
 // Progress on stderr when it is a terminal; rewritten in place, at most ten times a second.
 class Progress {

@@ -75,6 +75,7 @@ void PrintText(const CheckpointReader& r, const Counts& c) {
               (unsigned long long)c.hot_blocks, c.min_pages, c.max_pages, c.min_stored, c.max_stored,
               r.blocks().empty() ? 0.0 : double(c.block_bytes) / double(r.blocks().size()));
   std::printf("dictionary   %zu bytes\n", r.dictionary_size());
+  std::printf("authenticated %s\n", r.authenticated() ? "yes (keyed BLAKE2b MAC)" : "no");
   std::printf("blobs        %zu (%s stored)\n", r.blobs().size(), cli::HumanBytes(c.blob_bytes).c_str());
   for (const auto& b : r.blobs()) {
     std::printf("  %-24s %llu bytes (%llu stored)\n", b.name.c_str(), (unsigned long long)b.raw_length,
@@ -106,7 +107,7 @@ void PrintJson(const CheckpointReader& r, const Counts& c) {
     << ",\"ratio\":" << (r.file_size() ? double(raw) / double(r.file_size()) : 0.0) << ",\"blocks\":" << r.blocks().size()
     << ",\"compressed_blocks\":" << c.compressed_blocks << ",\"dictionary_blocks\":" << c.dict_blocks
     << ",\"hot_blocks\":" << c.hot_blocks << ",\"block_bytes\":" << c.block_bytes << ",\"min_block_pages\":"
-    << c.min_pages << ",\"max_block_pages\":" << c.max_pages << ",\"dictionary_bytes\":" << r.dictionary_size()
+    << c.min_pages << ",\"max_block_pages\":" << c.max_pages << ",\"dictionary_bytes\":" << r.dictionary_size() << ",\"authenticated\":" << (r.authenticated() ? "true" : "false")
     << ",\"blobs\":[";
   for (size_t i = 0; i < r.blobs().size(); ++i) {
     const auto& b = r.blobs()[i];
@@ -122,9 +123,10 @@ void PrintJson(const CheckpointReader& r, const Counts& c) {
 
 int Info(cli::Args& args) {
   const std::string tool = "hlt-restore info";
-  const std::string usage = "usage: hlt-restore info CKPT [--json]\n";
-  std::string ckpt;
+  const std::string usage = "usage: hlt-restore info CKPT [--json] [--key-file K]\n";
+  std::string ckpt, error;
   bool json = false;
+  ReaderOptions reader_options;
   while (!args.Done()) {
     if (args.Flag("-h") || args.Flag("--help")) {
       std::cout << usage;
@@ -132,6 +134,8 @@ int Info(cli::Args& args) {
     }
     if (args.Flag("--json")) {
       json = true;
+    } else if (cli::KeyFileOption(args, &reader_options, &error)) {
+      if (!error.empty()) return cli::UsageError(tool, error, usage);
     } else if (args.Peek().rfind("-", 0) == 0) {
       return cli::UsageError(tool, "unknown option " + args.Peek(), usage);
     } else if (ckpt.empty()) {
@@ -141,7 +145,7 @@ int Info(cli::Args& args) {
     }
   }
   if (ckpt.empty()) return cli::UsageError(tool, "CKPT is required", usage);
-  auto reader = CheckpointReader::Open(ckpt);
+  auto reader = CheckpointReader::Open(ckpt, reader_options);
   if (!reader) return cli::Fail(tool, reader.error());
   Counts c = Count(**reader);
   if (json) PrintJson(**reader, c); else PrintText(**reader, c);

@@ -10,11 +10,12 @@ namespace halite::restore {
 int RestoreRaw(cli::Args& args) {
   const std::string tool = "hlt-restore raw";
   const std::string usage =
-      "usage: hlt-restore raw CKPT -o IMAGE [--threads N] [--no-sync]\n"
+      "usage: hlt-restore raw CKPT -o IMAGE [--threads N] [--key-file K] [--no-sync]\n"
       "Writes every region of the checkpoint, in order, as one flat image. Nothing is left under IMAGE when it\n"
       "fails.\n";
   std::string ckpt, out, error, v;
   RawExportOptions opt;
+  ReaderOptions reader_options;
   while (!args.Done()) {
     if (args.Flag("-h") || args.Flag("--help")) {
       std::cout << usage;
@@ -26,6 +27,7 @@ int RestoreRaw(cli::Args& args) {
       uint64_t n;
       if (error.empty() && (!cli::ParseU64(v, &n) || n > 1024)) error = "--threads: bad value";
       opt.threads = unsigned(n);
+    } else if (cli::KeyFileOption(args, &reader_options, &error)) {
     } else if (args.Flag("--no-sync")) {
       opt.sync = false;
     } else if (args.Peek().rfind("-", 0) == 0) {
@@ -38,7 +40,7 @@ int RestoreRaw(cli::Args& args) {
     if (!error.empty()) return cli::UsageError(tool, error, usage);
   }
   if (ckpt.empty() || out.empty()) return cli::UsageError(tool, "CKPT and -o IMAGE are required", usage);
-  auto reader = CheckpointReader::Open(ckpt);
+  auto reader = CheckpointReader::Open(ckpt, reader_options);
   if (!reader) return cli::Fail(tool, reader.error());
   cli::Progress progress("restoring");
   opt.progress = [&](uint64_t d, uint64_t t) { progress.Update(d, t); };

@@ -9,27 +9,33 @@ namespace halite::restore {
 int Verify(cli::Args& args) {
   const std::string tool = "hlt-restore verify";
   const std::string usage =
-      "usage: hlt-restore verify CKPT\n"
+      "usage: hlt-restore verify CKPT [--key-file K]\n"
       "Checks every rule of the format and every checksum, and decompresses every block and blob.\n";
-  std::string ckpt;
+  std::string ckpt, error;
+  ReaderOptions reader_options;
   while (!args.Done()) {
     if (args.Flag("-h") || args.Flag("--help")) {
       std::cout << usage;
       return 0;
+    }
+    if (cli::KeyFileOption(args, &reader_options, &error)) {
+      if (!error.empty()) return cli::UsageError(tool, error, usage);
+      continue;
     }
     if (args.Peek().rfind("-", 0) == 0) return cli::UsageError(tool, "unknown option " + args.Peek(), usage);
     if (!ckpt.empty()) return cli::UsageError(tool, "unexpected argument " + args.Peek(), usage);
     ckpt = args.Next();
   }
   if (ckpt.empty()) return cli::UsageError(tool, "CKPT is required", usage);
-  auto reader = CheckpointReader::Open(ckpt);
+  auto reader = CheckpointReader::Open(ckpt, reader_options);
   if (!reader) return cli::Fail(tool, reader.error());
   cli::Progress progress("verifying");
   Status s = (*reader)->VerifyAll([&](const VerifyProgress& p) { progress.Update(p.blocks_done, p.blocks_total); });
   progress.Finish();
   if (!s.ok()) return cli::Fail(tool, s);
   std::cout << ckpt << ": OK (" << (*reader)->blocks().size() << " blocks, " << (*reader)->blobs().size()
-            << " blobs, " << (*reader)->total_pages() << " pages, " << (*reader)->file_size() << " bytes)\n";
+            << " blobs, " << (*reader)->total_pages() << " pages, " << (*reader)->file_size() << " bytes"
+            << (reader_options.mac_key ? ", MAC verified" : "") << ")\n";
   return 0;
 }
 

@@ -2,6 +2,8 @@
 
 #include <cstdio>
 
+#include "halite/authentication.h"
+
 namespace halite::save {
 
 bool ParseWriterFlag(cli::Args& args, WriterFlags* f, std::string* error) {
@@ -56,6 +58,13 @@ bool ParseWriterFlag(cli::Args& args, WriterFlags* f, std::string* error) {
   }
   if (args.Option("--va-hints", &v, error)) {
     f->va_hints = v;
+    return true;
+  }
+  if (args.Option("--key-file", &v, error)) {
+    if (error->empty()) {
+      auto key = ReadMacKeyFile(v);
+      if (key) f->options.mac_key = *key; else *error = key.error().message();
+    }
     return true;
   }
   if (args.Flag("--no-sync")) {

@@ -26,6 +26,7 @@ inline constexpr const char* kWriterFlagsHelp =
     "  --dictionary M         auto (default: keep a trained zstd dictionary when it shrinks the file), on, off\n"
     "  --access-trace FILE    pages in the order the guest touched them during the save\n"
     "  --va-hints FILE        pages in guest-virtual-address order; a blank line between address spaces\n"
+    "  --key-file K           authenticate the checkpoint with a keyed BLAKE2b MAC (key: 32 bytes or 64 hex)\n"
     "  --no-sync              skip fsync (tests and benchmarks only)\n"
     "hint files: one entry a line, `PAGE` or `PAGE COUNT` (COUNT consecutive pages), `REGION:PAGE` for a page of\n"
     "another region than `ram`; numbers decimal or 0x-hex; `#` starts a comment. See format-spec/hint-files.md.\n";

@@ -10,7 +10,9 @@
 #ifndef HALITE_CHECKPOINT_READER_H_
 #define HALITE_CHECKPOINT_READER_H_
 
+#include <array>
 #include <cstdint>
+#include <optional>
 #include <functional>
 #include <memory>
 #include <span>
@@ -26,6 +28,10 @@ namespace halite {
 
 struct ReaderOptions {
   FileOpenOptions file;
+  // When set, the checkpoint must be authenticated with this key (format-spec 5.8): Open() checks the header and
+  // index MAC, ReadBlock/ReadBlob check each payload's MAC before using a byte of it, and every failure (a MAC
+  // mismatch, a checkpoint without MAC, or any damage that prevents authentication) is kAuthFailed.
+  std::optional<std::array<uint8_t, 32>> mac_key;
 };
 
 // A page of a block: which global page it is, and which slot of the block holds its content.
@@ -42,7 +48,8 @@ class CheckpointReader {
  public:
   // Errors: kIoError (cannot read), kCorrupt (any rule broken), kUnsupported (newer format version).
   static Result<std::unique_ptr<CheckpointReader>> Open(const std::string& path, ReaderOptions options = {});
-  static Result<std::unique_ptr<CheckpointReader>> Open(std::unique_ptr<RandomAccessFile> file);
+  static Result<std::unique_ptr<CheckpointReader>> Open(std::unique_ptr<RandomAccessFile> file,
+                                                        ReaderOptions options = {});
   ~CheckpointReader();
 
   const std::string& name() const;
@@ -67,6 +74,7 @@ class CheckpointReader {
   const std::vector<uint32_t>& restore_order() const;
   uint32_t working_set_blocks() const;
   size_t dictionary_size() const;
+  bool authenticated() const;  // the file carries a MAC section
 
   // O(1). Precondition: global_page < total_pages().
   PageLocation Locate(uint64_t global_page) const;

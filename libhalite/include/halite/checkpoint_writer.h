@@ -14,6 +14,7 @@
 #ifndef HALITE_CHECKPOINT_WRITER_H_
 #define HALITE_CHECKPOINT_WRITER_H_
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -67,6 +68,7 @@ struct WriterOptions {
   std::optional<FileId> file_id;   // random when unset
   bool deterministic = false;      // keep created_unix_ns as given (0), for test vectors
   std::string staging_dir;         // where staged pages go; default: the output's directory
+  std::optional<std::array<uint8_t, 32>> mac_key;  // authenticate the checkpoint with this key (format-spec 5.8)
   std::function<void(const WriteProgress&)> progress;  // called from the writing thread
 };
 

@@ -32,12 +32,25 @@ enum class SectionType : uint32_t {
   kBlobs = 5,
   kRestoreOrder = 6,
   kDictionary = 7,
+  kMac = 8,
 };
 inline constexpr uint32_t kSectionHeaderSize = 16;
 inline constexpr uint32_t kMetadataFixedSize = 40;      // 5.1
 inline constexpr uint32_t kRegionEntryFixedSize = 24;   // 5.2
 inline constexpr uint32_t kBlockEntrySize = 32;         // 5.4
 inline constexpr uint32_t kBlobEntryFixedSize = 40;     // 5.5
+
+// Section 3: header flags.
+inline constexpr uint32_t kHeaderAuthenticated = 1u << 0;  // a MAC section is present (5.8)
+inline constexpr uint32_t kHeaderKnownFlags = kHeaderAuthenticated;
+// 5.8: MAC section.
+inline constexpr uint32_t kMacAlgorithmBlake2b = 1;
+inline constexpr uint32_t kMacFixedSize = 40;
+inline constexpr uint32_t kIndexMacSize = 32;
+inline constexpr uint32_t kPayloadMacSize = 16;
+inline constexpr char kIndexMacTag[] = "HLT-INDEX-MAC-1";
+inline constexpr char kBlockMacTag[] = "HLT-BLOCK-MAC-1";
+inline constexpr char kBlobMacTag[] = "HLT-BLOB-MAC-1";
 
 // 5.3: page map values.
 inline constexpr uint32_t kPageMapAbsent = 0;

@@ -60,7 +60,7 @@ Result<Header> DecodeHeader(std::span<const uint8_t> b, const std::string& name)
     return err(32, "page_size " + std::to_string(LoadLe32(&b[32])) + " (expected 4096)");
   }
   h.flags = LoadLe32(&b[36]);
-  if (h.flags != 0) return err(36, "reserved flags " + Hex(h.flags) + " (expected 0)");
+  if (h.flags & ~kHeaderKnownFlags) return err(36, "unknown flags " + Hex(h.flags));
   for (int i = 40; i < 56; ++i) {
     if (b[i] != 0) return err(i, "reserved byte is not zero");
   }

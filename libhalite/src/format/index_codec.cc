@@ -55,6 +55,7 @@ class Decoder {
   Status DecodeBlobs(std::span<const uint8_t> body, uint64_t at);
   Status DecodeRestoreOrder(std::span<const uint8_t> body, uint64_t at);
   Status DecodeDictionary(std::span<const uint8_t> body, uint64_t at);
+  Status DecodeMac(std::span<const uint8_t> body, uint64_t at);
   Status CrossCheck();
 
   std::span<const uint8_t> index_;
@@ -74,6 +75,7 @@ const char* SectionName(uint32_t type) {
     case SectionType::kBlobs: return "BLOBS";
     case SectionType::kRestoreOrder: return "RESTORE_ORDER";
     case SectionType::kDictionary: return "DICTIONARY";
+    case SectionType::kMac: return "MAC";
   }
   return "unknown";
 }
@@ -87,7 +89,7 @@ Result<IndexModel> Decoder::Run() {
     uint32_t type = c.U32();
     uint32_t flags = c.U32();
     uint64_t len = c.U64();
-    if (type < 1 || type > static_cast<uint32_t>(SectionType::kDictionary)) {
+    if (type < 1 || type > static_cast<uint32_t>(SectionType::kMac)) {
       return Err(at, "section header", "unknown section type " + std::to_string(type));
     }
     std::string sname = SectionName(type);
@@ -115,6 +117,10 @@ Result<IndexModel> Decoder::Run() {
       case SectionType::kBlobs: HLT_RETURN_IF_ERROR(DecodeBlobs(body, body_at)); break;
       case SectionType::kRestoreOrder: HLT_RETURN_IF_ERROR(DecodeRestoreOrder(body, body_at)); break;
       case SectionType::kDictionary: HLT_RETURN_IF_ERROR(DecodeDictionary(body, body_at)); break;
+      case SectionType::kMac:
+        m_.mac_section_offset = size_t(at - index_offset_);
+        HLT_RETURN_IF_ERROR(DecodeMac(body, body_at));
+        break;
     }
   }
   if (last_type < static_cast<uint32_t>(SectionType::kRestoreOrder)) {
@@ -355,6 +361,34 @@ Status Decoder::DecodeDictionary(std::span<const uint8_t> body, uint64_t at) {
   return Status::Ok();
 }
 
+Status Decoder::DecodeMac(std::span<const uint8_t> body, uint64_t at) {
+  const std::string s = "MAC";
+  ByteCursor c(body, at);
+  uint32_t algorithm = c.U32();
+  HLT_RETURN_IF_ERROR(CheckZero(c, 4, s, "reserved"));
+  if (!c.ok()) return Err(at, s, "truncated");
+  if (algorithm != kMacAlgorithmBlake2b) return Err(at, s, "algorithm " + std::to_string(algorithm) + " (expected 1)");
+  uint64_t entries = uint64_t(m_.blocks.size()) + m_.blobs.size();
+  if (body.size() != kMacFixedSize + entries * kPayloadMacSize) {
+    return Err(at, s, "body_length " + std::to_string(body.size()) + " (expected " +
+                          std::to_string(kMacFixedSize + entries * kPayloadMacSize) + " for " +
+                          std::to_string(entries) + " blocks and blobs)");
+  }
+  m_.mac.present = true;
+  auto im = c.Bytes(kIndexMacSize);
+  std::copy(im.begin(), im.end(), m_.mac.index_mac.begin());
+  auto take = [&](size_t n, std::vector<std::array<uint8_t, 16>>* out) {
+    out->resize(n);
+    for (auto& m : *out) {
+      auto b = c.Bytes(kPayloadMacSize);
+      std::copy(b.begin(), b.end(), m.begin());
+    }
+  };
+  take(m_.blocks.size(), &m_.mac.block_macs);
+  take(m_.blobs.size(), &m_.mac.blob_macs);
+  return Status::Ok();
+}
+
 Status Decoder::CrossCheck() {
   // Slots: every page-map reference in range, every slot referenced.
   std::vector<bool> used(total_slots_);
@@ -394,6 +428,19 @@ bool IsPrintableAscii(const std::string& s) {
     if (ch < 0x20 || ch > 0x7e) return false;
   }
   return true;
+}
+
+std::vector<uint8_t> EncodeMacSection(const MacSection& mac) {
+  std::vector<uint8_t> out;
+  ByteWriter w(&out);
+  WriteSection(w, SectionType::kMac, [&](ByteWriter& b) {
+    b.U32(kMacAlgorithmBlake2b);
+    b.U32(0);
+    b.Bytes(mac.index_mac.data(), mac.index_mac.size());
+    for (const auto& m : mac.block_macs) b.Bytes(m.data(), m.size());
+    for (const auto& m : mac.blob_macs) b.Bytes(m.data(), m.size());
+  });
+  return out;
 }
 
 std::vector<uint8_t> EncodeIndex(const IndexModel& m) {

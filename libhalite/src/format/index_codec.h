@@ -2,6 +2,7 @@
 #ifndef HALITE_FORMAT_INDEX_CODEC_H_
 #define HALITE_FORMAT_INDEX_CODEC_H_
 
+#include <array>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -11,6 +12,14 @@
 #include "halite/status.h"
 
 namespace halite::format {
+
+// The MAC section (5.8). Checked against a key by the reader, not by the decoder.
+struct MacSection {
+  bool present = false;
+  std::array<uint8_t, 32> index_mac{};
+  std::vector<std::array<uint8_t, 16>> block_macs;
+  std::vector<std::array<uint8_t, 16>> blob_macs;
+};
 
 // Everything the index says, as plain values. Derived fields (Region::first_page, BlockInfo::first_slot) are
 // filled by DecodeIndex and ignored by EncodeIndex.
@@ -23,10 +32,15 @@ struct IndexModel {
   std::vector<uint32_t> restore_order;
   uint32_t working_set_blocks = 0;
   std::vector<uint8_t> dictionary;  // empty when absent
+  MacSection mac;                   // mac.present says whether the MAC section exists (5.8)
+  size_t mac_section_offset = 0;    // where the MAC section starts inside the index (decode only)
   uint64_t total_pages() const { return page_map.size(); }
 };
 
+// Encodes every section but MAC (model.mac is ignored): the MAC covers these bytes.
 std::vector<uint8_t> EncodeIndex(const IndexModel& model);
+// The MAC section, to append after EncodeIndex's bytes.
+std::vector<uint8_t> EncodeMacSection(const MacSection& mac);
 
 // Decodes `index` (the bytes at file offset `index_offset`) and checks every rule of section 5 and the payload
 // layout of section 2. Does not verify the index checksum (the caller does, from the footer) nor payloads.

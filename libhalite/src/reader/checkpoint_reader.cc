@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "codec/hashing.h"
+#include "codec/mac.h"
 #include "codec/zstd_codec.h"
 #include "format/byte_order.h"
 #include "format/envelope_codec.h"
@@ -17,7 +18,8 @@ using format::kPageSize;
 
 class CheckpointReader::Impl {
  public:
-  explicit Impl(std::unique_ptr<RandomAccessFile> file) : file_(std::move(file)) {}
+  Impl(std::unique_ptr<RandomAccessFile> file, ReaderOptions options)
+      : file_(std::move(file)), options_(std::move(options)) {}
 
   Status Open();
   Status DecodeBlock(uint32_t block, std::span<const uint8_t> payload, std::span<uint8_t> out) const;
@@ -39,7 +41,13 @@ class CheckpointReader::Impl {
     return file_->name() + ": block " + std::to_string(b) + " at offset " + Hex(model_.blocks[b].offset);
   }
 
+  Status OpenChecked();
+  Status CheckIndexMac(std::span<const uint8_t> header, std::span<const uint8_t> index) const;
+  Status CheckPayloadMac(const char* tag, uint64_t index, std::span<const uint8_t> payload,
+                         const std::array<uint8_t, 16>& stored, const std::string& where) const;
+
   std::unique_ptr<RandomAccessFile> file_;
+  ReaderOptions options_;
   format::Header header_;
   format::Footer footer_;
   format::IndexModel model_;
@@ -49,7 +57,41 @@ class CheckpointReader::Impl {
   std::shared_ptr<const codec::Dictionary> dictionary_;
 };
 
+// With a key, any failure to open is a failure to authenticate.
 Status CheckpointReader::Impl::Open() {
+  Status s = OpenChecked();
+  if (!s.ok() && options_.mac_key && s.code() == StatusCode::kCorrupt) {
+    return Status::AuthFailed("cannot authenticate: " + s.message());
+  }
+  return s;
+}
+
+Status CheckpointReader::Impl::CheckIndexMac(std::span<const uint8_t> header, std::span<const uint8_t> index) const {
+  const auto& key = *options_.mac_key;
+  if (!model_.mac.present) {
+    return Status::AuthFailed(file_->name() + ": a key was given but the checkpoint is not authenticated (no MAC)");
+  }
+  std::array<uint8_t, 32> mac;
+  std::span<const uint8_t> parts[] = {header, index.first(model_.mac_section_offset)};
+  codec::Mac(key, format::kIndexMacTag, parts, mac);
+  if (!codec::MacEqual(mac, model_.mac.index_mac)) {
+    return Status::AuthFailed(file_->name() + ": header and index MAC mismatch (tampered, or made with another key)");
+  }
+  return Status::Ok();
+}
+
+Status CheckpointReader::Impl::CheckPayloadMac(const char* tag, uint64_t index, std::span<const uint8_t> payload,
+                                               const std::array<uint8_t, 16>& stored, const std::string& where) const {
+  uint8_t le[8];
+  format::StoreLe64(le, index);
+  std::array<uint8_t, 16> mac;
+  std::span<const uint8_t> parts[] = {header_.file_id, le, payload};
+  codec::Mac(*options_.mac_key, tag, parts, mac);
+  if (!codec::MacEqual(mac, stored)) return Status::AuthFailed(where + ": MAC mismatch (tampered or misplaced)");
+  return Status::Ok();
+}
+
+Status CheckpointReader::Impl::OpenChecked() {
   const std::string& name = file_->name();
   uint64_t size = file_->size();
   if (size < format::kHeaderSize + format::kFooterSize) {
@@ -76,6 +118,10 @@ Status CheckpointReader::Impl::Open() {
                            Hex(footer_.index_checksum) + ", computed " + Hex(computed) + ")");
   }
   HLT_ASSIGN_OR_RETURN(model_, format::DecodeIndex(index, footer_.index_offset, name));
+  if (bool(header_.flags & format::kHeaderAuthenticated) != model_.mac.present) {
+    return Status::Corrupt(name + ": header at offset 0x24: AUTHENTICATED flag disagrees with the MAC section");
+  }
+  if (options_.mac_key) HLT_RETURN_IF_ERROR(CheckIndexMac(hb, index));
   if (!model_.dictionary.empty()) {
     auto d = codec::Dictionary::Create(model_.dictionary, 3);
     if (!d) return d.error().WithContext(name + ": DICTIONARY section");
@@ -112,6 +158,9 @@ Status CheckpointReader::Impl::Open() {
 Status CheckpointReader::Impl::DecodeBlock(uint32_t block, std::span<const uint8_t> payload,
                                            std::span<uint8_t> out) const {
   const BlockInfo& b = model_.blocks[block];
+  if (options_.mac_key) {
+    HLT_RETURN_IF_ERROR(CheckPayloadMac(format::kBlockMacTag, block, payload, model_.mac.block_macs[block], BlockWhere(block)));
+  }
   uint64_t seed = format::BlockSeed(format::FileSeed(header_.file_id), block);
   uint64_t computed = codec::Xxh3_64(payload, seed);
   if (computed != b.checksum) {
@@ -176,6 +225,9 @@ Result<std::vector<uint8_t>> CheckpointReader::Impl::ReadBlob(uint32_t index) co
   std::string where = file_->name() + ": blob \"" + b.name + "\" at offset " + Hex(b.offset);
   std::vector<uint8_t> payload(b.stored_length);  // bounded by the file size (checked at open)
   HLT_RETURN_IF_ERROR(file_->ReadAt(b.offset, payload));
+  if (options_.mac_key) {
+    HLT_RETURN_IF_ERROR(CheckPayloadMac(format::kBlobMacTag, index, payload, model_.mac.blob_macs[index], where));
+  }
   uint64_t computed = codec::Xxh3_64(payload, format::BlobSeed(format::FileSeed(header_.file_id), index));
   if (computed != b.checksum) {
     return Status::Corrupt(where + ": checksum mismatch (stored " + Hex(b.checksum) + ", computed " + Hex(computed) + ")");
@@ -195,11 +247,12 @@ CheckpointReader::~CheckpointReader() = default;
 
 Result<std::unique_ptr<CheckpointReader>> CheckpointReader::Open(const std::string& path, ReaderOptions options) {
   HLT_ASSIGN_OR_RETURN(auto file, OpenLocalFile(path, options.file));
-  return Open(std::move(file));
+  return Open(std::move(file), std::move(options));
 }
 
-Result<std::unique_ptr<CheckpointReader>> CheckpointReader::Open(std::unique_ptr<RandomAccessFile> file) {
-  auto impl = std::make_unique<Impl>(std::move(file));
+Result<std::unique_ptr<CheckpointReader>> CheckpointReader::Open(std::unique_ptr<RandomAccessFile> file,
+                                                                 ReaderOptions options) {
+  auto impl = std::make_unique<Impl>(std::move(file), std::move(options));
   HLT_RETURN_IF_ERROR(impl->Open());
   return std::unique_ptr<CheckpointReader>(new CheckpointReader(std::move(impl)));
 }
@@ -235,6 +288,7 @@ const std::vector<BlobInfo>& CheckpointReader::blobs() const { return impl_->mod
 const std::vector<uint32_t>& CheckpointReader::restore_order() const { return impl_->model_.restore_order; }
 uint32_t CheckpointReader::working_set_blocks() const { return impl_->model_.working_set_blocks; }
 size_t CheckpointReader::dictionary_size() const { return impl_->model_.dictionary.size(); }
+bool CheckpointReader::authenticated() const { return impl_->model_.mac.present; }
 PageLocation CheckpointReader::Locate(uint64_t g) const { return impl_->Locate(g); }
 
 std::span<const BlockMember> CheckpointReader::BlockMembers(uint32_t block) const {

@@ -7,9 +7,11 @@
 #include <unordered_map>
 
 #include "codec/hashing.h"
+#include "codec/mac.h"
 #include "codec/zstd_codec.h"
 #include "common/rate_limiter.h"
 #include "common/worker_pool.h"
+#include "format/byte_order.h"
 #include "format/envelope_codec.h"
 #include "format/index_codec.h"
 #include "halite/format_constants.h"
@@ -61,7 +63,19 @@ struct BlockPayload {
   Status status;
   std::vector<uint8_t> bytes;
   uint32_t flags = 0;
+  std::array<uint8_t, 16> mac{};
 };
+
+// format-spec 5.8: a payload's MAC binds it to this file and to its position.
+std::array<uint8_t, 16> PayloadMac(const codec::MacKey& key, const char* tag, const FileId& file_id, uint64_t index,
+                                   std::span<const uint8_t> payload) {
+  uint8_t le[8];
+  format::StoreLe64(le, index);
+  std::array<uint8_t, 16> mac;
+  std::span<const uint8_t> parts[] = {file_id, le, payload};
+  codec::Mac(key, tag, parts, mac);
+  return mac;
+}
 
 uint64_t NowUnixNs() {
   return uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -205,6 +219,7 @@ class CheckpointWriter::Impl {
   std::vector<writer::GlobalRun> access_, va_;
   std::vector<std::pair<std::string, std::vector<uint8_t>>> blobs_;
   std::vector<uint32_t> slot_page_;  // slot -> global page holding the canonical copy
+  FileId file_id_{};
   bool finished_ = false;
 };
 
@@ -231,7 +246,7 @@ BlockPayload CheckpointWriter::Impl::EncodeBlock(const BlockPlan& b, const codec
     out.flags = 0;
   }
   if (b.hot) out.flags |= format::kBlockHot;
-  return out;
+  return out;  // the MAC, when wanted, is computed by the caller that knows the block's index
 }
 
 // Trains a dictionary on pages sampled across the checkpoint and keeps it when compressing sample blocks with
@@ -298,6 +313,7 @@ Status CheckpointWriter::Impl::WriteBlocks(const std::vector<BlockPlan>& blocks,
     }
     size_t index = model->blocks.size();
     const BlockPlan& b = blocks[index];
+    if (opt_.mac_key) model->mac.block_macs.push_back(PayloadMac(*opt_.mac_key, format::kBlockMacTag, file_id_, index, p.bytes));
     BlockInfo info;
     info.offset = sink_->position();
     info.stored_length = uint32_t(p.bytes.size());
@@ -334,6 +350,7 @@ Status CheckpointWriter::Impl::WriteBlobs(format::IndexModel* model, uint64_t fi
     info.offset = sink_->position();
     info.stored_length = payload.size();
     info.checksum = codec::Xxh3_64(payload, format::BlobSeed(file_seed, i));
+    if (opt_.mac_key) model->mac.blob_macs.push_back(PayloadMac(*opt_.mac_key, format::kBlobMacTag, file_id_, i, payload));
     HLT_RETURN_IF_ERROR(Append(payload));
     model->blobs.push_back(std::move(info));
   }
@@ -404,9 +421,11 @@ Result<WriteSummary> CheckpointWriter::Impl::Finish() {
   }
 
   FileId file_id = opt_.file_id.value_or(RandomFileId());
+  file_id_ = file_id;
   uint64_t seed = format::FileSeed(file_id);
   format::Header header;
   header.file_id = file_id;
+  if (opt_.mac_key) header.flags |= format::kHeaderAuthenticated;
   auto hb = format::EncodeHeader(header);
   HLT_RETURN_IF_ERROR(Append(hb));
 
@@ -425,6 +444,14 @@ Result<WriteSummary> CheckpointWriter::Impl::Finish() {
   if (dict) model.dictionary = dict->bytes();
 
   std::vector<uint8_t> index = format::EncodeIndex(model);
+  if (opt_.mac_key) {
+    // The MAC covers the header and every index byte before the MAC section.
+    model.mac.present = true;
+    std::span<const uint8_t> parts[] = {hb, index};
+    codec::Mac(*opt_.mac_key, format::kIndexMacTag, parts, model.mac.index_mac);
+    auto mac_section = format::EncodeMacSection(model.mac);
+    index.insert(index.end(), mac_section.begin(), mac_section.end());
+  }
   format::Footer footer;
   footer.index_offset = sink_->position();
   footer.index_length = index.size();

@@ -1,0 +1,202 @@
+// RestoreEngine: lazy restore of a checkpoint into a PageSink, one locality block per fault.
+//
+// A VMM starts the guest at once and reports each fault on a missing page to HandleFault(). The engine installs
+// the page's whole locality block: it reads, verifies and decompresses the block once, then installs every page
+// of it that is not installed yet (duplicates included, so a deduplicated page arrives with the block that stores
+// it). Zero and absent pages are installed as zero without any I/O. Several threads may fault at once: faults on
+// different blocks are served concurrently, faults on the same block wait for the one read of it.
+//
+// In the background a loader streams the remaining blocks in the checkpoint's restore order (working set first),
+// rate-limited, and always yields to demand faults: before each block it waits until no demand read is in
+// flight, and a fault never queues behind it (it only joins a read of its own block that is already running).
+// Options add Twinkle's eager preload of the working set and Twinkle's demand prediction (segments of N pages;
+// after P blocking faults in a segment, the rest of the segment is fetched in the background).
+//
+// Errors: a block whose payload fails verification is never installed; the fault that needed it returns the
+// error (naming the region, page, block and file offset), and so does every later fault on that block. The caller
+// decides what to do (stop the VM, retry, fill with zeros). Transient I/O errors are retried a bounded number of
+// times first.
+//
+// Ownership and lifetime: the engine borrows the reader and the sink; both must outlive it. It owns its loader
+// thread, which the destructor (or Stop()) stops and joins.
+// Thread-safety: HandleFault, Stats, IsInstalled, Timeline and failures may be called from any thread at any
+// time, concurrently. Start, Stop and WaitForLoader are for one controlling thread.
+#ifndef HALITE_RESTORE_ENGINE_H_
+#define HALITE_RESTORE_ENGINE_H_
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "halite/checkpoint_reader.h"
+#include "halite/checkpoint_types.h"
+#include "halite/page_sink.h"
+#include "halite/status.h"
+
+namespace halite {
+
+struct RestoreEngineOptions {
+  // Stream the blocks not yet loaded, in restore order, on a background thread after Start().
+  bool background_loader = true;
+  // Bytes of stored (compressed) block payload per second the loader may read; 0 = unlimited. Demand faults
+  // are never throttled.
+  uint64_t loader_rate_bytes_per_s = 0;
+  // Start() loads the working-set blocks (the first working_set_blocks() of the restore order) before it returns
+  // (Twinkle's working-set preload: the guest then starts with them present).
+  bool preload_working_set = false;
+  // Start() loads every block before it returns: an eager restore, the baseline lazy restore is measured against.
+  bool preload_all = false;
+  // Threads used by a preload; 0 = one per CPU (at most 8).
+  unsigned preload_threads = 0;
+  // Twinkle's demand prediction: memory is cut into segments of `predict_segment_pages` pages of a region; once
+  // `predict_threshold` faults that read a block (or joined one) fell in a segment, the rest of the segment is
+  // fetched in the background ahead of the restore-order stream, the segment with most faults first.
+  // 0 pages = off. Works with the loader off too (a background thread then serves predictions only).
+  uint32_t predict_segment_pages = 0;
+  uint32_t predict_threshold = 0;
+  // Attempts per block read when the error is transient (Status::retryable()); the wait doubles each time.
+  unsigned max_read_attempts = 4;
+  std::chrono::microseconds retry_backoff{1000};
+  // Record every fault and background block load in a timeline (see Timeline()). At most `timeline_capacity`
+  // events are kept; later ones are counted as dropped.
+  bool record_timeline = false;
+  size_t timeline_capacity = 1 << 22;
+};
+
+// How a fault was served.
+enum class FaultKind : uint8_t {
+  kZero = 0,      // a zero or absent page: installed as zero, no I/O
+  kPresent = 1,   // already installed (prefetched by the loader or a prediction, or by another fault's block)
+  kBlocking = 2,  // waited for its block to be read: read it itself, or joined a read already in flight
+};
+const char* FaultKindName(FaultKind kind);
+
+struct FaultOutcome {
+  FaultKind kind = FaultKind::kZero;
+  bool joined = false;      // kBlocking: another thread's read of the block served it
+  uint32_t block = 0;       // the block holding the page (stored pages only)
+  uint64_t latency_ns = 0;  // time spent in HandleFault
+};
+
+// Percentiles of a latency histogram (log-linear buckets, within ~6%; max is exact).
+struct LatencySummary {
+  uint64_t count = 0;
+  uint64_t p50_ns = 0;
+  uint64_t p90_ns = 0;
+  uint64_t p99_ns = 0;
+  uint64_t max_ns = 0;
+  double mean_ns = 0;
+};
+
+// Everything counted by the engine itself. A snapshot; counters only grow.
+struct RestoreEngineStats {
+  uint64_t faults_zero = 0;
+  uint64_t faults_present = 0;
+  uint64_t faults_blocking = 0;
+  uint64_t faults_joined = 0;  // of faults_blocking: served by a read another thread started
+  uint64_t faults_failed = 0;  // HandleFault returned an error
+
+  uint64_t blocks_total = 0;
+  uint64_t blocks_loaded = 0;           // blocks fully installed, by whoever
+  uint64_t blocks_read = 0;             // successful block reads (each block once unless a sink install failed)
+  uint64_t blocks_read_demand = 0;      // ... by a fault
+  uint64_t blocks_read_loader = 0;      // ... by the restore-order stream
+  uint64_t blocks_read_predicted = 0;   // ... by demand prediction
+  uint64_t blocks_read_preload = 0;     // ... by Start()'s preload
+  uint64_t blocks_failed = 0;           // blocks that failed verification (never installed)
+  uint64_t read_retries = 0;            // transient I/O errors retried
+  uint64_t bytes_read = 0;              // stored payload bytes read from the checkpoint
+  uint64_t bytes_decompressed = 0;      // raw bytes produced by those reads
+
+  uint64_t pages_installed = 0;       // pages given to InstallPages
+  uint64_t zero_pages_installed = 0;  // pages given to InstallZeroPages
+  uint64_t pages_skipped_present = 0; // pages the sink reported present (never installed by the engine)
+  uint64_t install_calls = 0;         // InstallPages + InstallZeroPages calls
+
+  uint64_t read_ns = 0;     // total time in block reads (read + verify + decompress), all threads
+  uint64_t install_ns = 0;  // total time in sink calls, all threads
+
+  LatencySummary fault_latency;     // every successful fault
+  LatencySummary blocking_latency;  // kBlocking faults only
+
+  bool loader_done = false;  // the restore-order stream reached its end
+  uint64_t timeline_dropped = 0;
+};
+
+// One entry of the timeline.
+enum class EngineEventKind : uint8_t {
+  kFaultZero = 0,
+  kFaultPresent = 1,
+  kFaultBlocking = 2,
+  kFaultFailed = 3,
+  kLoaderBlock = 4,     // the background stream loaded a block
+  kPredictedBlock = 5,  // demand prediction loaded a block
+  kPreloadBlock = 6,    // Start() loaded a block
+};
+const char* EngineEventKindName(EngineEventKind kind);
+
+struct EngineEvent {
+  uint64_t time_ns = 0;  // since the engine was created
+  PageRef page;          // the faulting page; for block loads, the block's first member
+  EngineEventKind kind = EngineEventKind::kFaultZero;
+  uint32_t block = UINT32_MAX;  // UINT32_MAX when no block was involved
+  uint64_t latency_ns = 0;      // fault service time, or block load time
+};
+
+// A block that failed verification (or kept failing to read), as reported to the faults that needed it.
+struct BlockFailure {
+  uint32_t block = 0;
+  uint64_t offset = 0;  // file offset of its payload
+  Status status;
+};
+
+class RestoreEngine {
+ public:
+  // Borrows `reader` and `sink` (both must outlive the engine). Nothing is read or installed yet.
+  // Errors: kInvalidArgument for inconsistent options; kUnsupported when a region's host page size is not
+  // 4096 (hugepage-backed regions need whole host pages installed at once; not implemented yet).
+  static Result<std::unique_ptr<RestoreEngine>> Create(const CheckpointReader& reader, PageSink& sink,
+                                                       RestoreEngineOptions options = {});
+  ~RestoreEngine();  // stops and joins the background thread
+  RestoreEngine(const RestoreEngine&) = delete;
+  RestoreEngine& operator=(const RestoreEngine&) = delete;
+
+  // Runs the preload the options ask for, then starts the background thread. Call once. Faults may be handled
+  // before, during and after Start. Errors: the first preload failure (the loader is not started then).
+  Status Start();
+
+  // Serves a fault on `page`: when this returns ok, the page is installed in the sink. Thread-safe.
+  // Errors: kInvalidArgument (no such region or page), kCorrupt (the page's block failed verification; the
+  // message names region, page, block and offset), kIoError (reading failed after the retries), or what the sink
+  // returned. Nothing of a block that failed is installed.
+  Result<FaultOutcome> HandleFault(PageRef page);
+
+  // True when the engine has installed `page` (or the sink reported it present). Thread-safe.
+  bool IsInstalled(PageRef page) const;
+
+  // Blocks until the background stream has gone through every block (or Stop was called). Returns ok, or the
+  // first error the loader met (it skips failed blocks and goes on; their faults report the error).
+  Status WaitForLoader();
+  // Stops the background thread (a block load in progress completes first). Idempotent.
+  void Stop();
+
+  RestoreEngineStats Stats() const;
+  std::vector<EngineEvent> Timeline() const;
+  // The timeline as CSV: header `time_us,region,page,kind,block,latency_us`, one event a line, in time order.
+  std::string TimelineCsv() const;
+  // Writes TimelineCsv() to `path`. Errors: kIoError naming the path.
+  Status WriteTimelineCsv(const std::string& path) const;
+  std::vector<BlockFailure> failures() const;
+
+  class Impl;
+
+ private:
+  explicit RestoreEngine(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace halite
+
+#endif  // HALITE_RESTORE_ENGINE_H_

@@ -1,0 +1,38 @@
+// A lock-free latency histogram: log-linear buckets (16 per power of two, so a percentile is within ~6% of
+// the truth) plus an exact maximum. Record() is wait-free and may be called from any thread.
+#ifndef HALITE_ENGINE_LATENCY_HISTOGRAM_H_
+#define HALITE_ENGINE_LATENCY_HISTOGRAM_H_
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+
+#include "halite/restore_engine.h"
+
+namespace halite::engine {
+
+class LatencyHistogram {
+ public:
+  static constexpr int kSubBits = 4;  // 16 sub-buckets per power of two
+  static constexpr int kSub = 1 << kSubBits;
+  static constexpr int kBuckets = kSub + (64 - kSubBits) * kSub;
+
+  LatencyHistogram();
+  void Record(uint64_t ns);
+  LatencySummary Summary() const;
+
+  // Bucket arithmetic, exposed for tests.
+  static int BucketOf(uint64_t ns);
+  static uint64_t BucketLow(int bucket);   // smallest value in the bucket
+  static uint64_t BucketHigh(int bucket);  // largest value in the bucket
+
+ private:
+  std::array<std::atomic<uint64_t>, kBuckets> counts_;
+  std::atomic<uint64_t> count_{0};
+  std::atomic<uint64_t> sum_{0};
+  std::atomic<uint64_t> max_{0};
+};
+
+}  // namespace halite::engine
+
+#endif  // HALITE_ENGINE_LATENCY_HISTOGRAM_H_
