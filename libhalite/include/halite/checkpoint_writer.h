@@ -43,7 +43,7 @@ const char* LayoutPolicyName(LayoutPolicy policy);
 
 // Whether blocks are compressed with a zstd dictionary trained on sampled pages.
 enum class DictionaryMode {
-  kAuto,  // train, measure on sample blocks, keep it only if the file gets smaller
+  kAuto,  // for blocks of <= 16 pages: train, measure on sample blocks, keep it if the file shrinks by >= 2%
   kOff,
   kOn,  // always, when training succeeds
 };

@@ -11,6 +11,7 @@
 
 #include "format/byte_order.h"
 #include "halite/storage.h"
+#include "io/posix_io.h"
 #include "io/uring_batch.h"
 
 namespace halite {
@@ -49,20 +50,6 @@ void RemoveStaleTemps(const std::string& dir, const std::string& base) {
     ::unlinkat(::dirfd(d), n.c_str(), 0);
   }
   ::closedir(d);
-}
-
-Status PwriteFull(int fd, std::span<const uint8_t> data, uint64_t offset, const std::string& name) {
-  size_t done = 0;
-  while (done < data.size()) {
-    ssize_t n = ::pwrite(fd, data.data() + done, data.size() - done, off_t(offset + done));
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return Status::IoError(name + ": write at offset " + format::Hex(offset + done) + " failed", errno);
-    }
-    if (n == 0) return Status::IoError(name + ": write at offset " + format::Hex(offset + done) + " wrote nothing");
-    done += size_t(n);
-  }
-  return Status::Ok();
 }
 
 Status SyncDir(const std::string& dir) {
@@ -197,7 +184,7 @@ class AtomicFileSink final : public AppendSink {
     if (uring_) {
       HLT_RETURN_IF_ERROR(uring_->Write(written_, buffer_, name()));
     } else {
-      HLT_RETURN_IF_ERROR(PwriteFull(file_.fd(), buffer_, written_, name()));
+      HLT_RETURN_IF_ERROR(io::PwriteFull(file_.fd(), buffer_, written_, name()));
     }
     written_ += buffer_.size();
     buffer_.clear();
@@ -224,7 +211,7 @@ class AtomicPositionalFile final : public PositionalOutputFile {
   }
   const std::string& name() const override { return file_.path(); }
   Status WriteAt(uint64_t offset, std::span<const uint8_t> data) override {
-    return PwriteFull(file_.fd(), data, offset, name());
+    return io::PwriteFull(file_.fd(), data, offset, name());
   }
   Status Commit() override {
     Status s = file_.Publish(sync_);

@@ -9,6 +9,7 @@
 
 #include "format/byte_order.h"
 #include "halite/storage.h"
+#include "io/posix_io.h"
 #include "io/uring_batch.h"
 
 namespace halite {
@@ -24,8 +25,6 @@ Status RandomAccessFile::ReadBatch(std::span<ReadRequest> requests) {
 
 namespace {
 
-bool TransientErrno(int e) { return e == EIO || e == EINTR || e == EAGAIN || e == ENOMEM; }
-
 class LocalFile final : public RandomAccessFile {
  public:
   LocalFile(std::string name, int fd, uint64_t size, bool use_uring) : name_(std::move(name)), fd_(fd), size_(size) {
@@ -40,23 +39,7 @@ class LocalFile final : public RandomAccessFile {
       return Status::InvalidArgument(name_ + ": read of " + std::to_string(buf.size()) + " bytes at offset " +
                                      format::Hex(offset) + " is outside the file (" + std::to_string(size_) + " bytes)");
     }
-    size_t done = 0;
-    while (done < buf.size()) {
-      ssize_t n = ::pread(fd_, buf.data() + done, buf.size() - done, off_t(offset + done));
-      if (n < 0) {
-        if (errno == EINTR) continue;
-        int e = errno;
-        return Status::IoError(name_ + ": read at offset " + format::Hex(offset + done) + " failed", e)
-            .set_retryable(TransientErrno(e));
-      }
-      if (n == 0) {
-        return Status::IoError(name_ + ": short read at offset " + format::Hex(offset + done) +
-                               " (file shrank while open?)")
-            .set_retryable(true);
-      }
-      done += size_t(n);
-    }
-    return Status::Ok();
+    return io::PreadFull(fd_, buf, offset, name_);
   }
 
   Status ReadBatch(std::span<ReadRequest> requests) override {

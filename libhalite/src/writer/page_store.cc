@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "format/byte_order.h"
+#include "io/posix_io.h"
 #include "halite/format_constants.h"
 
 namespace halite::writer {
@@ -15,19 +16,6 @@ namespace {
 constexpr size_t kPage = format::kPageSize;
 constexpr size_t kStagingBufferPages = 256;  // 1 MiB
 
-Status PreadFull(int fd, uint8_t* out, size_t n, uint64_t off, const std::string& name) {
-  size_t done = 0;
-  while (done < n) {
-    ssize_t r = ::pread(fd, out + done, n - done, off_t(off + done));
-    if (r < 0) {
-      if (errno == EINTR) continue;
-      return Status::IoError(name + ": read at offset " + format::Hex(off + done) + " failed", errno);
-    }
-    if (r == 0) return Status::IoError(name + ": short read at offset " + format::Hex(off + done) + " (file changed?)");
-    done += size_t(r);
-  }
-  return Status::Ok();
-}
 }  // namespace
 
 PageStore::~PageStore() {
@@ -55,18 +43,8 @@ Status PageStore::OpenStaging(const std::string& dir) {
 }
 
 Status PageStore::FlushStaging() {
-  size_t n = staging_buffer_.size();
-  size_t done = 0;
-  uint64_t off = staging_flushed_ * kPage;
-  while (done < n) {
-    ssize_t w = ::pwrite(staging_fd_, staging_buffer_.data() + done, n - done, off_t(off + done));
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      return Status::IoError("page staging file: write failed", errno);
-    }
-    done += size_t(w);
-  }
-  staging_flushed_ += n / kPage;
+  HLT_RETURN_IF_ERROR(io::PwriteFull(staging_fd_, staging_buffer_, staging_flushed_ * kPage, "page staging file"));
+  staging_flushed_ += staging_buffer_.size() / kPage;
   staging_buffer_.clear();
   return Status::Ok();
 }
@@ -101,7 +79,7 @@ Status PageStore::Attach(uint64_t first, uint64_t count, const std::string& path
   std::vector<uint8_t> buf(kStagingBufferPages * kPage);
   for (uint64_t p = 0; p < count; p += kStagingBufferPages) {
     uint64_t n = std::min<uint64_t>(kStagingBufferPages, count - p);
-    HLT_RETURN_IF_ERROR(PreadFull(fd, buf.data(), n * kPage, p * kPage, path));
+    HLT_RETURN_IF_ERROR(io::PreadFull(fd, std::span(buf.data(), n * kPage), p * kPage, path));
     for (uint64_t i = 0; i < n; ++i) {
       std::span<const uint8_t> pg(buf.data() + i * kPage, kPage);
       uint64_t g = first + p + i;
@@ -126,10 +104,10 @@ Status PageStore::Seal() {
 Status PageStore::Read(uint64_t page, uint8_t* out) const {
   switch (state_[page]) {
     case PageState::kStaged:
-      return PreadFull(staging_fd_, out, kPage, location_[page] * kPage, "page staging file");
+      return io::PreadFull(staging_fd_, std::span(out, kPage), location_[page] * kPage, "page staging file");
     case PageState::kImage: {
       const Image& im = images_[location_[page]];
-      return PreadFull(im.fd, out, kPage, (page - im.first) * kPage, im.path);
+      return io::PreadFull(im.fd, std::span(out, kPage), (page - im.first) * kPage, im.path);
     }
     default:
       return Status::Internal("page " + std::to_string(page) + " has no stored content");
