@@ -4,6 +4,12 @@
 set -euo pipefail
 build=$1
 src=$2
+# A sanitizer build installs an instrumented library: its consumers need the same runtime.
+san_flags=""
+case "${3:-}" in
+  address) san_flags="-fsanitize=address,undefined" ;;
+  thread) san_flags="-fsanitize=thread" ;;
+esac
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 cmake --install "$build" --prefix "$tmp/prefix" >/dev/null
@@ -12,11 +18,12 @@ test -f "$tmp/prefix/include/halite/halite_c.h"
 libdir=$(ls -d "$tmp"/prefix/lib*/ | head -n1)
 test -f "$libdir/pkgconfig/halite.pc"
 test -f "$libdir/cmake/halite/haliteConfig.cmake"
-cmake -S "$src/tests/install/consumer" -B "$tmp/consumer" -G Ninja -DCMAKE_PREFIX_PATH="$tmp/prefix" >/dev/null
+cmake -S "$src/tests/install/consumer" -B "$tmp/consumer" -G Ninja -DCMAKE_PREFIX_PATH="$tmp/prefix" \
+  -DCMAKE_CXX_FLAGS="$san_flags" -DCMAKE_EXE_LINKER_FLAGS="$san_flags" >/dev/null
 ninja -C "$tmp/consumer" >/dev/null
 "$tmp/consumer/consumer" "$tmp/cpp.hlt"
 export PKG_CONFIG_PATH="$libdir/pkgconfig"
 # shellcheck disable=SC2046
-cc -std=c11 -Wall -o "$tmp/c_consumer" "$src/tests/install/consumer.c" $(pkg-config --cflags --libs --static halite)
+cc -std=c11 -Wall $san_flags -o "$tmp/c_consumer" "$src/tests/install/consumer.c" $(pkg-config --cflags --libs --static halite)
 "$tmp/c_consumer" "$tmp/c.hlt"
 echo "install test: OK"

@@ -52,6 +52,7 @@ Status FdByteSink::WriteAll(const uint8_t* p, size_t n) {
 }
 
 Status FdByteSink::Write(const void* buf, size_t n) {
+  if (n == 0) return Status::Ok();  // buf may be null for an empty write; memcpy must not see it
   const auto* p = static_cast<const uint8_t*>(buf);
   if (len_ + n <= buf_.size()) {
     std::memcpy(buf_.data() + len_, p, n);
