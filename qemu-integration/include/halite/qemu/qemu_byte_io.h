@@ -1,0 +1,183 @@
+// Forward-only byte input and output for QEMU's migration channels (sockets, pipes, files, memory).
+//
+// A migration channel is a stream: nothing here ever seeks. Inputs keep a buffer so parsers can look at a whole
+// record at once without copying; outputs buffer small records into large writes. None of these classes is
+// thread-safe; a socket may be read by one thread while another writes it (two objects, one fd).
+#ifndef HALITE_QEMU_QEMU_BYTE_IO_H_
+#define HALITE_QEMU_QEMU_BYTE_IO_H_
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "halite/status.h"
+
+namespace halite::qemu {
+
+// Where bytes come from. ReadSome returns 0 at end of stream.
+class ByteSource {
+ public:
+  virtual ~ByteSource() = default;
+  virtual Result<size_t> ReadSome(uint8_t* buf, size_t len) = 0;
+};
+
+// Reads a file descriptor it borrows (the caller closes it, after the source is gone).
+// idle_timeout_ms > 0: a read that sees no byte for that long fails with an io-error instead of blocking forever.
+// stop: when set and becoming true, a pending read returns an aborted Status within ~50 ms.
+class FdSource : public ByteSource {
+ public:
+  FdSource(int fd, int idle_timeout_ms = 0, const std::atomic<bool>* stop = nullptr)
+      : fd_(fd), idle_timeout_ms_(idle_timeout_ms), stop_(stop) {}
+  Result<size_t> ReadSome(uint8_t* buf, size_t len) override;
+
+ private:
+  int fd_;
+  int idle_timeout_ms_;
+  const std::atomic<bool>* stop_;
+};
+
+// Reads a span it borrows (must outlive the source). Optionally hands out at most max_chunk bytes per read,
+// which lets tests exercise record boundaries that fall between reads.
+class MemorySource : public ByteSource {
+ public:
+  explicit MemorySource(std::span<const uint8_t> data, size_t max_chunk = SIZE_MAX)
+      : data_(data), max_chunk_(max_chunk) {}
+  Result<size_t> ReadSome(uint8_t* buf, size_t len) override;
+
+ private:
+  std::span<const uint8_t> data_;
+  size_t pos_ = 0;
+  size_t max_chunk_;
+};
+
+// Buffered forward reader over a ByteSource it borrows. Tracks the absolute stream offset for error messages.
+class StreamInput {
+ public:
+  // name appears in every error ("migration stream", "return path").
+  StreamInput(ByteSource* source, std::string name, size_t initial_buffer = 256 * 1024);
+
+  // Makes n bytes available and returns a pointer to them (valid until the next Need/Consume); an error when
+  // the stream ends first: "<name>: offset 0x..: unexpected end of stream reading <what> (n bytes)".
+  Result<const uint8_t*> Need(size_t n, const char* what);
+  void Consume(size_t n);
+  // Need + Consume for fixed-width big-endian integers.
+  Result<uint8_t> U8(const char* what);
+  Result<uint16_t> Be16(const char* what);
+  Result<uint32_t> Be32(const char* what);
+  Result<uint64_t> Be64(const char* what);
+  // Copies n bytes into out (appending).
+  Status Bytes(size_t n, const char* what, std::string* out);
+  // True when no byte is left (reads ahead to find out).
+  Result<bool> AtEnd();
+  // Appends everything up to the end of the stream to out; fails past limit bytes.
+  Status ReadToEnd(std::string* out, size_t limit, const char* what);
+
+  uint64_t offset() const { return offset_; }
+  const std::string& name() const { return name_; }
+  // "<name>: offset 0x1f00: <message>" as a corrupt Status at the current offset (or at `at`).
+  Status CorruptAt(uint64_t at, const std::string& message) const;
+  Status Corrupt(const std::string& message) const { return CorruptAt(offset_, message); }
+
+ private:
+  Status Fill(size_t n, const char* what);
+
+  ByteSource* source_;
+  std::string name_;
+  std::vector<uint8_t> buf_;
+  size_t begin_ = 0;  // first unread byte in buf_
+  size_t end_ = 0;    // one past the last valid byte in buf_
+  uint64_t offset_ = 0;
+  bool eof_ = false;
+};
+
+// Where bytes go.
+class ByteSink {
+ public:
+  virtual ~ByteSink() = default;
+  virtual Status Write(const uint8_t* data, size_t len) = 0;
+  virtual Status Flush() { return Status::Ok(); }
+};
+
+// Writes a file descriptor it borrows, buffering up to buffer_size bytes. Sockets are written with
+// MSG_NOSIGNAL so a peer that died gives an io-error (EPIPE) rather than SIGPIPE.
+// stall_timeout_ms > 0: a write that makes no progress for that long fails (a peer that stopped reading).
+class FdSink : public ByteSink {
+ public:
+  FdSink(int fd, std::string name, size_t buffer_size = 256 * 1024, int stall_timeout_ms = 30000);
+  ~FdSink() override = default;  // unflushed bytes are dropped: call Flush()
+  Status Write(const uint8_t* data, size_t len) override;
+  Status Flush() override;
+  uint64_t bytes_written() const { return written_; }
+
+ private:
+  Status WriteAll(const uint8_t* data, size_t len);
+
+  int fd_;
+  std::string name_;
+  std::vector<uint8_t> buf_;
+  size_t used_ = 0;
+  size_t capacity_;
+  int stall_timeout_ms_;
+  uint64_t written_ = 0;
+  int is_socket_ = -1;  // unknown until the first write
+};
+
+// Appends to a std::string it borrows (tests, and building PACKAGED payloads).
+class StringSink : public ByteSink {
+ public:
+  explicit StringSink(std::string* out) : out_(out) {}
+  Status Write(const uint8_t* data, size_t len) override {
+    out_->append(reinterpret_cast<const char*>(data), len);
+    return Status::Ok();
+  }
+
+ private:
+  std::string* out_;
+};
+
+// Big-endian appenders for building records in memory.
+void PutU8(std::string* out, uint8_t v);
+void PutBe16(std::string* out, uint16_t v);
+void PutBe32(std::string* out, uint32_t v);
+void PutBe64(std::string* out, uint64_t v);
+inline uint16_t LoadBe16(const uint8_t* p) { return static_cast<uint16_t>((p[0] << 8) | p[1]); }
+inline uint32_t LoadBe32(const uint8_t* p) {
+  return (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | uint32_t{p[3]};
+}
+inline uint64_t LoadBe64(const uint8_t* p) { return (uint64_t{LoadBe32(p)} << 32) | LoadBe32(p + 4); }
+
+// Owns a file descriptor; closes it on destruction.
+class UniqueFd {
+ public:
+  UniqueFd() = default;
+  explicit UniqueFd(int fd) : fd_(fd) {}
+  ~UniqueFd() { reset(); }
+  UniqueFd(UniqueFd&& o) noexcept : fd_(o.release()) {}
+  UniqueFd& operator=(UniqueFd&& o) noexcept {
+    if (this != &o) reset(o.release());
+    return *this;
+  }
+  int get() const { return fd_; }
+  bool valid() const { return fd_ >= 0; }
+  int release() {
+    const int f = fd_;
+    fd_ = -1;
+    return f;
+  }
+  void reset(int fd = -1);
+
+ private:
+  int fd_ = -1;
+};
+
+// "0x1f00"
+std::string Hex(uint64_t v);
+
+}  // namespace halite::qemu
+
+#endif  // HALITE_QEMU_QEMU_BYTE_IO_H_

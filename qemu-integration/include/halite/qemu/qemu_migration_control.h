@@ -1,0 +1,52 @@
+// QMP steps around a migration: channels into and out of QEMU, its RAMBlocks, and its migration status.
+//
+// These are the few QMP conversations hlt-save and hlt-restore have with QEMU; each takes the QmpClient it
+// uses by reference (borrowed for the call) and returns what it learned.
+#ifndef HALITE_QEMU_QEMU_MIGRATION_CONTROL_H_
+#define HALITE_QEMU_QEMU_MIGRATION_CONTROL_H_
+
+#include <string>
+#include <vector>
+
+#include "halite/qemu/qemu_byte_io.h"
+#include "halite/qemu/qemu_json.h"
+#include "halite/qemu/qemu_qmp_client.h"
+#include "halite/qemu/qemu_saved_state.h"
+#include "halite/status.h"
+
+namespace halite::qemu {
+
+// Sets migration capabilities, e.g. {{"postcopy-ram", true}, {"events", true}}.
+Status SetMigrationCapabilities(QmpClient& qmp, const std::vector<std::pair<std::string, bool>>& caps);
+
+// Destination side: a socketpair whose other end is passed to QEMU with getfd, then `migrate-incoming fd:NAME`.
+// Returns our end of the channel (the stream goes out on it, the return path comes back on it).
+Result<UniqueFd> StartIncomingOverFd(QmpClient& qmp, const std::string& fd_name = "halite-incoming");
+// Destination side over a unix socket path QEMU listens on (libvirt-managed QEMU: the path must be absolute and
+// reachable by QEMU's user). Connects and returns the connected socket.
+Result<UniqueFd> StartIncomingOverUnix(QmpClient& qmp, const std::string& socket_path, int timeout_ms = 10000);
+
+// Source side: passes one end of a socketpair with getfd and starts `migrate fd:NAME`. Returns our end, from
+// which the stream is read; QEMU closes its end when the migration ends.
+Result<UniqueFd> StartMigrationToFd(QmpClient& qmp, const std::string& fd_name = "halite-outgoing");
+
+// Parses `info ramblock`: name, page size (PSize), used and total (maximum) length of every RAMBlock.
+Result<std::vector<RamBlockInfo>> QueryRamBlocks(QmpClient& qmp);
+
+struct MigrationStatus {
+  std::string status;      // "none", "setup", "active", "postcopy-active", "completed", "failed", ...
+  std::string error_desc;  // QEMU's error-desc when failed
+  Json raw;                // the whole query-migrate reply
+};
+Result<MigrationStatus> QueryMigration(QmpClient& qmp);
+// Polls query-migrate until the status is one of `wanted` or "failed"/"cancelled" (an error naming QEMU's
+// error-desc unless that status was wanted), or timeout_ms passes (io-error).
+Result<MigrationStatus> WaitForMigrationStatus(QmpClient& qmp, const std::vector<std::string>& wanted, int timeout_ms);
+
+// Guest state queries used by tests and by hlt-save (guest must not be running to get a stable answer).
+// Reads guest-physical memory [addr, addr + size) via `pmemsave` into a file in dir and returns its bytes.
+Result<std::string> ReadGuestMemory(QmpClient& qmp, uint64_t addr, uint64_t size, const std::string& dir);
+
+}  // namespace halite::qemu
+
+#endif  // HALITE_QEMU_QEMU_MIGRATION_CONTROL_H_

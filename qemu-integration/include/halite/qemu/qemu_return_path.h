@@ -1,0 +1,51 @@
+// Parses what a QEMU migration destination sends back to its source (the return path): SHUT, PONG, page
+// requests, and the postcopy-recovery messages RECV_BITMAP and RESUME_ACK.
+//
+// Every message's length is checked against its type before anything is used. Not thread-safe; a source
+// usually runs one reader on its own thread while another thread writes the stream on the same socket.
+#ifndef HALITE_QEMU_QEMU_RETURN_PATH_H_
+#define HALITE_QEMU_QEMU_RETURN_PATH_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "halite/qemu/qemu_byte_io.h"
+#include "halite/qemu/qemu_stream_format.h"
+#include "halite/status.h"
+
+namespace halite::qemu {
+
+struct ReturnPathMessage {
+  ReturnPathType type = ReturnPathType::kInvalid;
+  uint32_t value = 0;        // SHUT (0 = success), PONG, RESUME_ACK
+  uint64_t offset = 0;       // REQ_PAGES(_ID): byte offset in the block
+  uint32_t length = 0;       // REQ_PAGES(_ID): byte length (one host page in practice)
+  // REQ_PAGES_ID and RECV_BITMAP: the block named in the message. REQ_PAGES: the block of the last
+  // REQ_PAGES_ID, filled in by the reader so every request is self-contained.
+  std::string block_name;
+  std::string bitmap;        // RECV_BITMAP: the received-pages bitmap that follows it (little-endian bit order)
+  uint64_t stream_offset = 0;  // where the message started, for messages
+};
+
+class ReturnPathReader {
+ public:
+  // Borrows source. max_bitmap_bytes bounds a RECV_BITMAP's bitmap before it is allocated.
+  explicit ReturnPathReader(ByteSource* source, std::string name = "return path",
+                            uint64_t max_bitmap_bytes = 1ull << 28);
+
+  // The next message; std::nullopt when the stream ends cleanly between messages. Errors: corrupt (unknown type,
+  // a length that does not fit the type, REQ_PAGES before any REQ_PAGES_ID, a bad bitmap end marker; the message
+  // names the offset), io-error / aborted from the source.
+  Result<std::optional<ReturnPathMessage>> Next();
+
+ private:
+  StreamInput in_;
+  uint64_t max_bitmap_bytes_;
+  std::string last_block_;
+  bool have_block_ = false;
+};
+
+}  // namespace halite::qemu
+
+#endif  // HALITE_QEMU_QEMU_RETURN_PATH_H_

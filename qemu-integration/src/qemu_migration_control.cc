@@ -1,0 +1,162 @@
+#include "halite/qemu/qemu_migration_control.h"
+
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+namespace halite::qemu {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+Result<std::pair<UniqueFd, UniqueFd>> SocketPair() {
+  int sv[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) return Status::IoError("socketpair", errno);
+  return std::make_pair(UniqueFd(sv[0]), UniqueFd(sv[1]));
+}
+
+// "4 KiB" -> 4096
+bool ParseSize(const std::string& num, const std::string& unit, uint64_t* out) {
+  char* end = nullptr;
+  const double v = strtod(num.c_str(), &end);
+  if (end == num.c_str()) return false;
+  uint64_t mul = 1;
+  if (unit == "KiB") mul = 1ull << 10;
+  else if (unit == "MiB") mul = 1ull << 20;
+  else if (unit == "GiB") mul = 1ull << 30;
+  else if (unit == "B" || unit.empty()) mul = 1;
+  else return false;
+  *out = static_cast<uint64_t>(v * static_cast<double>(mul));
+  return true;
+}
+
+}  // namespace
+
+Status SetMigrationCapabilities(QmpClient& qmp, const std::vector<std::pair<std::string, bool>>& caps) {
+  Json list = Json::Array();
+  for (const auto& [name, on] : caps) list.Push(Json::Obj({{"capability", name}, {"state", on}}));
+  auto r = qmp.Execute("migrate-set-capabilities", Json::Obj({{"capabilities", list}}));
+  return r.status();
+}
+
+Result<UniqueFd> StartIncomingOverFd(QmpClient& qmp, const std::string& fd_name) {
+  HLT_ASSIGN_OR_RETURN(auto pair, SocketPair());
+  HLT_ASSIGN_OR_RETURN(Json ignored, qmp.ExecuteWithFd("getfd", Json::Obj({{"fdname", fd_name}}), pair.second.get()));
+  (void)ignored;
+  pair.second.reset();  // QEMU holds its own copy now; ours would keep the channel open after QEMU closes it
+  HLT_ASSIGN_OR_RETURN(Json ignored2, qmp.Execute("migrate-incoming", Json::Obj({{"uri", "fd:" + fd_name}})));
+  (void)ignored2;
+  return std::move(pair.first);
+}
+
+Result<UniqueFd> StartIncomingOverUnix(QmpClient& qmp, const std::string& socket_path, int timeout_ms) {
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (socket_path.size() >= sizeof(addr.sun_path)) return Status::InvalidArgument("socket path too long: " + socket_path);
+  memcpy(addr.sun_path, socket_path.c_str(), socket_path.size() + 1);
+  HLT_ASSIGN_OR_RETURN(Json ignored, qmp.Execute("migrate-incoming", Json::Obj({{"uri", "unix:" + socket_path}})));
+  (void)ignored;
+  const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
+  for (;;) {
+    UniqueFd fd(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    if (!fd.valid()) return Status::IoError("socket", errno);
+    if (connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) return fd;
+    const int e = errno;
+    if ((e != ENOENT && e != ECONNREFUSED) || Clock::now() > deadline) {
+      return Status::IoError("connect to QEMU's incoming socket " + socket_path, e);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
+Result<UniqueFd> StartMigrationToFd(QmpClient& qmp, const std::string& fd_name) {
+  HLT_ASSIGN_OR_RETURN(auto pair, SocketPair());
+  HLT_ASSIGN_OR_RETURN(Json ignored, qmp.ExecuteWithFd("getfd", Json::Obj({{"fdname", fd_name}}), pair.second.get()));
+  (void)ignored;
+  pair.second.reset();  // so that we see end-of-stream when QEMU closes its copy
+  HLT_ASSIGN_OR_RETURN(Json ignored2, qmp.Execute("migrate", Json::Obj({{"uri", "fd:" + fd_name}})));
+  (void)ignored2;
+  return std::move(pair.first);
+}
+
+Result<std::vector<RamBlockInfo>> QueryRamBlocks(QmpClient& qmp) {
+  HLT_ASSIGN_OR_RETURN(std::string text, qmp.HumanMonitorCommand("info ramblock"));
+  // Columns: Block Name, PSize (number + unit), Offset, Used, Total[, HVA, RO]. Names contain no spaces.
+  std::vector<RamBlockInfo> out;
+  std::istringstream lines(text);
+  std::string line;
+  bool header = true;
+  while (std::getline(lines, line)) {
+    std::istringstream f(line);
+    std::vector<std::string> tok;
+    for (std::string t; f >> t;) tok.push_back(t);
+    if (tok.empty()) continue;
+    if (header) {
+      if (tok[0] != "Block") return Status::Corrupt("info ramblock: unexpected header line: " + line);
+      header = false;
+      continue;
+    }
+    if (tok.size() < 6) return Status::Corrupt("info ramblock: short line: " + line);
+    RamBlockInfo b;
+    b.name = tok[0];
+    if (!ParseSize(tok[1], tok[2], &b.page_size)) return Status::Corrupt("info ramblock: bad page size in: " + line);
+    b.used_length = strtoull(tok[4].c_str(), nullptr, 16);
+    b.max_length = strtoull(tok[5].c_str(), nullptr, 16);
+    out.push_back(std::move(b));
+  }
+  if (out.empty()) return Status::Corrupt("info ramblock: no RAMBlocks in: " + text.substr(0, 200));
+  return out;
+}
+
+Result<MigrationStatus> QueryMigration(QmpClient& qmp) {
+  HLT_ASSIGN_OR_RETURN(Json r, qmp.Execute("query-migrate"));
+  MigrationStatus s;
+  if (const Json* st = r.Find("status")) s.status = st->as_string();
+  if (s.status.empty()) s.status = "none";
+  if (const Json* e = r.Find("error-desc")) s.error_desc = e->as_string();
+  s.raw = std::move(r);
+  return s;
+}
+
+Result<MigrationStatus> WaitForMigrationStatus(QmpClient& qmp, const std::vector<std::string>& wanted, int timeout_ms) {
+  const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
+  std::string last;
+  for (;;) {
+    HLT_ASSIGN_OR_RETURN(MigrationStatus s, QueryMigration(qmp));
+    for (const auto& w : wanted) {
+      if (s.status == w) return s;
+    }
+    if (s.status == "failed" || s.status == "cancelled") {
+      return Status::Aborted("QEMU reports migration " + s.status +
+                             (s.error_desc.empty() ? std::string() : ": " + s.error_desc));
+    }
+    last = s.status;
+    if (Clock::now() > deadline) {
+      return Status::IoError("migration status still '" + last + "' after " + std::to_string(timeout_ms) + " ms");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
+Result<std::string> ReadGuestMemory(QmpClient& qmp, uint64_t addr, uint64_t size, const std::string& dir) {
+  const std::string path = dir + "/pmemsave-" + std::to_string(getpid()) + "-" + std::to_string(addr) + ".bin";
+  HLT_ASSIGN_OR_RETURN(Json ignored,
+                       qmp.Execute("pmemsave", Json::Obj({{"val", addr}, {"size", size}, {"filename", path}}), 120000));
+  (void)ignored;
+  std::ifstream f(path, std::ios::binary);
+  std::string data((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  unlink(path.c_str());
+  if (data.size() != size) {
+    return Status::IoError("pmemsave wrote " + std::to_string(data.size()) + " bytes, expected " + std::to_string(size));
+  }
+  return data;
+}
+
+}  // namespace halite::qemu

@@ -1,0 +1,229 @@
+#include "halite/qemu/qemu_qmp_client.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+namespace halite::qemu {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+int RemainingMs(Clock::time_point deadline) {
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+  return left < 0 ? 0 : static_cast<int>(left);
+}
+
+}  // namespace
+
+Result<std::unique_ptr<QmpClient>> QmpClient::Connect(const std::string& socket_path, int timeout_ms) {
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (socket_path.size() >= sizeof(addr.sun_path)) {
+    return Status::InvalidArgument("qmp: socket path too long (" + std::to_string(socket_path.size()) +
+                                   " bytes, at most " + std::to_string(sizeof(addr.sun_path) - 1) + "): " + socket_path);
+  }
+  memcpy(addr.sun_path, socket_path.c_str(), socket_path.size() + 1);
+  const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
+  for (;;) {
+    const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return Status::IoError("qmp: socket", errno);
+    if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
+      return Adopt(fd, "qmp " + socket_path, RemainingMs(deadline) + 1000);
+    }
+    const int err = errno;
+    close(fd);
+    // ENOENT/ECONNREFUSED: QEMU has not created or is not yet listening on the socket.
+    if ((err != ENOENT && err != ECONNREFUSED && err != EAGAIN) || Clock::now() >= deadline) {
+      return Status::IoError("qmp: connect " + socket_path + " (waited " + std::to_string(timeout_ms) + " ms)", err);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+Result<std::unique_ptr<QmpClient>> QmpClient::Adopt(int fd, std::string name, int timeout_ms) {
+  std::unique_ptr<QmpClient> c(new QmpClient(fd, std::move(name)));
+  HLT_RETURN_IF_ERROR(c->Handshake(timeout_ms));
+  return c;
+}
+
+QmpClient::~QmpClient() {
+  if (fd_ >= 0) close(fd_);
+}
+
+Status QmpClient::Handshake(int timeout_ms) {
+  HLT_ASSIGN_OR_RETURN(Json greeting, ReadMessage(timeout_ms, "the QMP greeting"));
+  const Json* qmp = greeting.Find("QMP");
+  if (qmp == nullptr) {
+    return Status::Corrupt(name_ + ": expected a greeting with a \"QMP\" member, got " + greeting.Serialize());
+  }
+  greeting_ = *qmp;
+  HLT_ASSIGN_OR_RETURN(Json ignored, Execute("qmp_capabilities", Json(), timeout_ms));
+  (void)ignored;
+  return Status::Ok();
+}
+
+Status QmpClient::Send(const std::string& text, int pass_fd, int timeout_ms) {
+  const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
+  size_t off = 0;
+  bool fd_sent = pass_fd < 0;
+  while (off < text.size()) {
+    pollfd pfd{fd_, POLLOUT, 0};
+    const int pr = poll(&pfd, 1, RemainingMs(deadline));
+    if (pr < 0 && errno == EINTR) continue;
+    if (pr < 0) return Status::IoError(name_ + ": poll", errno);
+    if (pr == 0) return Status::IoError(name_ + ": QEMU is not reading its monitor (send timed out)");
+    iovec iov{const_cast<char*>(text.data() + off), text.size() - off};
+    msghdr msg{};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))];
+    if (!fd_sent) {
+      // The descriptor rides on the first byte of the command, as QEMU's monitor expects.
+      msg.msg_control = control;
+      msg.msg_controllen = sizeof(control);
+      cmsghdr* cmsg = CMSG_FIRSTHDR(&msg);
+      cmsg->cmsg_level = SOL_SOCKET;
+      cmsg->cmsg_type = SCM_RIGHTS;
+      cmsg->cmsg_len = CMSG_LEN(sizeof(int));
+      memcpy(CMSG_DATA(cmsg), &pass_fd, sizeof(int));
+    }
+    const ssize_t n = sendmsg(fd_, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n < 0) {
+      if (errno == EINTR || errno == EAGAIN) continue;
+      return Status::IoError(name_ + ": send", errno);
+    }
+    fd_sent = true;
+    off += static_cast<size_t>(n);
+  }
+  return Status::Ok();
+}
+
+Result<Json> QmpClient::ReadMessage(int timeout_ms, const char* waiting_for) {
+  const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms < 0 ? 0 : timeout_ms);
+  for (;;) {
+    std::string text;
+    HLT_ASSIGN_OR_RETURN(bool have, framer_.Next(&text));
+    if (have) {
+      auto parsed = Json::Parse(text, name_);
+      if (!parsed.has_value()) return parsed.error();
+      if (!parsed->is_object()) return Status::Corrupt(name_ + ": message is not an object: " + text.substr(0, 200));
+      return std::move(parsed).value();
+    }
+    if (framer_.buffered() > (64u << 20)) return Status::Corrupt(name_ + ": message longer than 64 MiB");
+    const int wait = timeout_ms < 0 ? 0 : RemainingMs(deadline);
+    pollfd pfd{fd_, POLLIN, 0};
+    const int pr = poll(&pfd, 1, wait);
+    if (pr < 0 && errno == EINTR) continue;
+    if (pr < 0) return Status::IoError(name_ + ": poll", errno);
+    if (pr == 0) {
+      if (timeout_ms < 0) return Json();
+      return Status::IoError(name_ + ": no answer within " + std::to_string(timeout_ms) + " ms while waiting for " +
+                             waiting_for)
+          .set_retryable(true);
+    }
+    char buf[65536];
+    const ssize_t n = read(fd_, buf, sizeof(buf));
+    if (n < 0) {
+      if (errno == EINTR || errno == EAGAIN) continue;
+      return Status::IoError(name_ + ": read while waiting for " + waiting_for, errno);
+    }
+    if (n == 0) return Status::IoError(name_ + ": connection closed by QEMU while waiting for " + std::string(waiting_for));
+    framer_.Feed(std::string_view(buf, static_cast<size_t>(n)));
+  }
+}
+
+void QmpClient::QueueEvent(const Json& msg) {
+  QmpEvent ev;
+  ev.name = msg.Find("event")->as_string();
+  if (const Json* d = msg.Find("data")) ev.data = *d;
+  ev.host_time_us = 0;
+  if (const Json* ts = msg.Find("timestamp")) {
+    const Json* s = ts->Find("seconds");
+    const Json* us = ts->Find("microseconds");
+    if (s && us) ev.host_time_us = s->as_int() * 1000000 + us->as_int();
+  }
+  events_.push_back(std::move(ev));
+}
+
+Result<Json> QmpClient::ExecuteWithFd(std::string_view command, const Json& arguments, int fd, int timeout_ms) {
+  const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
+  const int64_t id = next_id_++;
+  Json req = Json::Obj({{"execute", std::string(command)}});
+  if (!arguments.is_null()) req.Set("arguments", arguments);
+  req.Set("id", id);
+  std::string text = req.Serialize();
+  text.push_back('\n');
+  HLT_RETURN_IF_ERROR(Send(text, fd, timeout_ms));
+  const std::string waiting_for = "the reply to '" + std::string(command) + "'";
+  for (;;) {
+    HLT_ASSIGN_OR_RETURN(Json msg, ReadMessage(RemainingMs(deadline), waiting_for.c_str()));
+    if (const Json* ev = msg.Find("event"); ev != nullptr && ev->is_string()) {
+      QueueEvent(msg);
+      continue;
+    }
+    const Json* mid = msg.Find("id");
+    // A reply without an id answers a request QEMU could not even parse, i.e. this one.
+    if (mid != nullptr && !(mid->is_int() && mid->as_int() == id)) continue;  // a late reply to a timed-out call
+    if (const Json* ret = msg.Find("return")) return *ret;
+    if (const Json* err = msg.Find("error")) {
+      const Json* cls = err->Find("class");
+      const Json* desc = err->Find("desc");
+      const std::string cls_s = cls ? cls->as_string() : "Error";
+      std::string message = name_ + ": " + std::string(command) + ": " + cls_s + ": " + (desc ? desc->as_string() : "");
+      if (cls_s == "CommandNotFound") return Status::Unsupported(std::move(message));
+      return Status::InvalidArgument(std::move(message));
+    }
+    return Status::Corrupt(name_ + ": reply to '" + std::string(command) + "' has neither return nor error: " +
+                           msg.Serialize().substr(0, 200));
+  }
+}
+
+Result<Json> QmpClient::Execute(std::string_view command, const Json& arguments, int timeout_ms) {
+  return ExecuteWithFd(command, arguments, -1, timeout_ms);
+}
+
+Result<std::string> QmpClient::HumanMonitorCommand(std::string_view command_line, int timeout_ms) {
+  HLT_ASSIGN_OR_RETURN(Json r, Execute("human-monitor-command",
+                                       Json::Obj({{"command-line", std::string(command_line)}}), timeout_ms));
+  if (!r.is_string()) return Status::Corrupt(name_ + ": human-monitor-command returned a non-string");
+  return r.as_string();
+}
+
+Result<QmpEvent> QmpClient::WaitForEvent(std::string_view name, int timeout_ms,
+                                         const std::function<bool(const Json&)>& match) {
+  const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
+  size_t checked = 0;
+  for (;;) {
+    for (; checked < events_.size(); ++checked) {
+      if (events_[checked].name == name && (!match || match(events_[checked].data))) {
+        QmpEvent ev = std::move(events_[checked]);
+        events_.erase(events_.begin() + static_cast<std::ptrdiff_t>(checked));
+        return ev;
+      }
+    }
+    const std::string waiting_for = "event " + std::string(name);
+    HLT_ASSIGN_OR_RETURN(Json msg, ReadMessage(RemainingMs(deadline), waiting_for.c_str()));
+    if (const Json* ev = msg.Find("event"); ev != nullptr && ev->is_string()) QueueEvent(msg);
+  }
+}
+
+Result<std::vector<QmpEvent>> QmpClient::TakeEvents() {
+  for (;;) {
+    HLT_ASSIGN_OR_RETURN(Json msg, ReadMessage(-1, "events"));
+    if (msg.is_null()) break;
+    if (const Json* ev = msg.Find("event"); ev != nullptr && ev->is_string()) QueueEvent(msg);
+  }
+  std::vector<QmpEvent> out(std::make_move_iterator(events_.begin()), std::make_move_iterator(events_.end()));
+  events_.clear();
+  return out;
+}
+
+}  // namespace halite::qemu
