@@ -11,6 +11,7 @@ const char* kUsage =
     "  raw CKPT -o IMAGE        write the full memory back as a flat image\n"
     "  info CKPT [--json]       describe a checkpoint\n"
     "  verify CKPT              read every byte and check every checksum and rule\n"
+    "  xen CKPT -o STREAM       write the Xen save stream back for `xl restore` (file, FIFO or - for stdout)\n"
     "Run `hlt-restore MODE --help` for a mode's options.\n"
     "Exit codes: 0 success, 2 usage error, 3 I/O error, 4 invalid or corrupt checkpoint.\n";
 }
@@ -25,6 +26,9 @@ int main(int argc, char** argv) {
   if (mode == "raw") return halite::restore::RestoreRaw(args);
   if (mode == "info") return halite::restore::Info(args);
   if (mode == "verify") return halite::restore::Verify(args);
+#ifdef HALITE_TOOLS_WITH_XEN
+  if (mode == "xen") return halite::restore::RestoreXen(args);
+#endif
   std::cerr << "hlt-restore: unknown mode \"" << mode << "\"\n" << kUsage;
   return halite::cli::kExitUsage;
 }

@@ -7,6 +7,7 @@
 namespace halite::restore {
 
 int RestoreRaw(cli::Args& args);
+int RestoreXen(cli::Args& args);  // restore_xen.cc, built with the Xen integration
 int Info(cli::Args& args);
 int Verify(cli::Args& args);
 

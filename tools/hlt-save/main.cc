@@ -9,6 +9,7 @@ const char* kUsage =
     "usage: hlt-save MODE ...\n"
     "modes:\n"
     "  raw IMAGE -o CKPT [writer options]     save a raw memory image\n"
+    "  xen STREAM -o CKPT [writer options]    save an `xl save` stream (file, FIFO or - for stdin)\n"
     "Run `hlt-save MODE --help` for a mode's options.\n"
     "Exit codes: 0 success, 2 usage error, 3 I/O error, 4 invalid or corrupt input.\n";
 }
@@ -21,6 +22,9 @@ int main(int argc, char** argv) {
   halite::cli::Args args(argc, argv, 2);
   std::string mode = argv[1];
   if (mode == "raw") return halite::save::SaveRaw(args);
+#ifdef HALITE_TOOLS_WITH_XEN
+  if (mode == "xen") return halite::save::SaveXen(args);
+#endif
   std::cerr << "hlt-save: unknown mode \"" << mode << "\"\n" << kUsage;
   return halite::cli::kExitUsage;
 }

@@ -7,6 +7,7 @@
 namespace halite::save {
 
 int SaveRaw(cli::Args& args);
+int SaveXen(cli::Args& args);  // save_xen.cc, built with the Xen integration
 
 }  // namespace halite::save
 

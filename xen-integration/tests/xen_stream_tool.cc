@@ -4,10 +4,15 @@
 //   xen-stream-tool dump [--format F] FILE|-          print the reader's events (test-vectors/README.md format)
 //   xen-stream-tool roundtrip [--format F] IN OUT     import (pages to an in-memory store), encode and decode the
 //                                                     state blob, export to OUT
-//   xen-stream-tool synth --pages N OUT               write a synthetic HVM image of N pages with the exporter
+//   xen-stream-tool synth --pages N [--guest linux] OUT
+//                                                     write a synthetic HVM image of N pages with the exporter;
+//                                                     --guest linux lays a Linux-like guest's page tables and
+//                                                     long-mode vCPUs over it (xen_synth_guest.h)
 //   xen-stream-tool check-synth IN OUT                import IN checking every page against the synthetic
 //                                                     content, then export it to OUT pulling pages from the
 //                                                     generator (pages never sit in memory)
+//   xen-stream-tool skeleton CKPT OUT                 the lazy pager's skeleton stream of a checkpoint
+//                                                     (pager/xen_pager_core.h)
 // FILE "-" is standard input, OUT "-" standard output. Exit 0 on success, 1 on a codec error (printed), 2 on
 // usage errors.
 #include <fcntl.h>
@@ -21,6 +26,9 @@
 
 #include "halite/xen/xen_save_image.h"
 #include "halite/xen/xen_stream_reader.h"
+#include "halite/checkpoint_reader.h"
+#include "xen_pager_core.h"
+#include "xen_synth_guest.h"
 #include "xen_test_dump.h"
 
 using namespace halite;
@@ -32,8 +40,9 @@ int Usage() {
   std::fprintf(stderr,
                "usage: xen-stream-tool dump [--format xl|libxl|libxc] FILE\n"
                "       xen-stream-tool roundtrip [--format F] IN OUT\n"
-               "       xen-stream-tool synth --pages N OUT\n"
-               "       xen-stream-tool check-synth IN OUT\n");
+               "       xen-stream-tool synth --pages N [--guest linux] OUT\n"
+               "       xen-stream-tool check-synth IN OUT\n"
+               "       xen-stream-tool skeleton CKPT OUT\n");
   return 2;
 }
 
@@ -75,6 +84,7 @@ int main(int argc, char** argv) {
   args.erase(args.begin());
   ReadOptions options;
   uint64_t pages = 0;
+  bool linux_guest = false;
   std::vector<std::string> files;
   for (size_t i = 0; i < args.size(); ++i) {
     if (args[i] == "--format" && i + 1 < args.size()) {
@@ -83,6 +93,9 @@ int main(int argc, char** argv) {
       else if (f == "libxl") options.format = StreamFormat::kLibxl;
       else if (f == "libxc") options.format = StreamFormat::kLibxc;
       else return Usage();
+    } else if (args[i] == "--guest" && i + 1 < args.size()) {
+      if (args[++i] != "linux") return Usage();
+      linux_guest = true;
     } else if (args[i] == "--pages" && i + 1 < args.size()) {
       pages = std::stoull(args[++i]);
     } else {
@@ -95,8 +108,30 @@ int main(int argc, char** argv) {
     int fd = OpenOut(files[0]);
     if (fd < 0) return Fail(Status::IoError("cannot create " + files[0], errno));
     FdByteSink sink(fd);
-    testing::SynthPageSource source;
-    Status s = ExportSaveStream(testing::MakeSynthImage(pages), source, sink);
+    Status s;
+    if (linux_guest) {
+      if (pages < 16384) return Usage();
+      testing::SynthLinuxGuest guest(pages);
+      testing::SynthGuestPageSource source(guest);
+      s = ExportSaveStream(testing::MakeSynthGuestImage(pages, guest.vcpus()), source, sink);
+      std::fprintf(stderr, "synthetic Linux-like guest: %s\n", guest.Describe().c_str());
+    } else {
+      testing::SynthPageSource source;
+      s = ExportSaveStream(testing::MakeSynthImage(pages), source, sink);
+    }
+    if (fd != 1) ::close(fd);
+    return s.ok() ? 0 : Fail(s);
+  }
+
+  if (cmd == "skeleton") {
+    if (files.size() != 2) return Usage();
+    auto reader = CheckpointReader::Open(files[0]);
+    if (!reader) return Fail(reader.error());
+    int fd = OpenOut(files[1]);
+    if (fd < 0) return Fail(Status::IoError("cannot create " + files[1], errno));
+    FdByteSink sink(fd);
+    Status s = pager::ExportSkeleton(**reader, sink);
+    if (s.ok()) s = sink.Flush();
     if (fd != 1) ::close(fd);
     return s.ok() ? 0 : Fail(s);
   }

@@ -96,7 +96,7 @@ Result<IndexModel> Decoder::Run() {
     if (type <= last_type) {
       return Err(at, sname, "section out of order or repeated (after " + std::string(SectionName(last_type)) + ")");
     }
-    if (last_type + 1 != type && type <= static_cast<uint32_t>(SectionType::kRestoreOrder)) {
+    if (last_type + 1 != type && last_type < static_cast<uint32_t>(SectionType::kRestoreOrder)) {
       return Err(at, sname, "required section " + std::string(SectionName(last_type + 1)) + " is missing");
     }
     last_type = type;

@@ -123,6 +123,7 @@ class CheckpointWriter::Impl {
     if (bad_string(opt_.metadata.machine_type) || bad_string(opt_.metadata.creator)) {
       return Status::InvalidArgument("metadata strings must be printable ASCII of at most 256 bytes");
     }
+    if (opt_.file_id && *opt_.file_id == FileId{}) return Status::InvalidArgument("file_id must not be all zero");
     return Status::Ok();
   }
 

@@ -1,0 +1,419 @@
+// The x86-64 guest page-table walker, on page tables built in memory.
+#include <catch2/catch.hpp>
+
+#include <array>
+#include <cstring>
+#include <map>
+#include <random>
+
+#include "halite/x86_page_tables.h"
+
+using namespace halite;
+using namespace halite::x86;
+
+namespace {
+
+constexpr uint64_t kP = 1, kRw = 2, kUs = 4, kA = 1u << 5, kPs = 1u << 7;
+constexpr uint64_t kTable = kP | kRw | kUs | kA;
+constexpr uint64_t kKernelHalf = 0xffff800000000000ull;  // first canonical kernel address, 4 levels
+
+using Page = std::array<uint8_t, 4096>;
+
+// Guest memory as a map of pages, with a builder for page tables.
+class Guest {
+ public:
+  explicit Guest(int levels = 4, uint64_t first_table_pfn = 0x100) : levels_(levels), next_(first_table_pfn) {}
+
+  uint64_t NewTable() {
+    uint64_t pfn = next_++;
+    pages_[pfn] = Page{};
+    return pfn;
+  }
+  uint64_t Get(uint64_t table, size_t i) const {
+    uint64_t v;
+    std::memcpy(&v, pages_.at(table).data() + 8 * i, 8);
+    return v;
+  }
+  void Set(uint64_t table, size_t i, uint64_t v) { std::memcpy(pages_[table].data() + 8 * i, &v, 8); }
+  void Fill(uint64_t pfn, uint8_t byte) { pages_[pfn].fill(byte); }
+  void AlignNext() { next_ += next_ & 1; }  // the next table on an even pfn
+  void Remove(uint64_t pfn) { pages_.erase(pfn); }
+
+  // Maps `va` to page `pfn` with a leaf at `leaf_level` (1: 4 KiB, 2: 2 MiB, 3: 1 GiB), making tables as needed.
+  void Map(uint64_t root, uint64_t va, uint64_t pfn, int leaf_level = 1, uint64_t extra = 0) {
+    uint64_t table = root;
+    for (int level = levels_; level > leaf_level; --level) {
+      size_t i = (va >> (12 + 9 * (level - 1))) & 511;
+      uint64_t e = Get(table, i);
+      if (!(e & kP)) {
+        e = (NewTable() << 12) | kTable;
+        Set(table, i, e);
+      }
+      table = (e & 0x000FFFFFFFFFF000ull) >> 12;
+    }
+    size_t i = (va >> (12 + 9 * (leaf_level - 1))) & 511;
+    Set(table, i, (pfn << 12) | kP | kRw | (leaf_level > 1 ? kPs : 0) | extra);
+  }
+
+  GuestPageReader Reader() {
+    return [this](uint64_t pfn, std::span<uint8_t, 4096> out) -> Result<bool> {
+      ++reads;
+      auto it = pages_.find(pfn);
+      if (it == pages_.end()) return false;
+      std::memcpy(out.data(), it->second.data(), 4096);
+      return true;
+    };
+  }
+  std::vector<uint64_t> AllPfns() const {
+    std::vector<uint64_t> v;
+    for (auto& [pfn, page] : pages_) v.push_back(pfn);
+    return v;
+  }
+
+  uint64_t reads = 0;
+
+ private:
+  int levels_;
+  uint64_t next_;
+  std::map<uint64_t, Page> pages_;
+};
+
+std::vector<VaRun> Runs(const AddressSpaceWalk& w) { return w.runs; }
+
+}  // namespace
+
+TEST_CASE("page walk: control registers select the paging mode", "[x86walk]") {
+  const uint64_t pg = 1ull << 31, pae = 1u << 5, la57 = 1u << 12, lma = 1u << 10;
+  auto r4 = PagingRootFromRegisters(pg | 1, 0x1234000 | 0x5a5 /* PCID */ | (1ull << 63), pae, lma | (1u << 8));
+  REQUIRE(r4);
+  CHECK(r4->table_pfn == 0x1234);
+  CHECK(r4->levels == 4);
+  auto r5 = PagingRootFromRegisters(pg | 1, 0x2000, pae | la57, lma);
+  REQUIRE(r5);
+  CHECK(r5->levels == 5);
+  CHECK(PagingRootFromRegisters(1, 0x1000, 0, 0).status().code() == StatusCode::kUnsupported);       // no paging
+  CHECK(PagingRootFromRegisters(pg, 0x1000, pae, 0).status().code() == StatusCode::kUnsupported);    // PAE
+  CHECK(PagingRootFromRegisters(pg, 0x1000, 0, 0).status().code() == StatusCode::kUnsupported);      // 32-bit
+  CHECK(PagingRootFromRegisters(pg, 0x1000, 0, lma).status().code() == StatusCode::kCorrupt);        // LMA w/o PAE
+  CHECK(PagingRootFromRegisters(pg, 1ull << 55, pae, lma).status().code() == StatusCode::kCorrupt);  // reserved
+}
+
+TEST_CASE("page walk: 4-level mappings come out in virtual-address order as maximal runs", "[x86walk]") {
+  Guest g;
+  uint64_t root = g.NewTable();
+  // User: 3 pages contiguous in both spaces, then a VA-adjacent page elsewhere, then a gap.
+  g.Map(root, 0x400000, 0x10);
+  g.Map(root, 0x401000, 0x11);
+  g.Map(root, 0x402000, 0x12);
+  g.Map(root, 0x403000, 0x40);
+  g.Map(root, 0x7fff0000, 0x41);
+  // Kernel half (canonical sign extension): mapped out of order on purpose.
+  g.Map(root, kKernelHalf + 0x5000, 0x31);
+  g.Map(root, kKernelHalf + 0x4000, 0x30);
+  auto w = WalkAddressSpace(g.Reader(), PagingRoot{root, 4});
+  REQUIRE(w);
+  std::vector<VaRun> want = {
+      {0x400000, 0x10, 3, 1}, {0x403000, 0x40, 1, 1}, {0x7fff0000, 0x41, 1, 1}, {kKernelHalf + 0x4000, 0x30, 2, 1}};
+  CHECK(Runs(*w) == want);
+  CHECK(w->stats.leaves_4k == 7);
+  CHECK(w->stats.mapped_pages == 7);
+  CHECK(w->stats.tables == 1 + 5 + 3);  // root; user PDPT, 2 PDs, 2 PTs (0x7fff0000 is in another GiB); kernel 3
+  CHECK(!w->stats.truncated);
+  CHECK(w->runs.back().kernel_half());
+
+  WalkLimits user;
+  user.user_half_only = true;
+  auto u = WalkAddressSpace(g.Reader(), PagingRoot{root, 4}, user);
+  REQUIRE(u);
+  CHECK(u->runs.size() == 3);
+}
+
+TEST_CASE("page walk: 5-level paging (LA57)", "[x86walk]") {
+  Guest g(5);
+  uint64_t root = g.NewTable();
+  const uint64_t high_user = 0x0000800000000000ull;  // beyond 48 bits: only with 5 levels
+  const uint64_t kernel = 0xff00000000000000ull;     // first canonical kernel address, 5 levels
+  g.Map(root, 0x1000, 0x20);
+  g.Map(root, high_user, 0x21);
+  g.Map(root, high_user + 0x1000, 0x22);
+  g.Map(root, kernel + 0x200000, 0x400, 2);
+  auto w = WalkAddressSpace(g.Reader(), PagingRoot{root, 5});
+  REQUIRE(w);
+  std::vector<VaRun> want = {{0x1000, 0x20, 1, 1}, {high_user, 0x21, 2, 1}, {kernel + 0x200000, 0x400, 512, 2}};
+  CHECK(Runs(*w) == want);
+  CHECK(w->stats.leaves_2m == 1);
+  // The same tables read as 4 levels see other addresses (the PML5 is taken for a PML4), never crash.
+  auto w4 = WalkAddressSpace(g.Reader(), PagingRoot{root, 4});
+  REQUIRE(w4);
+}
+
+TEST_CASE("page walk: 2 MiB and 1 GiB pages, merging, clipping and reserved bits", "[x86walk]") {
+  Guest g;
+  uint64_t root = g.NewTable();
+  g.Map(root, 0x40000000, 0x0, 3);            // 1 GiB: pfns 0..0x3ffff
+  g.Map(root, 0x80000000, 0x40000, 3);        // continues both: merged
+  g.Map(root, 0xc0000000, 0x200, 2);          // 2 MiB
+  g.Map(root, 0xc0200000, 0x400, 2);          // continues both
+  g.Map(root, 0xc0400000, 0x600, 1);          // 4 KiB continuing both, but a different leaf size: new run
+  g.Map(root, 0xc0600000, 0x800 | 0x2, 2);    // misaligned 2 MiB page: bits 20:13 set -> bad entry
+  g.Map(root, 0xc0800000, 0xa00 | 0x1, 2);    // bit 12 of a 2 MiB leaf is PAT, not an address bit
+  g.Map(root, 0x100000000, 0x7fe00, 2);       // crosses max_pfn: clipped
+  g.Map(root, 0x100200000, 0x90000, 2);       // entirely beyond max_pfn (MMIO): dropped
+  WalkLimits lim;
+  lim.max_pfn = 0x7ff7f;
+  auto w = WalkAddressSpace(g.Reader(), PagingRoot{root, 4}, lim);
+  REQUIRE(w);
+  std::vector<VaRun> want = {{0x40000000, 0x0, 0x7ff80, 3},  // the second 1 GiB page clipped at max_pfn
+                             {0xc0000000, 0x200, 1024, 2},
+                             {0xc0400000, 0x600, 1, 1},
+                             {0xc0800000, 0xa00, 512, 2},
+                             {0x100000000, 0x7fe00, 0x180, 2}};
+  CHECK(Runs(*w) == want);
+  CHECK(w->stats.leaves_1g == 2);
+  CHECK(w->stats.leaves_2m == 5);
+  CHECK(w->stats.bad_entries == 1);
+  CHECK(w->stats.outside_leaves == 1);
+}
+
+TEST_CASE("page walk: PS in a PML4 entry, tables beyond memory and missing tables are skipped", "[x86walk]") {
+  Guest g;
+  uint64_t root = g.NewTable();
+  g.Map(root, 0x1000, 0x50);
+  g.Set(root, 1, (0x60ull << 12) | kTable | kPs);  // PS is reserved in a PML4 entry
+  g.Set(root, 2, (0x9999999ull << 12) | kTable);   // beyond max_pfn
+  g.Set(root, 3, (0x777ull << 12) | kTable);       // not in memory
+  WalkLimits lim;
+  lim.max_pfn = 0xfffff;
+  auto w = WalkAddressSpace(g.Reader(), PagingRoot{root, 4}, lim);
+  REQUIRE(w);
+  CHECK(w->runs.size() == 1);
+  CHECK(w->stats.bad_entries == 2);
+  CHECK(w->stats.missing_tables == 1);
+
+  auto missing = WalkAddressSpace(g.Reader(), PagingRoot{0x5555, 4}, lim);
+  CHECK(missing.status().code() == StatusCode::kNotFound);
+  auto bad_levels = WalkAddressSpace(g.Reader(), PagingRoot{root, 3}, lim);
+  CHECK(bad_levels.status().code() == StatusCode::kInvalidArgument);
+}
+
+TEST_CASE("page walk: cycles and tables shared many times are walked once", "[x86walk]") {
+  Guest g;
+  uint64_t root = g.NewTable();
+  g.Map(root, 0x1000, 0x50);
+  uint64_t pdpt = g.Get(root, 0) >> 12 & 0xFFFFFFFFFF;
+  uint64_t pd = g.Get(pdpt, 0) >> 12 & 0xFFFFFFFFFF;
+  g.Set(pdpt, 1, (root << 12) | kTable);  // PDPT -> PML4 as a PD: a cycle back to the root
+  g.Set(pd, 1, (pd << 12) | kTable);      // PD -> itself as a PT
+  g.Set(root, 1, (root << 12) | kTable);  // PML4 -> itself as a PDPT (a recursive self-map, as Windows has)
+  // Every entry of every level of a second tree points to one table: 512^4 paths, one table a level.
+  uint64_t t = g.NewTable();
+  for (size_t i = 0; i < 512; ++i) g.Set(t, i, (t << 12) | kTable);
+  g.Set(root, 300, (t << 12) | kTable);
+  auto w = WalkAddressSpace(g.Reader(), PagingRoot{root, 4});
+  REQUIRE(w);
+  CHECK(!w->stats.truncated);
+  // At most one read per (table, level): 5 distinct pages here, 4 levels.
+  CHECK(w->stats.tables <= 5 * 4);
+  CHECK(g.reads == w->stats.tables);
+  CHECK(w->stats.revisited_tables > 1000);
+  // Tables read as PTs map table pages as data: at most 512 leaves per table read.
+  CHECK(w->stats.leaves_4k <= w->stats.tables * 512);
+}
+
+TEST_CASE("page walk: limits stop hostile tables", "[x86walk]") {
+  Guest g;
+  uint64_t root = g.NewTable();
+  for (uint64_t i = 0; i < 4096; ++i) g.Map(root, 0x200000 * i, 0x10000 + 2 * i);  // 4096 PTs, non-adjacent
+  WalkLimits lim;
+  lim.max_tables = 100;
+  auto w = WalkAddressSpace(g.Reader(), PagingRoot{root, 4}, lim);
+  REQUIRE(w);
+  CHECK(w->stats.truncated);
+  CHECK(w->stats.tables == 100);
+  lim = WalkLimits{};
+  lim.max_runs = 10;
+  w = WalkAddressSpace(g.Reader(), PagingRoot{root, 4}, lim);
+  REQUIRE(w);
+  CHECK(w->stats.truncated);
+  CHECK(w->runs.size() == 10);
+}
+
+TEST_CASE("page walk: random memory as page tables terminates within bounds", "[x86walk]") {
+  std::mt19937_64 rng(7);
+  for (int round = 0; round < 50; ++round) {
+    std::map<uint64_t, Page> mem;
+    for (uint64_t pfn = 0; pfn < 64; ++pfn) {
+      Page p;
+      for (size_t i = 0; i < 512; ++i) {
+        uint64_t e = rng();
+        if (round % 2) e = (e & 0x3f000) | (e & 0x8000000000000fffull);  // aim targets at the 64 pages
+        std::memcpy(p.data() + 8 * i, &e, 8);
+      }
+      mem[pfn] = p;
+    }
+    GuestPageReader read = [&](uint64_t pfn, std::span<uint8_t, 4096> out) -> Result<bool> {
+      auto it = mem.find(pfn);
+      if (it == mem.end()) return false;
+      std::memcpy(out.data(), it->second.data(), 4096);
+      return true;
+    };
+    WalkLimits lim;
+    lim.max_pfn = 63;
+    auto w = WalkAddressSpace(read, PagingRoot{uint64_t(round % 64), 4 + round % 2}, lim);
+    REQUIRE(w);
+    CHECK(w->stats.tables <= 64 * 5);
+    for (const VaRun& r : w->runs) CHECK(r.pfn + r.pages - 1 <= 63);
+    auto all = WalkGuestAddressSpaces(read, std::vector<PagingRoot>{{0, 4}}, std::vector<uint64_t>{0, 1, 2, 3, 4});
+    REQUIRE(all);
+  }
+}
+
+TEST_CASE("page walk: reader errors stop the walk", "[x86walk]") {
+  Guest g;
+  uint64_t root = g.NewTable();
+  g.Map(root, 0x1000, 0x50);
+  auto inner = g.Reader();
+  GuestPageReader failing = [&](uint64_t pfn, std::span<uint8_t, 4096> out) -> Result<bool> {
+    if (pfn != root) return Status::IoError("spool: read of pfn " + std::to_string(pfn) + " failed", 5);
+    return inner(pfn, out);
+  };
+  auto w = WalkAddressSpace(failing, PagingRoot{root, 4});
+  CHECK(w.status().code() == StatusCode::kIoError);
+}
+
+namespace {
+
+// A Linux-like guest: a kernel top-level table with a direct map (1 GiB and 2 MiB pages), kernel text in 2 MiB
+// pages and vmalloc in 4 KiB pages; processes whose tables copy the kernel half; a kernel thread's table with no
+// user half; a table of another "kernel"; and a page of data that looks like nothing.
+struct LinuxGuest {
+  Guest g{4, 0x8000};
+  uint64_t kernel_pgd = 0;
+  std::vector<uint64_t> process_pgds;
+  uint64_t kthread_pgd = 0, foreign_pgd = 0, pti_user_copy = 0;
+
+  LinuxGuest() {
+    kernel_pgd = g.NewTable();
+    g.NewTable();  // keep the next PGD on an even pfn
+    g.Map(kernel_pgd, 0xffff888000000000ull, 0x0, 3);          // direct map: first GiB
+    for (uint64_t i = 0; i < 16; ++i) g.Map(kernel_pgd, 0xffff888040000000ull + (i << 21), 0x40000 + (i << 9), 2);
+    g.Map(kernel_pgd, 0xffffffff81000000ull, 0x1000, 2);        // kernel text
+    for (uint64_t i = 0; i < 8; ++i) g.Map(kernel_pgd, 0xffffc90000000000ull + (i << 12), 0x7000 - 3 * i);  // vmalloc
+    for (int p = 0; p < 3; ++p) {
+      g.AlignNext();
+      uint64_t pgd = g.NewTable();
+      g.NewTable();  // the PTI user copy's slot
+      for (size_t i = 256; i < 512; ++i) g.Set(pgd, i, g.Get(kernel_pgd, i) & ~(p == 1 ? kA : 0));
+      for (uint64_t i = 0; i < 4; ++i) g.Map(pgd, 0x400000 + (i << 12), 0x5000 + 100 * p + 7 * i);
+      g.Map(pgd, 0x7ffd0000 + (uint64_t(p) << 12), 0x6000 + p);
+      process_pgds.push_back(pgd);
+    }
+    // PTI: process 2 also has a user copy at pfn+1 with the same user half and a near-empty kernel half.
+    pti_user_copy = process_pgds[2] + 1;
+    for (size_t i = 0; i < 256; ++i) g.Set(pti_user_copy, i, g.Get(process_pgds[2], i));
+    g.Set(pti_user_copy, 511, g.Get(kernel_pgd, 511));  // the entry trampoline's half
+    kthread_pgd = g.NewTable();
+    for (size_t i = 256; i < 512; ++i) g.Set(kthread_pgd, i, g.Get(kernel_pgd, i));
+    foreign_pgd = g.NewTable();
+    g.Map(foreign_pgd, 0x1000, 0x5555);
+    g.Map(foreign_pgd, kKernelHalf, 0x5556);
+    g.Fill(0x9000, 0x11);  // odd bytes everywhere: not a table
+  }
+};
+
+}  // namespace
+
+TEST_CASE("page walk: other address spaces share the kernel half", "[x86walk]") {
+  LinuxGuest lg;
+  Guest& g = lg.g;
+  std::vector<uint64_t> candidates = g.AllPfns();
+
+  auto scan = FindSharedKernelRoots(g.Reader(), std::vector<PagingRoot>{{lg.process_pgds[0], 4}}, candidates);
+  REQUIRE(scan);
+  std::vector<PagingRoot> want = {{lg.process_pgds[1], 4}, {lg.process_pgds[2], 4}};
+  CHECK(scan->roots == want);           // the accessed bit does not matter (process 1 has it clear)
+  CHECK(scan->empty_user_half == 2);    // the kernel's own table and the kernel thread's
+  CHECK(scan->other_kernel >= 1);       // the foreign table (and the PTI user copy)
+  CHECK(scan->duplicates == 1);         // the known root itself
+  CHECK(scan->not_tables > 0);
+
+  RootScanLimits few;
+  few.max_roots = 1;
+  auto capped = FindSharedKernelRoots(g.Reader(), std::vector<PagingRoot>{{lg.process_pgds[0], 4}}, candidates, few);
+  REQUIRE(capped);
+  CHECK(capped->roots.size() == 1);
+  CHECK(capped->truncated);
+
+  // A known root with an empty kernel half matches nothing.
+  auto none = FindSharedKernelRoots(g.Reader(), std::vector<PagingRoot>{{lg.foreign_pgd + 100, 4}}, candidates);
+  REQUIRE(none);
+  CHECK(none->roots.empty());
+}
+
+TEST_CASE("page walk: a whole guest, kernel half walked once, hints ordered for the planner", "[x86walk]") {
+  LinuxGuest lg;
+  Guest& g = lg.g;
+  // vCPU 0 runs process 0; vCPU 1 runs process 2 in user mode on its PTI user copy; vCPU 2 the same as vCPU 0.
+  std::vector<PagingRoot> cpus = {{lg.process_pgds[0], 4}, {lg.pti_user_copy, 4}, {lg.process_pgds[0], 4}};
+  GuestWalkOptions opt;
+  opt.limits.max_pfn = 0x7ffff;  // 2 GiB of memory
+  auto gw = WalkGuestAddressSpaces(g.Reader(), cpus, g.AllPfns(), opt);
+  REQUIRE(gw);
+  CHECK(gw->cpu_roots == 2);
+  CHECK(gw->pti_kernel_copies == 1);
+  REQUIRE(gw->spaces.size() == 3);
+  CHECK(gw->spaces[0].root.table_pfn == lg.process_pgds[0]);
+  CHECK(gw->spaces[1].root.table_pfn == lg.process_pgds[2]);
+  CHECK(gw->spaces[2].root.table_pfn == lg.process_pgds[1]);
+  CHECK(!gw->spaces[0].user_half_only);
+  CHECK(gw->spaces[1].user_half_only);
+  CHECK(gw->spaces[2].user_half_only);
+  CHECK(gw->spaces[1].runs.size() == 5);  // 4 scattered user pages and the stack page
+  CHECK(gw->spaces[0].stats.leaves_1g == 1);
+
+  // Two regions: below 1 GiB and from 1 GiB; the direct map crosses the boundary.
+  std::vector<Region> regions = {{"low", 0, 1ull << 30, 4096, 0}, {"high", 1ull << 30, 1ull << 30, 4096, 0x40000}};
+  std::vector<PageRun> hints = ToPageRuns(gw->spaces, regions);
+  REQUIRE(!hints.empty());
+  // User halves first (space 0's first page), then kernel 4 KiB (vmalloc), then the large pages.
+  CHECK(hints.front() == PageRun{PageRef{0, 0x5000}, 1, 0});
+  size_t first_vmalloc = 0, first_large = 0;
+  for (size_t i = 0; i < hints.size(); ++i) {
+    if (!first_vmalloc && hints[i].first == PageRef{0, 0x7000}) first_vmalloc = i;
+    if (!first_large && hints[i].count >= 512) first_large = i;
+  }
+  CHECK(first_vmalloc == 3 * 5);  // after the 5 user runs of each of the 3 spaces
+  CHECK(first_large > first_vmalloc);
+  // The 1 GiB direct-map page lies in region 0, the 2 MiB ones in region 1 at page 0.
+  bool saw_high = false;
+  for (const PageRun& r : hints) saw_high |= r.first.region == 1 && r.first.page == 0 && r.count == 16 * 512;
+  CHECK(saw_high);
+
+  // Distinct pages mapped: 1 GiB + 16 x 2 MiB + 2 MiB of text (inside the first GiB) + vmalloc and user pages
+  // (inside the first GiB too).
+  uint64_t mapped = CountMappedPages(gw->spaces, [](uint64_t) { return true; });
+  CHECK(mapped == (1ull << 18) + 16 * 512);
+  uint64_t high_only = CountMappedPages(gw->spaces, [](uint64_t pfn) { return pfn >= 0x40000; });
+  CHECK(high_only == 16 * 512);
+  // Without the kernel's large pages: the user pages (3 x 5, process 2's stack page counted once each) and
+  // the 8 vmalloc pages.
+  uint64_t small = CountMappedPages(gw->spaces, [](uint64_t) { return true; }, false);
+  CHECK(small == 3 * 5 + 8);
+
+  // Without the scan only the vCPU roots are walked; with total limits the walk stops early.
+  opt.find_shared_kernel_roots = false;
+  auto cpus_only = WalkGuestAddressSpaces(g.Reader(), cpus, g.AllPfns(), opt);
+  REQUIRE(cpus_only);
+  CHECK(cpus_only->spaces.size() == 2);
+  opt.find_shared_kernel_roots = true;
+  opt.max_total_tables = 3;
+  auto limited = WalkGuestAddressSpaces(g.Reader(), cpus, g.AllPfns(), opt);
+  REQUIRE(limited);
+  CHECK(limited->truncated);
+
+  auto no_root = WalkGuestAddressSpaces(g.Reader(), std::vector<PagingRoot>{{0x12345, 4}}, {}, opt);
+  CHECK(no_root.status().code() == StatusCode::kNotFound);
+  auto nothing = WalkGuestAddressSpaces(g.Reader(), {}, {}, opt);
+  REQUIRE(nothing);
+  CHECK(nothing->spaces.empty());
+}

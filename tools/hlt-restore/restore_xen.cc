@@ -1,0 +1,101 @@
+// hlt-restore xen CKPT -o STREAM [--key-file K] [--xen-417-order] [--cache-mb N] [--no-sync]
+// Writes the Xen save stream a checkpoint was made from, for `xl restore` (a file, a FIFO, or - for stdout).
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
+#include <cstdio>
+#include <iostream>
+
+#include "halite/checkpoint_reader.h"
+#include "halite/storage.h"
+#include "halite/xen/xen_checkpoint.h"
+#include "hlt-restore/restore_modes.h"
+
+namespace halite::restore {
+
+int RestoreXen(cli::Args& args) {
+  const std::string tool = "hlt-restore xen";
+  const std::string usage =
+      std::string("usage: hlt-restore xen CKPT -o STREAM [--key-file K] [--xen-417-order] [--cache-mb N] [--no-sync]\n"
+                  "Writes the Xen save stream the checkpoint was made from (`hlt-save xen`), for `xl restore`.\n"
+                  "STREAM is a file (created atomically: nothing is left when the export fails), an existing FIFO,\n"
+                  "or - for standard output. Records keep the order they had; pages are written once each.\n") +
+      cli::kKeyFileHelp +
+      "  --xen-417-order        rewrite records in the order Xen 4.17's saver writes them\n"
+      "  --cache-mb N           decoded blocks kept while writing (default 64)\n"
+      "  --no-sync              do not fsync the output file\n";
+  std::string ckpt, out, error, v;
+  ReaderOptions reader_options;
+  xen::ExportOptions opt;
+  bool sync = true;
+  while (!args.Done()) {
+    if (args.Flag("-h") || args.Flag("--help")) {
+      std::cout << usage;
+      return cli::kExitOk;
+    }
+    if (args.Option("-o", &v, &error) || args.Option("--output", &v, &error)) {
+      out = v;
+    } else if (cli::KeyFileOption(args, &reader_options, &error)) {
+    } else if (args.Flag("--xen-417-order")) {
+      opt.reorder_like_xen417 = true;
+    } else if (args.Option("--cache-mb", &v, &error)) {
+      uint64_t n = 0;
+      if (error.empty() && (!cli::ParseU64(v, &n) || n == 0 || n > (1u << 20))) error = "--cache-mb: bad value";
+      opt.cache_bytes = n << 20;
+    } else if (args.Flag("--no-sync")) {
+      sync = false;
+    } else if (args.Peek().rfind("-", 0) == 0) {
+      return cli::UsageError(tool, "unknown option " + args.Peek(), usage);
+    } else if (ckpt.empty()) {
+      ckpt = args.Next();
+    } else {
+      return cli::UsageError(tool, "unexpected argument " + args.Peek(), usage);
+    }
+    if (!error.empty()) return cli::UsageError(tool, error, usage);
+  }
+  if (ckpt.empty() || out.empty()) return cli::UsageError(tool, "CKPT and -o STREAM are required", usage);
+
+  auto reader = CheckpointReader::Open(ckpt, reader_options);
+  if (!reader) return cli::Fail(tool, reader.error());
+
+  // Standard output, FIFOs and other non-files stream directly; files are created atomically.
+  const bool to_stdout = out == "-";
+  struct stat st;
+  const bool special = !to_stdout && ::stat(out.c_str(), &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode);
+  xen::ExportStats stats;
+  Status s;
+  if (to_stdout || special) {
+    // A reader that goes away (xl restore failing, `| head`) must surface as an I/O error, not kill us silently.
+    std::signal(SIGPIPE, SIG_IGN);
+    int fd = to_stdout ? STDOUT_FILENO : ::open(out.c_str(), O_WRONLY | O_CLOEXEC);
+    if (fd < 0) return cli::Fail(tool, Status::IoError(out + ": cannot open for writing", errno));
+    xen::FdByteSink sink(fd);
+    s = xen::ExportCheckpointToStream(**reader, sink, opt, &stats);
+    if (s.ok()) s = sink.Flush();
+    if (!to_stdout && ::close(fd) != 0 && s.ok()) s = Status::IoError(out + ": close failed", errno);
+    if (!s.ok()) s = s.WithContext(std::string("exporting to ") + (to_stdout ? "stdout" : out) +
+                                   " (a partial stream was written)");
+  } else {
+    FileSinkOptions fo;
+    fo.sync = sync;
+    auto file = CreateAtomicFileSink(out, fo);
+    if (!file) return cli::Fail(tool, file.error());
+    xen::AppendSinkByteSink sink(std::move(*file));
+    s = xen::ExportCheckpointToStream(**reader, sink, opt, &stats);
+    if (s.ok()) s = sink.Commit();
+  }
+  if (!s.ok()) return cli::Fail(tool, s);
+  // With the stream on stdout, the report goes to stderr.
+  std::FILE* report = to_stdout ? stderr : stdout;
+  std::fprintf(report,
+               "exported %s -> %s: %llu bytes, %llu data pages, %llu block reads (%llu distinct blocks), %.3f s\n",
+               ckpt.c_str(), to_stdout ? "stdout" : out.c_str(), (unsigned long long)stats.stream_bytes,
+               (unsigned long long)stats.data_pages, (unsigned long long)stats.blocks_read,
+               (unsigned long long)stats.distinct_blocks, stats.seconds);
+  return cli::kExitOk;
+}
+
+}  // namespace halite::restore
