@@ -1,0 +1,191 @@
+// Fuzz target: a whole checkpoint from memory, opened and read the way a restorer reads it.
+//
+// The input is a checkpoint file. It is opened three ways: as given; with every checksum recomputed (so
+// mutations reach the rules behind the checksums); and, when the header says it is authenticated, with the
+// test-vector key. For each reader that opens: the lookup tables are consistent, every block and blob either
+// reads back or fails with kCorrupt (kAuthFailed with a key), single-page reads agree with whole-block reads,
+// and batched reads agree with single reads. Memory never fails here, so kIoError is a bug.
+#include <algorithm>
+#include <cstring>
+#include <optional>
+#include <vector>
+
+#include "checksum_fixup.h"
+#include "fuzz_input.h"
+#include "halite/authentication.h"
+#include "halite/checkpoint_reader.h"
+#include "halite/format_constants.h"
+
+namespace {
+
+using namespace halite;
+
+constexpr uint64_t kDecodeBudget = 64ull << 20;  // raw bytes decoded per reader, so one input stays fast
+constexpr uint64_t kMaxBlobRead = 64ull << 20;
+
+bool ExpectedFailure(const Status& s, bool keyed) {
+  return s.code() == StatusCode::kCorrupt || s.code() == StatusCode::kUnsupported ||
+         (keyed && s.code() == StatusCode::kAuthFailed);
+}
+
+void CheckReader(const CheckpointReader& rd, bool keyed) {
+  const auto& regions = rd.regions();
+  const auto& blocks = rd.blocks();
+  FUZZ_CHECK(!regions.empty());
+  uint64_t total = 0;
+  for (uint32_t i = 0; i < regions.size(); ++i) {
+    FUZZ_CHECK(regions[i].first_page == total);
+    FUZZ_CHECK(regions[i].page_count() > 0);
+    total += regions[i].page_count();
+    FUZZ_CHECK(rd.PageOf(regions[i].first_page) == (PageRef{i, 0}));
+    FUZZ_CHECK(rd.PageOf(total - 1) == (PageRef{i, regions[i].page_count() - 1}));
+    FUZZ_CHECK(rd.GlobalPage(PageRef{i, 0}) == regions[i].first_page);
+    auto found = rd.FindRegion(regions[i].name);
+    FUZZ_CHECK(found.has_value() && *found == i);
+  }
+  FUZZ_CHECK(total == rd.total_pages());
+  FUZZ_CHECK(total <= format::kMaxTotalPages);
+
+  // Restore order: a permutation with the HOT blocks first.
+  const auto& order = rd.restore_order();
+  FUZZ_CHECK(order.size() == blocks.size());
+  FUZZ_CHECK(rd.working_set_blocks() <= order.size());
+  std::vector<bool> seen(blocks.size());
+  for (size_t i = 0; i < order.size(); ++i) {
+    FUZZ_CHECK(order[i] < blocks.size() && !seen[order[i]]);
+    seen[order[i]] = true;
+    FUZZ_CHECK(blocks[order[i]].hot() == (i < rd.working_set_blocks()));
+  }
+
+  // Page lookup agrees with the block member lists, and every slot of every block is used.
+  uint64_t stored_refs = 0;
+  for (uint64_t g = 0; g < total; ++g) {
+    PageLocation loc = rd.Locate(g);
+    if (loc.kind != PageKind::kStored) continue;
+    ++stored_refs;
+    FUZZ_CHECK(loc.block < blocks.size());
+    FUZZ_CHECK(loc.slot_in_block < blocks[loc.block].page_count);
+  }
+  uint64_t members = 0;
+  for (uint32_t b = 0; b < blocks.size(); ++b) {
+    FUZZ_CHECK(blocks[b].page_count >= 1 && blocks[b].page_count <= format::kMaxBlockPages);
+    auto ms = rd.BlockMembers(b);
+    members += ms.size();
+    std::vector<bool> used(blocks[b].page_count);
+    for (size_t i = 0; i < ms.size(); ++i) {
+      FUZZ_CHECK(ms[i].slot < blocks[b].page_count);
+      FUZZ_CHECK(i == 0 || ms[i - 1].slot <= ms[i].slot);
+      PageLocation loc = rd.Locate(ms[i].page);
+      FUZZ_CHECK(loc.kind == PageKind::kStored && loc.block == b && loc.slot_in_block == ms[i].slot);
+      used[ms[i].slot] = true;
+    }
+    FUZZ_CHECK(std::all_of(used.begin(), used.end(), [](bool u) { return u; }));
+  }
+  FUZZ_CHECK(members == stored_refs);
+
+  // Reads: out-of-range requests are refused, absent and zero pages read as zeros.
+  std::vector<uint8_t> page(format::kPageSize), other(format::kPageSize);
+  FUZZ_CHECK(rd.ReadPage(total, page).code() == StatusCode::kInvalidArgument);
+  FUZZ_CHECK(rd.ReadBlob(uint32_t(rd.blobs().size())).error().code() == StatusCode::kNotFound);
+  for (uint64_t g = 0, tried = 0; g < total && tried < 4; ++g) {
+    if (rd.Locate(g).kind == PageKind::kStored) continue;
+    ++tried;
+    std::fill(page.begin(), page.end(), 0xAA);
+    FUZZ_CHECK(rd.ReadPage(g, page).ok());
+    FUZZ_CHECK(std::all_of(page.begin(), page.end(), [](uint8_t v) { return v == 0; }));
+  }
+
+  // Blocks, within a budget: whole-block reads, page reads from them, and one batch of all of them.
+  uint64_t budget = kDecodeBudget;
+  std::vector<uint32_t> batch;
+  std::vector<std::vector<uint8_t>> single;
+  std::vector<Status> single_status;
+  for (uint32_t b = 0; b < blocks.size() && blocks[b].raw_length() <= budget; ++b) {
+    budget -= blocks[b].raw_length();
+    std::vector<uint8_t> raw(blocks[b].raw_length());
+    Status s = rd.ReadBlock(b, raw);
+    FUZZ_CHECK_MSG(s.ok() || ExpectedFailure(s, keyed), s.ToString());
+    if (s.ok()) {
+      auto ms = rd.BlockMembers(b);
+      for (size_t i : {size_t(0), ms.size() - 1}) {
+        if (ms.empty()) break;
+        Status ps = rd.ReadPage(ms[i].page, page);
+        FUZZ_CHECK_MSG(ps.ok(), ps.ToString());
+        FUZZ_CHECK(std::memcmp(page.data(), raw.data() + size_t(ms[i].slot) * format::kPageSize, page.size()) == 0);
+      }
+    }
+    batch.push_back(b);
+    single.push_back(std::move(raw));
+    single_status.push_back(s);
+  }
+  if (!batch.empty()) {
+    std::vector<std::vector<uint8_t>> outs(batch.size());
+    std::vector<std::span<uint8_t>> spans;
+    for (size_t i = 0; i < batch.size(); ++i) {
+      outs[i].resize(blocks[batch[i]].raw_length());
+      spans.push_back(outs[i]);
+    }
+    std::vector<Status> statuses(batch.size());
+    (void)rd.ReadBlocks(batch, spans, statuses);
+    for (size_t i = 0; i < batch.size(); ++i) {
+      FUZZ_CHECK_MSG(statuses[i].code() == single_status[i].code(), statuses[i].ToString());
+      if (statuses[i].ok()) FUZZ_CHECK(outs[i] == single[i]);
+    }
+  }
+  // The whole file, when it fits the budget: VerifyAll fails exactly when some block or blob does.
+  bool small_blobs = std::all_of(rd.blobs().begin(), rd.blobs().end(),
+                                 [](const BlobInfo& b) { return b.raw_length <= kMaxBlobRead; });
+  if (batch.size() == blocks.size() && small_blobs) {
+    Status v = rd.VerifyAll();
+    FUZZ_CHECK_MSG(v.ok() || ExpectedFailure(v, keyed), v.ToString());
+    for (const Status& s : single_status) {
+      if (!s.ok()) FUZZ_CHECK(!v.ok());
+    }
+  }
+
+  // Blobs: by index and by name, the same bytes of the declared length.
+  for (uint32_t i = 0; i < rd.blobs().size(); ++i) {
+    const BlobInfo& info = rd.blobs()[i];
+    if (info.raw_length > kMaxBlobRead) continue;
+    auto blob = rd.ReadBlob(i);
+    if (!blob) {
+      FUZZ_CHECK_MSG(ExpectedFailure(blob.error(), keyed), blob.error().ToString());
+      continue;
+    }
+    FUZZ_CHECK(blob->size() == info.raw_length);
+    auto by_name = rd.ReadBlob(info.name);
+    FUZZ_CHECK(by_name.has_value() && *by_name == *blob);
+  }
+}
+
+void OpenAndRead(std::vector<uint8_t> bytes, std::optional<MacKey> key) {
+  ReaderOptions options;
+  options.mac_key = key;
+  auto reader = CheckpointReader::Open(NewMemoryFile("fuzz.hlt", std::move(bytes)), options);
+  if (!reader) {
+    FUZZ_CHECK_MSG(ExpectedFailure(reader.error(), key.has_value()), reader.error().ToString());
+    return;
+  }
+  if (key) FUZZ_CHECK((*reader)->authenticated());
+  CheckReader(**reader, key.has_value());
+}
+
+// The key of the authenticated test vector and of the generated authenticated seeds: bytes 0x00..0x1f.
+MacKey FuzzKey() {
+  MacKey k;
+  for (size_t i = 0; i < k.size(); ++i) k[i] = uint8_t(i);
+  return k;
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  std::vector<uint8_t> bytes(data, data + size);
+  OpenAndRead(bytes, std::nullopt);
+  std::vector<uint8_t> fixed = bytes;
+  halite::fuzz::FixChecksums(fixed);
+  if (fixed != bytes) OpenAndRead(fixed, std::nullopt);
+  bool authenticated = size >= 64 && (halite::format::LoadLe32(data + 36) & halite::format::kHeaderAuthenticated);
+  if (authenticated) OpenAndRead(std::move(bytes), FuzzKey());
+  return 0;
+}

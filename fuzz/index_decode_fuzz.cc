@@ -1,0 +1,65 @@
+// Fuzz target: the index decoder (format-spec section 5 and the payload layout of section 2).
+//
+// Input: u64le index_offset (where the index sits in the file), then the index bytes. An index that decodes
+// must obey the rules the reader relies on without rechecking them (slots, blocks, payload layout, limits) and
+// re-encode to exactly the same bytes: every byte of an index is checked, so decoding loses nothing.
+#include <algorithm>
+#include <vector>
+
+#include "format/index_codec.h"
+#include "fuzz_input.h"
+#include "halite/format_constants.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  using namespace halite;
+  fuzz::FuzzInput in(data, size);
+  const uint64_t index_offset = in.U64();
+  const auto index = in.Rest();
+  auto m = format::DecodeIndex(index, index_offset, "fuzz.hlt");
+  if (!m) {
+    FUZZ_CHECK_MSG(m.error().code() == StatusCode::kCorrupt, m.error().ToString());
+    return 0;
+  }
+  // Limits of section 6.
+  FUZZ_CHECK(!m->regions.empty() && m->regions.size() <= format::kMaxRegions);
+  FUZZ_CHECK(m->total_pages() <= format::kMaxTotalPages);
+  FUZZ_CHECK(m->blobs.size() <= format::kMaxBlobs);
+  FUZZ_CHECK(m->dictionary.size() <= format::kMaxDictionaryLength);
+  uint64_t pages = 0;
+  for (const auto& r : m->regions) {
+    FUZZ_CHECK(r.first_page == pages);
+    pages += r.page_count();
+  }
+  FUZZ_CHECK(pages == m->total_pages());
+  // Payload layout: contiguous from the header to the index.
+  uint64_t at = format::kHeaderSize, slots = 0;
+  for (const auto& b : m->blocks) {
+    FUZZ_CHECK(b.offset == at && b.first_slot == slots);
+    FUZZ_CHECK(b.page_count >= 1 && b.page_count <= format::kMaxBlockPages);
+    FUZZ_CHECK(b.compressed() ? b.stored_length < b.raw_length() : b.stored_length == b.raw_length());
+    at += b.stored_length;
+    slots += b.page_count;
+  }
+  for (const auto& b : m->blobs) {
+    FUZZ_CHECK(b.offset == at && b.raw_length <= format::kMaxBlobRawLength);
+    at += b.stored_length;
+  }
+  FUZZ_CHECK(at == index_offset);
+  // Slots: every reference in range (the reader's Locate indexes tables with it).
+  for (uint32_t v : m->page_map) {
+    if (v >= format::kPageMapFirstSlot) FUZZ_CHECK(v - format::kPageMapFirstSlot < slots);
+  }
+  FUZZ_CHECK(m->restore_order.size() == m->blocks.size() && m->working_set_blocks <= m->blocks.size());
+  if (m->mac.present) {
+    FUZZ_CHECK(m->mac.block_macs.size() == m->blocks.size() && m->mac.blob_macs.size() == m->blobs.size());
+  }
+  // Round trip.
+  std::vector<uint8_t> again = format::EncodeIndex(*m);
+  if (m->mac.present) {
+    FUZZ_CHECK(m->mac_section_offset == again.size());
+    auto mac = format::EncodeMacSection(m->mac);
+    again.insert(again.end(), mac.begin(), mac.end());
+  }
+  FUZZ_CHECK(again.size() == index.size() && std::equal(again.begin(), again.end(), index.begin()));
+  return 0;
+}
