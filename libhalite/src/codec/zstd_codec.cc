@@ -93,6 +93,13 @@ Status Decompressor::DecompressExact(std::span<const uint8_t> in, const Dictiona
   return Status::Ok();
 }
 
+Result<uint64_t> FrameContentSize(std::span<const uint8_t> frame) {
+  unsigned long long declared = ZSTD_getFrameContentSize(frame.data(), frame.size());
+  if (declared == ZSTD_CONTENTSIZE_ERROR) return Status::Corrupt("payload is not a zstd frame");
+  if (declared == ZSTD_CONTENTSIZE_UNKNOWN) return Status::Corrupt("zstd frame does not declare its content size");
+  return uint64_t(declared);
+}
+
 int MaxCompressionLevel() { return ZSTD_maxCLevel(); }
 
 }  // namespace halite::codec

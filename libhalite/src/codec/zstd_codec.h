@@ -61,6 +61,10 @@ class Decompressor {
   void* dctx_;
 };
 
+// The content size a zstd frame declares; kCorrupt when `frame` is not a frame or declares none. Lets a caller
+// check a claimed size before allocating for it.
+Result<uint64_t> FrameContentSize(std::span<const uint8_t> frame);
+
 int MaxCompressionLevel();
 
 }  // namespace halite::codec

@@ -233,7 +233,14 @@ Result<std::vector<uint8_t>> CheckpointReader::Impl::ReadBlob(uint32_t index) co
     return Status::Corrupt(where + ": checksum mismatch (stored " + Hex(b.checksum) + ", computed " + Hex(computed) + ")");
   }
   if (!b.compressed()) return payload;
-  std::vector<uint8_t> raw(b.raw_length);  // bounded by the 2^30 limit of section 6
+  // The checksum proves nothing against a hostile writer: check the frame agrees on the size before allocating.
+  auto declared = codec::FrameContentSize(payload);
+  if (!declared) return Status::Corrupt(where + ": " + declared.error().message());
+  if (*declared != b.raw_length) {
+    return Status::Corrupt(where + ": zstd frame declares " + std::to_string(*declared) + " bytes, raw_length is " +
+                           std::to_string(b.raw_length));
+  }
+  std::vector<uint8_t> raw(b.raw_length);  // bounded by the 2^30 limit of section 6, and by the frame's claim
   codec::Decompressor d;
   Status s = d.DecompressExact(payload, nullptr, raw);
   if (!s.ok()) return Status::Corrupt(where + ": " + s.message());
