@@ -9,9 +9,10 @@ const char* kUsage =
     "usage: hlt-restore MODE ...\n"
     "modes:\n"
     "  raw CKPT -o IMAGE        write the full memory back as a flat image\n"
+    "  xen CKPT -o STREAM       write the Xen save stream back for `xl restore` (file, FIFO or - for stdout)\n"
     "  info CKPT [--json]       describe a checkpoint\n"
     "  verify CKPT              read every byte and check every checksum and rule\n"
-    "  xen CKPT -o STREAM       write the Xen save stream back for `xl restore` (file, FIFO or - for stdout)\n"
+    "  replay CKPT --trace F    restore lazily (userfaultfd), touch the trace's pages, check them, print stats\n"
     "Run `hlt-restore MODE --help` for a mode's options.\n"
     "Exit codes: 0 success, 2 usage error, 3 I/O error, 4 invalid or corrupt checkpoint.\n";
 }
@@ -24,11 +25,12 @@ int main(int argc, char** argv) {
   halite::cli::Args args(argc, argv, 2);
   std::string mode = argv[1];
   if (mode == "raw") return halite::restore::RestoreRaw(args);
-  if (mode == "info") return halite::restore::Info(args);
-  if (mode == "verify") return halite::restore::Verify(args);
 #ifdef HALITE_TOOLS_WITH_XEN
   if (mode == "xen") return halite::restore::RestoreXen(args);
 #endif
+  if (mode == "info") return halite::restore::Info(args);
+  if (mode == "verify") return halite::restore::Verify(args);
+  if (mode == "replay") return halite::restore::Replay(args);
   std::cerr << "hlt-restore: unknown mode \"" << mode << "\"\n" << kUsage;
   return halite::cli::kExitUsage;
 }

@@ -10,6 +10,7 @@ int RestoreRaw(cli::Args& args);
 int RestoreXen(cli::Args& args);  // restore_xen.cc, built with the Xen integration
 int Info(cli::Args& args);
 int Verify(cli::Args& args);
+int Replay(cli::Args& args);
 
 }  // namespace halite::restore
 

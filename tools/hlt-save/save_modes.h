@@ -8,6 +8,7 @@ namespace halite::save {
 
 int SaveRaw(cli::Args& args);
 int SaveXen(cli::Args& args);  // save_xen.cc, built with the Xen integration
+int Relayout(cli::Args& args);
 
 }  // namespace halite::save
 

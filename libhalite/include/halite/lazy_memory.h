@@ -6,12 +6,12 @@
 // RestoreEngine. It is also the engine's PageSink (sink()): runs of pages go in with UFFDIO_COPY, zero pages with
 // UFFDIO_ZEROPAGE, and the faulting threads are woken.
 //
-//   auto mem = LazyMemory::Create(reader->regions(), {});          // maps and registers
-//   auto engine = RestoreEngine::Create(*reader, mem->sink(), {});  // engine installs through mem
-//   (*engine)->Start();                                             // preload, background loader
-//   (*mem)->Serve(**engine);                                        // handler threads call the engine
+//   auto mem = LazyMemory::Create(reader->regions());                 // maps and registers
+//   auto engine = RestoreEngine::Create(*reader, (*mem)->sink(), {});  // the engine installs through mem
+//   (*engine)->Start();                                                // preload, background loader
+//   (*mem)->Serve(**engine);                                           // handler threads call the engine
 //   ... run the guest on (*mem)->base(region) ...
-//   (*mem)->Stop(); engine->reset(); mem->reset();                  // in this order
+//   (*mem)->Stop(); engine->reset(); mem->reset();                     // in this order: handlers call the engine
 //
 // Events: when the owner of the memory discards pages (madvise MADV_DONTNEED/REMOVE, e.g. a balloon) or unmaps
 // them, the kernel reports UFFD_EVENT_REMOVE/UNMAP; those pages are then never installed from the checkpoint, and
@@ -67,17 +67,18 @@ struct LazyMemoryOptions {
 };
 
 struct LazyMemoryStats {
-  uint64_t faults = 0;             // page-fault messages read from the userfaultfd
-  uint64_t write_faults = 0;       // ... of which write faults
-  uint64_t discarded_faults = 0;   // ... on discarded pages, served with a zero page without the engine
-  uint64_t copy_ioctls = 0;        // UFFDIO_COPY calls
-  uint64_t zeropage_ioctls = 0;    // UFFDIO_ZEROPAGE calls
-  uint64_t wake_ioctls = 0;        // UFFDIO_WAKE calls
-  uint64_t eexist = 0;             // pages found already populated during a copy (left as they were)
-  uint64_t eagain_retries = 0;     // copies retried because the address space was changing
-  uint64_t remove_events = 0;      // UFFD_EVENT_REMOVE
-  uint64_t unmap_events = 0;       // UFFD_EVENT_UNMAP
-  uint64_t errors = 0;             // faults the engine failed
+  uint64_t faults = 0;            // page-fault messages read from the userfaultfd
+  uint64_t faults_done = 0;       // ... of which the handlers have finished (their statistics are complete)
+  uint64_t write_faults = 0;      // ... of which write faults
+  uint64_t discarded_faults = 0;  // ... on discarded pages, served with a zero page without the engine
+  uint64_t copy_ioctls = 0;       // UFFDIO_COPY calls
+  uint64_t zeropage_ioctls = 0;   // UFFDIO_ZEROPAGE calls
+  uint64_t wake_ioctls = 0;       // UFFDIO_WAKE calls
+  uint64_t eexist = 0;            // pages found already populated during a copy (left as they were)
+  uint64_t eagain_retries = 0;    // copies retried because the address space was changing
+  uint64_t remove_events = 0;     // UFFD_EVENT_REMOVE
+  uint64_t unmap_events = 0;      // UFFD_EVENT_UNMAP
+  uint64_t errors = 0;            // faults the engine failed
 };
 
 class LazyMemory {
@@ -104,8 +105,10 @@ class LazyMemory {
   // Starts the handler threads, which send every fault to `engine` (borrowed until Stop or destruction).
   // Call once, after the engine exists. Faults taken before Serve wait for it.
   Status Serve(RestoreEngine& engine);
-  // Stops the handler threads. Threads still touching missing pages afterwards stay blocked until destruction
-  // (which unregisters and unmaps), so stop the guest first. Idempotent.
+  // Stops serving: the handler threads end and the memory is unregistered from userfaultfd, so it behaves as
+  // ordinary memory again (the owner may munmap or madvise it). Pages not installed by then read as zeros
+  // (anonymous) or as the memfd's holes, and a thread held by a failed fault is released onto such a page: call
+  // it once the guest is stopped, or once the engine has installed everything it must. Idempotent.
   void Stop();
 
   size_t region_count() const;

@@ -44,6 +44,14 @@ class PageSink {
   // began (precopy), or its owner discarded it (a balloon, munmap). The engine asks once per page, just before it
   // would install it, and then counts it as installed. Must be cheap (called for every page) and thread-safe.
   virtual bool IsPresent(PageRef page) const = 0;
+
+  // Bracket the installs of one block (or one fault's zero pages), on the calling thread: one block goes in "in
+  // one go". A sink may defer work to EndBatch: the userfaultfd sink wakes the faulting threads once, when every
+  // page of the block is in, so a thread does not resume and fault again on the block's next page while the block
+  // is still being installed. Batches do not nest. EndBatch is called even when an install failed; its error is
+  // reported like an install's. Defaults: nothing.
+  virtual void BeginBatch() {}
+  virtual Status EndBatch() { return Status::Ok(); }
 };
 
 }  // namespace halite

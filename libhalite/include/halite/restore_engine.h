@@ -43,6 +43,9 @@ struct RestoreEngineOptions {
   // Bytes of stored (compressed) block payload per second the loader may read; 0 = unlimited. Demand faults
   // are never throttled.
   uint64_t loader_rate_bytes_per_s = 0;
+  // Nice value added to the background thread (Linux, best effort): once a block is being decompressed, the
+  // scheduler still prefers the threads serving faults and the guest's own.
+  int loader_nice = 10;
   // Start() loads the working-set blocks (the first working_set_blocks() of the restore order) before it returns
   // (Twinkle's working-set preload: the guest then starts with them present).
   bool preload_working_set = false;
@@ -56,6 +59,10 @@ struct RestoreEngineOptions {
   // 0 pages = off. Works with the loader off too (a background thread then serves predictions only).
   uint32_t predict_segment_pages = 0;
   uint32_t predict_threshold = 0;
+  // A fault on a zero or absent page installs the zero and absent pages of the aligned window of this many pages
+  // around it (a power of two, 1..512): free memory comes in long ranges, and one zero install of a run costs
+  // less than a fault per page. 1 installs only the faulting page.
+  uint32_t zero_window_pages = 16;
   // Attempts per block read when the error is transient (Status::retryable()); the wait doubles each time.
   unsigned max_read_attempts = 4;
   std::chrono::microseconds retry_backoff{1000};
@@ -99,21 +106,21 @@ struct RestoreEngineStats {
   uint64_t faults_failed = 0;  // HandleFault returned an error
 
   uint64_t blocks_total = 0;
-  uint64_t blocks_loaded = 0;           // blocks fully installed, by whoever
-  uint64_t blocks_read = 0;             // successful block reads (each block once unless a sink install failed)
-  uint64_t blocks_read_demand = 0;      // ... by a fault
-  uint64_t blocks_read_loader = 0;      // ... by the restore-order stream
-  uint64_t blocks_read_predicted = 0;   // ... by demand prediction
-  uint64_t blocks_read_preload = 0;     // ... by Start()'s preload
-  uint64_t blocks_failed = 0;           // blocks that failed verification (never installed)
-  uint64_t read_retries = 0;            // transient I/O errors retried
-  uint64_t bytes_read = 0;              // stored payload bytes read from the checkpoint
-  uint64_t bytes_decompressed = 0;      // raw bytes produced by those reads
+  uint64_t blocks_loaded = 0;          // blocks fully installed, by whoever
+  uint64_t blocks_read = 0;            // successful block reads (each block once unless a sink install failed)
+  uint64_t blocks_read_demand = 0;     // ... by a fault
+  uint64_t blocks_read_loader = 0;     // ... by the restore-order stream
+  uint64_t blocks_read_predicted = 0;  // ... by demand prediction
+  uint64_t blocks_read_preload = 0;    // ... by Start()'s preload
+  uint64_t blocks_failed = 0;          // blocks that failed verification (never installed)
+  uint64_t read_retries = 0;           // transient I/O errors retried
+  uint64_t bytes_read = 0;             // stored payload bytes read from the checkpoint
+  uint64_t bytes_decompressed = 0;     // raw bytes produced by those reads
 
-  uint64_t pages_installed = 0;       // pages given to InstallPages
-  uint64_t zero_pages_installed = 0;  // pages given to InstallZeroPages
-  uint64_t pages_skipped_present = 0; // pages the sink reported present (never installed by the engine)
-  uint64_t install_calls = 0;         // InstallPages + InstallZeroPages calls
+  uint64_t pages_installed = 0;        // pages given to InstallPages
+  uint64_t zero_pages_installed = 0;   // pages given to InstallZeroPages
+  uint64_t pages_skipped_present = 0;  // pages the sink reported present (never installed by the engine)
+  uint64_t install_calls = 0;          // InstallPages + InstallZeroPages calls
 
   uint64_t read_ns = 0;     // total time in block reads (read + verify + decompress), all threads
   uint64_t install_ns = 0;  // total time in sink calls, all threads

@@ -22,7 +22,8 @@ std::vector<EngineEvent> EventTimeline::Events() const {
     v = events_;
   }
   // Events are appended when they finish, so a long block load may land after faults that began later.
-  std::stable_sort(v.begin(), v.end(), [](const EngineEvent& a, const EngineEvent& b) { return a.time_ns < b.time_ns; });
+  std::stable_sort(v.begin(), v.end(),
+                   [](const EngineEvent& a, const EngineEvent& b) { return a.time_ns < b.time_ns; });
   return v;
 }
 
@@ -46,8 +47,8 @@ std::string EventsToCsv(std::span<const EngineEvent> events, std::span<const Reg
     out += e.page.region < quoted.size() ? quoted[e.page.region] : std::string("\"?\"");
     char block[16] = "";
     if (e.block != UINT32_MAX) std::snprintf(block, sizeof block, "%u", e.block);
-    std::snprintf(tail, sizeof tail, ",%llu,%s,%s,%.3f\n", (unsigned long long)e.page.page,
-                  EngineEventKindName(e.kind), block, double(e.latency_ns) / 1e3);
+    std::snprintf(tail, sizeof tail, ",%llu,%s,%s,%.3f\n", (unsigned long long)e.page.page, EngineEventKindName(e.kind),
+                  block, double(e.latency_ns) / 1e3);
     out += tail;
   }
   return out;

@@ -1,0 +1,218 @@
+#include "machine_limits.h"
+
+#include <poll.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <thread>
+
+#include "codec/hashing.h"
+#include "codec/zstd_codec.h"
+#include "engine/userfaultfd.h"
+#include "halite/checkpoint_reader.h"
+#include "halite/lazy_memory.h"
+#include "replay_run.h"
+
+namespace halite::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr uint64_t kPage = 4096;
+
+double Median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+[[noreturn]] void Die(const std::string& what, const Status& s) {
+  std::fprintf(stderr, "bench_engine: %s: %s\n", what.c_str(), s.ToString().c_str());
+  std::exit(1);
+}
+
+// Touches `pages` missing pages one after another while a handler thread answers each fault; returns us/fault.
+double FaultRoundTrip(uint64_t pages, bool zero) {
+  auto u = engine::OpenUserfaultfd(false);
+  if (!u) Die("userfaultfd", u.error());
+  int fd = u->fd;
+  uint64_t len = pages * kPage;
+  void* m = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  bool zp = false;
+  Status s = engine::UffdRegister(fd, m, len, &zp);
+  if (!s.ok()) Die("register", s);
+  std::atomic<bool> stop{false};
+  std::thread handler([&] {
+    std::vector<uint8_t> src(kPage, 0x42);
+    pollfd p{fd, POLLIN, 0};
+    while (!stop.load()) {
+      if (poll(&p, 1, 10) <= 0) continue;
+      auto msg = engine::UffdRead(fd);
+      if (!msg || msg->kind != engine::UffdMessage::kPageFault) continue;
+      uint64_t a = msg->address & ~(kPage - 1);
+      if (zero) {
+        engine::UffdZeroPage(fd, a, kPage);
+      } else {
+        engine::UffdCopy(fd, a, src.data(), kPage);
+      }
+    }
+  });
+  auto* bytes = static_cast<volatile uint8_t*>(m);
+  auto t0 = Clock::now();
+  for (uint64_t i = 0; i < pages; ++i) (void)bytes[i * kPage];
+  double us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / double(pages);
+  stop = true;
+  handler.join();
+  engine::UffdUnregister(fd, m, len);
+  munmap(m, len);
+  close(fd);
+  return us;
+}
+
+}  // namespace
+
+UffdCosts MeasureUffd(uint64_t faults) {
+  UffdCosts c;
+  // Best of three: the cost when nothing else interferes (this machine may be shared).
+  c.fault_copy_us = c.fault_zero_us = 1e18;
+  for (int rep = 0; rep < 3; ++rep) {
+    c.fault_copy_us = std::min(c.fault_copy_us, FaultRoundTrip(faults, false));
+    c.fault_zero_us = std::min(c.fault_zero_us, FaultRoundTrip(faults, true));
+  }
+  auto u = engine::OpenUserfaultfd(false);
+  if (!u) Die("userfaultfd", u.error());
+  std::vector<uint8_t> src(256 * kPage, 0x17);
+  for (uint32_t run : {1u, 4u, 16u, 64u, 256u}) {
+    double best = 1e18;
+    for (int rep = 0; rep < 3; ++rep) {
+      const uint64_t pages = 16384;
+      uint64_t len = pages * kPage;
+      void* m = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+      bool zp = false;
+      Status s = engine::UffdRegister(u->fd, m, len, &zp);
+      if (!s.ok()) Die("register", s);
+      auto t0 = Clock::now();
+      for (uint64_t p = 0; p + run <= pages; p += run) {
+        engine::UffdCopy(u->fd, reinterpret_cast<uint64_t>(m) + p * kPage, src.data(), run * kPage);
+      }
+      best = std::min(best,
+                      std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / double(pages / run * run));
+      engine::UffdUnregister(u->fd, m, len);
+      munmap(m, len);
+    }
+    c.copy_us_per_page.emplace_back(run, best);
+  }
+  close(u->fd);
+  return c;
+}
+
+BlockCosts MeasureBlockCosts(const std::string& ckpt, size_t sample) {
+  BlockCosts c;
+  auto reader = CheckpointReader::Open(ckpt);
+  if (!reader) Die("open", reader.error());
+  const CheckpointReader& r = **reader;
+  auto file = OpenLocalFile(ckpt);
+  if (!file) Die("open", file.error());
+  std::vector<uint32_t> blocks(r.blocks().size());
+  for (uint32_t b = 0; b < blocks.size(); ++b) blocks[b] = b;
+  std::shuffle(blocks.begin(), blocks.end(), std::mt19937(3));
+  blocks.resize(std::min(sample, blocks.size()));
+  c.blocks = blocks.size();
+
+  std::vector<std::vector<uint8_t>> payloads(blocks.size());
+  std::vector<double> cold, warm, verify, decompress, install;
+  DropCaches();
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    const BlockInfo& b = r.blocks()[blocks[i]];
+    payloads[i].resize(b.stored_length);
+    auto t0 = Clock::now();
+    Status s = (*file)->ReadAt(b.offset, payloads[i]);
+    if (!s.ok()) Die("read", s);
+    cold.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+  }
+  codec::Decompressor dec;
+  std::vector<uint8_t> raw;
+  uint64_t raw_total = 0, stored_total = 0;
+  double verify_s = 0, decompress_s = 0;
+  // Each step three times per block, keeping the fastest: what the step costs when nothing else interferes
+  // (this machine may be shared), then the median over the blocks.
+  using Us = std::chrono::duration<double, std::micro>;
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    const BlockInfo& b = r.blocks()[blocks[i]];
+    double best[3] = {1e18, 1e18, 1e18};
+    raw.resize(b.raw_length());
+    for (int rep = 0; rep < 3; ++rep) {
+      auto t0 = Clock::now();
+      Status s = (*file)->ReadAt(b.offset, payloads[i]);
+      if (!s.ok()) Die("read", s);
+      auto t1 = Clock::now();
+      volatile uint64_t h = codec::Xxh3_64(payloads[i], blocks[i]);
+      (void)h;
+      auto t2 = Clock::now();
+      if (b.compressed()) {
+        s = dec.DecompressExact(payloads[i], nullptr, raw);
+        if (!s.ok()) Die("decompress", s);
+      } else {
+        std::memcpy(raw.data(), payloads[i].data(), raw.size());
+      }
+      auto t3 = Clock::now();
+      best[0] = std::min(best[0], Us(t1 - t0).count());
+      best[1] = std::min(best[1], Us(t2 - t1).count());
+      best[2] = std::min(best[2], Us(t3 - t2).count());
+    }
+    warm.push_back(best[0]);
+    verify.push_back(best[1]);
+    decompress.push_back(best[2]);
+    verify_s += best[1] / 1e6;
+    decompress_s += best[2] / 1e6;
+    raw_total += b.raw_length();
+    stored_total += b.stored_length;
+  }
+  // Install: the block's pages into fresh userfaultfd memory, in runs of adjacent pages, as the engine does.
+  auto memory = LazyMemory::Create(r.regions());
+  if (!memory) Die("lazy memory", memory.error());
+  PageSink& sink = (*memory)->sink();
+  uint64_t calls = 0, pages = 0;
+  std::vector<uint8_t> staging;
+  for (uint32_t blk : blocks) {
+    auto members = r.BlockMembers(blk);
+    std::vector<uint64_t> ps;
+    for (const auto& m : members) ps.push_back(m.page);
+    std::sort(ps.begin(), ps.end());
+    raw.assign(r.blocks()[blk].raw_length(), 0x5a);
+    auto t0 = Clock::now();
+    sink.BeginBatch();
+    for (size_t i = 0; i < ps.size();) {
+      size_t j = i + 1;
+      while (j < ps.size() && ps[j] == ps[j - 1] + 1) ++j;
+      staging.resize((j - i) * kPage);
+      Status s = sink.InstallPages(r.PageOf(ps[i]), j - i, staging);
+      if (!s.ok()) Die("install", s);
+      ++calls;
+      i = j;
+    }
+    (void)sink.EndBatch();
+    install.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+    pages += ps.size();
+  }
+  (*memory)->Stop();
+  c.read_cold_us = Median(cold);
+  c.read_warm_us = Median(warm);
+  c.verify_us = Median(verify);
+  c.decompress_us = Median(decompress);
+  c.install_us = Median(install);
+  c.pages_per_install_call = calls ? double(pages) / double(calls) : 0;
+  c.stored_kib = double(stored_total) / double(blocks.size()) / 1024;
+  c.raw_kib = double(raw_total) / double(blocks.size()) / 1024;
+  c.decompress_gbps = decompress_s > 0 ? double(raw_total) / decompress_s / 1e9 : 0;
+  c.verify_gbps = verify_s > 0 ? double(stored_total) / verify_s / 1e9 : 0;
+  return c;
+}
+
+}  // namespace halite::bench

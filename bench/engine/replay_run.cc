@@ -1,0 +1,110 @@
+#include "replay_run.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <thread>
+
+#include "halite/checkpoint_reader.h"
+#include "halite/lazy_memory.h"
+
+namespace halite::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+[[noreturn]] void Die(const std::string& what, const Status& s) {
+  std::fprintf(stderr, "bench_engine: %s: %s\n", what.c_str(), s.ToString().c_str());
+  std::exit(1);
+}
+
+}  // namespace
+
+bool DropCaches() {
+  ::sync();
+  std::ofstream f("/proc/sys/vm/drop_caches");
+  if (!f) return false;
+  f << "3\n";
+  return bool(f);
+}
+
+SavedCheckpoint SaveCheckpoint(const std::string& image, uint64_t bytes, const std::string& path, const SaveSpec& spec,
+                               const std::string& access_trace, const std::string& va_hints) {
+  WriterOptions o;
+  o.block_pages = spec.block_pages;
+  o.level = spec.level;
+  o.policy = spec.policy;
+  // The dictionary is off so every checkpoint of the comparison is built the same way (on these images `auto`
+  // measures no gain and turns it off anyway).
+  o.dictionary = DictionaryMode::kOff;
+  o.sink.sync = false;
+  auto t0 = Clock::now();
+  auto w = CheckpointWriter::Create(path, o);
+  if (!w) Die("create " + path, w.error());
+  auto region = (*w)->AddRegion("ram", 0, bytes);
+  if (!region) Die("region", region.error());
+  Status s = (*w)->AttachImage(*region, image);
+  if (!s.ok()) Die("attach", s);
+  if (spec.hints) {
+    auto acc = ParseAccessTrace(access_trace, "save.trace", (*w)->regions());
+    if (!acc) Die("access trace", acc.error());
+    auto va = ParseVaHints(va_hints, "va.hints", (*w)->regions());
+    if (!va) Die("va hints", va.error());
+    if (!(s = (*w)->AddAccessedPages(*acc)).ok() || !(s = (*w)->AddVaRuns(*va)).ok()) Die("hints", s);
+  }
+  auto sum = (*w)->Finish();
+  if (!sum) Die("save " + path, sum.error());
+  return {path, sum->file_bytes, sum->blocks, std::chrono::duration<double>(Clock::now() - t0).count()};
+}
+
+ReplayResult RunReplay(const std::string& ckpt, const std::vector<TraceAccess>& trace, const RestoreEngineOptions& eo,
+                       bool cold, const std::vector<uint8_t>& expected) {
+  if (cold) DropCaches();
+  ReplayResult res;
+  auto t0 = Clock::now();
+  auto reader = CheckpointReader::Open(ckpt);
+  if (!reader) Die("open " + ckpt, reader.error());
+  auto memory = LazyMemory::Create((*reader)->regions());
+  if (!memory) Die("lazy memory", memory.error());
+  auto engine = RestoreEngine::Create(**reader, (*memory)->sink(), eo);
+  if (!engine) Die("engine", engine.error());
+  Status s = (*engine)->Start();
+  if (!s.ok()) Die("start", s);
+  s = (*memory)->Serve(**engine);
+  if (!s.ok()) Die("serve", s);
+  uint8_t* base = (*memory)->base(0);
+  std::vector<bool> seen((*reader)->total_pages());
+  for (size_t i = 0; i < trace.size(); ++i) {
+    uint8_t* p = base + trace[i].page.page * 4096;
+    if (trace[i].write) {
+      __atomic_fetch_add(reinterpret_cast<uint64_t*>(p), 0, __ATOMIC_RELAXED);
+    } else {
+      (void)__atomic_load_n(reinterpret_cast<uint64_t*>(p), __ATOMIC_RELAXED);
+    }
+    if (i == 0) res.first_access_us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
+    if (!seen[trace[i].page.page]) {
+      seen[trace[i].page.page] = true;
+      res.first_touches.push_back(trace[i].page);
+    }
+  }
+  res.total_s = std::chrono::duration<double>(Clock::now() - t0).count();
+  for (int i = 0; i < 1000; ++i) {  // the last fault's handler may still be counting
+    auto ms = (*memory)->Stats();
+    if (ms.faults_done == ms.faults) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  res.stats = (*engine)->Stats();
+  (*engine)->Stop();
+  for (const PageRef& p : res.first_touches) {
+    if (std::memcmp(base + p.page * 4096, expected.data() + p.page * 4096, 4096) != 0) ++res.mismatches;
+  }
+  (*memory)->Stop();
+  if (!(*memory)->status().ok()) Die("replay of " + ckpt, (*memory)->status());
+  return res;
+}
+
+}  // namespace halite::bench

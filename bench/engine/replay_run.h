@@ -1,0 +1,54 @@
+// One measured lazy restore: open a checkpoint, map userfaultfd memory, start the engine, touch the pages of a
+// trace (one thread, as one vCPU would), and collect what the engine counted. Also: saving the checkpoints the
+// benchmark compares.
+#ifndef HALITE_BENCH_ENGINE_REPLAY_RUN_H_
+#define HALITE_BENCH_ENGINE_REPLAY_RUN_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "halite/checkpoint_writer.h"
+#include "halite/hint_files.h"
+#include "halite/restore_engine.h"
+
+namespace halite::bench {
+
+struct SaveSpec {
+  uint32_t block_pages = 64;
+  int level = 3;
+  LayoutPolicy policy = LayoutPolicy::kHalite;
+  bool hints = true;  // give the save-time access trace and VA hints
+};
+
+struct SavedCheckpoint {
+  std::string path;
+  uint64_t file_bytes = 0;
+  uint64_t blocks = 0;
+  double save_seconds = 0;
+};
+
+// Saves `image` (one region "ram") to `path`. Hint texts are in hint-file syntax. Exits the process on error
+// (a benchmark has nothing sensible to do then).
+SavedCheckpoint SaveCheckpoint(const std::string& image, uint64_t bytes, const std::string& path, const SaveSpec& spec,
+                               const std::string& access_trace, const std::string& va_hints);
+
+struct ReplayResult {
+  double first_access_us = 0;          // restore start (open) to the first access done: includes any preload
+  double total_s = 0;                  // restore start to the last access done
+  RestoreEngineStats stats;            // as the engine counted them, when the last access was done
+  uint64_t mismatches = 0;             // touched pages that differ from `expected`
+  std::vector<PageRef> first_touches;  // pages in first-touch order (a recorded trace)
+};
+
+// `expected` is the original memory of region 0 (for the byte check). With `cold`, the page cache is dropped
+// first (needs root; the result says nothing about coldness otherwise).
+ReplayResult RunReplay(const std::string& ckpt, const std::vector<TraceAccess>& trace, const RestoreEngineOptions& eo,
+                       bool cold, const std::vector<uint8_t>& expected);
+
+// echo 3 > /proc/sys/vm/drop_caches; false when that is not allowed.
+bool DropCaches();
+
+}  // namespace halite::bench
+
+#endif  // HALITE_BENCH_ENGINE_REPLAY_RUN_H_

@@ -1,0 +1,203 @@
+// Everything the engine loads without a fault asking: the preload in Start(), the restore-order stream and
+// Twinkle's demand prediction, all on one background thread that steps aside whenever a demand read is running.
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+
+#include "engine/engine_impl.h"
+
+namespace halite {
+
+RestoreEngine::Impl::~Impl() { Stop(); }
+
+Status RestoreEngine::Impl::Preload(const std::vector<uint32_t>& blocks) {
+  unsigned n = options_.preload_threads;
+  if (n == 0) n = std::clamp(std::thread::hardware_concurrency(), 1u, 8u);
+  n = std::max(1u, std::min<unsigned>(n, unsigned(blocks.size())));
+  std::atomic<size_t> next{0};
+  std::mutex mu;
+  Status first;
+  auto work = [&] {
+    for (size_t i; (i = next.fetch_add(1)) < blocks.size();) {
+      uint64_t t = NowNs();
+      bool read = false, waited = false;
+      Status s = EnsureBlock(blocks[i], Cause::kPreload, true, &read, &waited);
+      if (!s.ok()) {
+        std::lock_guard<std::mutex> lock(mu);
+        if (first.ok()) first = s;
+        next = blocks.size();  // stop the others too
+        return;
+      }
+      if (read && timeline_.enabled()) {
+        auto members = reader_.BlockMembers(blocks[i]);
+        PageRef p = members.empty() ? PageRef{} : RefOf(members[0].page);
+        timeline_.Add({t, p, EngineEventKind::kPreloadBlock, blocks[i], NowNs() - t});
+      }
+    }
+  };
+  std::vector<std::thread> threads;
+  for (unsigned i = 1; i < n; ++i) threads.emplace_back(work);
+  work();
+  for (auto& t : threads) t.join();
+  return first;
+}
+
+Status RestoreEngine::Impl::Start() {
+  {
+    std::lock_guard<std::mutex> lock(loader_mu_);
+    if (started_) return Status::InvalidArgument("RestoreEngine::Start called twice");
+    started_ = true;
+  }
+  const auto& order = reader_.restore_order();
+  if (options_.preload_all || options_.preload_working_set) {
+    size_t n = options_.preload_all ? order.size() : std::min<size_t>(reader_.working_set_blocks(), order.size());
+    HLT_RETURN_IF_ERROR(Preload(std::vector<uint32_t>(order.begin(), order.begin() + ptrdiff_t(n))));
+  }
+  if (options_.background_loader || options_.predict_segment_pages > 0) {
+    thread_ = std::thread([this] { BackgroundThread(); });
+  } else {
+    std::lock_guard<std::mutex> lock(loader_mu_);
+    thread_exited_ = true;
+  }
+  return Status::Ok();
+}
+
+void RestoreEngine::Impl::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(loader_mu_);
+    stop_ = true;
+  }
+  loader_cv_.notify_all();
+  done_cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+Status RestoreEngine::Impl::WaitForLoader() {
+  std::unique_lock<std::mutex> lock(loader_mu_);
+  if (!options_.background_loader) return Status::Ok();
+  done_cv_.wait(lock, [&] { return loader_done_ || stop_ || thread_exited_ || !started_; });
+  return loader_error_;
+}
+
+bool RestoreEngine::Impl::WaitForTurn(uint64_t bytes) {
+  std::unique_lock<std::mutex> lock(loader_mu_);
+  for (;;) {
+    // A fault never waits behind the loader: step aside while any demand read is in flight.
+    loader_cv_.wait(lock, [&] { return stop_ || demand_reads_.load(std::memory_order_acquire) == 0; });
+    if (stop_) return false;
+    auto wait = limiter_.WaitTime(bytes);
+    if (wait.count() == 0) break;
+    loader_cv_.wait_for(lock, wait, [&] { return stop_; });
+  }
+  // Only this thread spends from the limiter, so what WaitTime promised is still there.
+  limiter_.Acquire(bytes);
+  return true;
+}
+
+void RestoreEngine::Impl::LoadInBackground(uint32_t b, Cause cause) {
+  if (block_state_[b].load(std::memory_order_acquire) != kNotLoaded) return;
+  if (!WaitForTurn(reader_.blocks()[b].stored_length)) return;
+  uint64_t t = NowNs();
+  bool read = false, waited = false;
+  Status s = EnsureBlock(b, cause, false, &read, &waited);
+  if (!s.ok()) {
+    // The block's faults will report it; the stream goes on with the others.
+    std::lock_guard<std::mutex> lock(loader_mu_);
+    if (loader_error_.ok()) loader_error_ = s;
+    return;
+  }
+  if (read && timeline_.enabled()) {
+    auto members = reader_.BlockMembers(b);
+    PageRef p = members.empty() ? PageRef{} : RefOf(members[0].page);
+    timeline_.Add({t, p, cause == Cause::kPredicted ? EngineEventKind::kPredictedBlock : EngineEventKind::kLoaderBlock,
+                   b, NowNs() - t});
+  }
+}
+
+void RestoreEngine::Impl::NotePredictionFault(PageRef page) {
+  if (options_.predict_segment_pages == 0) return;
+  uint64_t seg = segment_base_[page.region] + page.page / options_.predict_segment_pages;
+  uint32_t faults = segment_faults_[seg].fetch_add(1, std::memory_order_relaxed) + 1;
+  if (faults != options_.predict_threshold) return;  // exactly once per segment
+  {
+    std::lock_guard<std::mutex> lock(loader_mu_);
+    pending_segments_.push_back(seg);
+  }
+  loader_cv_.notify_all();
+}
+
+void RestoreEngine::Impl::FetchSegment(uint64_t seg) {
+  auto it = std::upper_bound(segment_base_.begin(), segment_base_.end() - 1, seg);
+  uint32_t region = uint32_t(it - segment_base_.begin() - 1);
+  uint64_t n = options_.predict_segment_pages;
+  uint64_t first = (seg - segment_base_[region]) * n;
+  uint64_t last = std::min(first + n, reader_.regions()[region].page_count());
+  std::vector<uint32_t> blocks;
+  for (uint64_t p = first; p < last; ++p) {
+    uint64_t g = region_first_[region] + p;
+    if (installed_.Test(g)) continue;
+    PageLocation loc = reader_.Locate(g);
+    // Zero pages of the segment are left to their faults: installing them costs no I/O either way.
+    if (loc.kind == PageKind::kStored) blocks.push_back(loc.block);
+  }
+  std::sort(blocks.begin(), blocks.end());
+  blocks.erase(std::unique(blocks.begin(), blocks.end()), blocks.end());
+  for (uint32_t b : blocks) {
+    LoadInBackground(b, Cause::kPredicted);
+    std::lock_guard<std::mutex> lock(loader_mu_);
+    if (stop_) return;
+  }
+}
+
+void RestoreEngine::Impl::BackgroundThread() {
+  if (options_.loader_nice != 0) {
+    // Per-thread on Linux; failing (no permission to lower it, say) only costs the guest a little CPU.
+    (void)setpriority(PRIO_PROCESS, id_t(syscall(SYS_gettid)), options_.loader_nice);
+  }
+  const auto& order = reader_.restore_order();
+  size_t cursor = options_.background_loader ? 0 : order.size();
+  for (;;) {
+    uint64_t segment = UINT64_MAX;
+    uint32_t block = UINT32_MAX;
+    {
+      std::unique_lock<std::mutex> lock(loader_mu_);
+      for (;;) {
+        if (stop_) break;
+        if (!pending_segments_.empty()) {
+          // Twinkle: the segment with the most faults first.
+          auto best = std::max_element(pending_segments_.begin(), pending_segments_.end(), [&](uint64_t a, uint64_t b) {
+            return segment_faults_[a].load(std::memory_order_relaxed) <
+                   segment_faults_[b].load(std::memory_order_relaxed);
+          });
+          segment = *best;
+          pending_segments_.erase(best);
+          break;
+        }
+        if (cursor < order.size()) {
+          block = order[cursor++];
+          break;
+        }
+        if (options_.background_loader && !loader_done_) {
+          loader_done_ = true;
+          done_cv_.notify_all();
+        }
+        if (options_.predict_segment_pages == 0) break;
+        loader_cv_.wait(lock, [&] { return stop_ || !pending_segments_.empty(); });
+      }
+      if (stop_ || (segment == UINT64_MAX && block == UINT32_MAX)) {
+        thread_exited_ = true;
+        done_cv_.notify_all();
+        return;
+      }
+    }
+    if (segment != UINT64_MAX) {
+      FetchSegment(segment);
+    } else {
+      LoadInBackground(block, Cause::kLoader);
+    }
+  }
+}
+
+}  // namespace halite

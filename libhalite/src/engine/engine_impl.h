@@ -1,0 +1,146 @@
+// RestoreEngine::Impl: the state shared by the fault path (restore_engine.cc), the background thread and
+// preload (background_loader.cc) and the statistics (engine_stats.cc).
+//
+// Per block, one atomic state: not loaded -> loading (exactly one thread, which won the compare-and-swap, reads
+// and installs it) -> loaded, or -> failed (verification failed; sticky). A transient read failure goes back to
+// not loaded so a later fault can try again. Threads that need a block another thread is loading wait on a
+// striped condition variable until its state leaves "loading".
+//
+// Per page, two atomic bits: claimed (one thread took the job of installing it) and installed. Every page is
+// claimed at most once unless its install failed (then the claim is released), which is how the engine keeps its
+// promise to the sink that no page is installed twice.
+#ifndef HALITE_ENGINE_ENGINE_IMPL_H_
+#define HALITE_ENGINE_ENGINE_IMPL_H_
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "common/rate_limiter.h"
+#include "engine/event_timeline.h"
+#include "engine/latency_histogram.h"
+#include "engine/page_bitmap.h"
+#include "halite/restore_engine.h"
+
+namespace halite {
+
+class RestoreEngine::Impl {
+ public:
+  Impl(const CheckpointReader& reader, PageSink& sink, RestoreEngineOptions options);
+  ~Impl();
+
+  // restore_engine.cc
+  Result<FaultOutcome> HandleFault(PageRef page);
+  bool IsInstalled(PageRef page) const;
+
+  // background_loader.cc
+  Status Start();
+  Status WaitForLoader();
+  void Stop();
+
+  // engine_stats.cc
+  RestoreEngineStats Stats() const;
+  std::vector<EngineEvent> Timeline() const { return timeline_.Events(); }
+  std::vector<BlockFailure> failures() const;
+  const CheckpointReader& reader() const { return reader_; }
+
+ private:
+  enum BlockState : uint32_t { kNotLoaded = 0, kLoading = 1, kLoaded = 2, kFailed = 3 };
+  enum class Cause { kDemand, kLoader, kPredicted, kPreload };
+
+  struct Counters {
+    std::atomic<uint64_t> faults_zero{0}, faults_present{0}, faults_blocking{0}, faults_joined{0}, faults_failed{0};
+    std::atomic<uint64_t> blocks_loaded{0}, blocks_read{0}, blocks_failed{0}, read_retries{0};
+    std::array<std::atomic<uint64_t>, 4> blocks_read_by{};  // indexed by Cause
+    std::atomic<uint64_t> bytes_read{0}, bytes_decompressed{0};
+    std::atomic<uint64_t> pages_installed{0}, zero_pages_installed{0}, pages_skipped_present{0}, install_calls{0};
+    std::atomic<uint64_t> read_ns{0}, install_ns{0};
+  };
+
+  // --- restore_engine.cc ---
+  // Makes block `b` loaded. With `wait` false, returns at once (ok) when another thread is loading it.
+  // *read: this call read the block; *waited: it waited for another thread's read.
+  Status EnsureBlock(uint32_t b, Cause cause, bool wait, bool* read, bool* waited);
+  // Called by the thread that moved `b` to kLoading: reads, installs, and leaves the state loaded, failed or
+  // not loaded.
+  Status LoadBlock(uint32_t b, Cause cause);
+  Status ReadWithRetries(uint32_t b, std::span<uint8_t> out);
+  struct Todo {
+    uint64_t g;     // global page
+    uint32_t slot;  // its slot in the block
+  };
+  Status InstallMembers(uint32_t b, std::span<const uint8_t> raw);
+  // Installs `todo` (sorted by page) as runs of adjacent pages; on failure releases the claims not installed.
+  Status InstallRuns(std::span<const Todo> todo, std::span<const uint8_t> raw, std::vector<uint8_t>& staging);
+  // Installs the zero/absent pages of the aligned window around global page g. Returns kZero when this call
+  // installed g, kPresent when another thread had.
+  Result<FaultKind> InstallZeroWindow(uint64_t g);
+  void SetBlockState(uint32_t b, BlockState s);
+  void WaitWhileLoading(uint32_t b);
+  Status BlockError(uint32_t b) const;
+  void RecordFailure(uint32_t b, const Status& s);
+  void NotePredictionFault(PageRef page);  // background_loader.cc
+  uint64_t NowNs() const;
+  PageRef RefOf(uint64_t g) const;
+  uint64_t RegionEnd(uint64_t g) const;  // global number one past the last page of g's region
+
+  // --- background_loader.cc ---
+  void BackgroundThread();
+  Status Preload(const std::vector<uint32_t>& blocks);
+  void FetchSegment(uint64_t segment);
+  // Waits until no demand read is in flight and the rate limiter allows `bytes`; false when stopping.
+  bool WaitForTurn(uint64_t bytes);
+  void LoadInBackground(uint32_t b, Cause cause);
+
+  const CheckpointReader& reader_;
+  PageSink& sink_;
+  const RestoreEngineOptions options_;
+  const std::chrono::steady_clock::time_point t0_;
+  std::vector<uint64_t> region_first_;  // global number of each region's first page, plus the total at the end
+
+  std::unique_ptr<std::atomic<uint32_t>[]> block_state_;
+  static constexpr size_t kStripes = 64;
+  struct Stripe {
+    std::mutex mu;
+    std::condition_variable cv;
+  };
+  std::array<Stripe, kStripes> stripes_;
+  engine::AtomicBitmap claimed_;
+  engine::AtomicBitmap installed_;
+
+  Counters c_;
+  engine::LatencyHistogram fault_hist_;
+  engine::LatencyHistogram blocking_hist_;
+  engine::EventTimeline timeline_;
+
+  mutable std::mutex failures_mu_;
+  std::map<uint32_t, BlockFailure> failures_;
+  std::atomic<bool> transient_failures_{false};  // failures_ may hold entries a later read clears
+
+  // Background thread and prediction state, under loader_mu_ unless atomic.
+  std::atomic<int> demand_reads_{0};  // demand block reads in flight: the loader waits for 0
+  mutable std::mutex loader_mu_;
+  std::condition_variable loader_cv_;  // wakes the background thread (demand done, prediction queued, stop)
+  std::condition_variable done_cv_;    // wakes WaitForLoader
+  bool started_ = false;
+  bool stop_ = false;
+  bool loader_done_ = false;
+  bool thread_exited_ = false;
+  Status loader_error_;
+  std::thread thread_;
+  RateLimiter limiter_;
+  std::vector<uint64_t> segment_base_;  // first segment number of each region, plus the total at the end
+  std::unique_ptr<std::atomic<uint32_t>[]> segment_faults_;
+  std::vector<uint64_t> pending_segments_;
+};
+
+}  // namespace halite
+
+#endif  // HALITE_ENGINE_ENGINE_IMPL_H_

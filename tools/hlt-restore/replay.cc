@@ -1,0 +1,405 @@
+// hlt-restore replay CKPT --trace FILE [...]: restore lazily into userfaultfd memory of this process, touch the
+// pages of a trace, check every byte, and print the engine's statistics. Users run it to judge a checkpoint's
+// layout against a recorded access pattern; other tools parse its --json output, so its keys are stable.
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "halite/checkpoint_reader.h"
+#include "halite/hint_files.h"
+#include "halite/lazy_memory.h"
+#include "halite/restore_engine.h"
+#include "hlt-restore/restore_modes.h"
+
+namespace halite::restore {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr uint64_t kPage = 4096;
+
+const char* kReplayUsage =
+    "usage: hlt-restore replay CKPT --trace FILE [--threads N] [--loader on|off] [--preload-ws] [--eager]\n"
+    "                          [--record-trace OUT] [--json] [options]\n"
+    "Restores CKPT lazily into userfaultfd-backed memory of this process (one locality block per fault), touches\n"
+    "the pages of the trace in order with N threads taking the next entry in turn, checks that every touched page\n"
+    "equals the checkpoint's content, and prints the restore engine's statistics.\n"
+    "  --trace FILE           one access a line: PAGE or PAGE w (a write), REGION:PAGE for other regions than ram\n"
+    "  --threads N            touching threads (default 1)\n"
+    "  --loader on|off        stream the remaining blocks in the background (default on)\n"
+    "  --rate-limit B         loader bytes per second (K/M/G suffixes; default unlimited)\n"
+    "  --preload-ws           load the working-set blocks before the first access (Twinkle)\n"
+    "  --eager                load every block before the first access (the eager baseline)\n"
+    "  --predict N:P          Twinkle demand prediction: after P blocking faults in a segment of N pages, fetch it\n"
+    "  --record-trace OUT     write the pages touched, in first-touch order, as an access trace (for relayout)\n"
+    "  --timeline CSV         write the engine's timeline (time_us,region,page,kind,block,latency_us)\n"
+    "  --backing anon|memfd   memory behind the regions (default anon)\n"
+    "  --handlers N           userfaultfd handler threads (default 4)\n"
+    "  --json                 print one JSON object instead of text\n";
+const char* kReplayExitCodes =
+    "Exit codes: 0 all bytes matched, 2 usage, 3 I/O error (or no userfaultfd), 4 corrupt checkpoint or a mismatch.\n";
+
+struct Config {
+  std::string ckpt, trace, record, timeline;
+  unsigned threads = 1;
+  bool json = false;
+  RestoreEngineOptions engine;
+  LazyMemoryOptions memory;
+  ReaderOptions reader;
+};
+
+int ParseArgs(cli::Args& args, Config* c) {
+  const std::string tool = "hlt-restore replay";
+  std::string v, error;
+  while (!args.Done()) {
+    uint64_t n = 0;
+    if (args.Flag("-h") || args.Flag("--help")) {
+      std::cout << kReplayUsage << cli::kKeyFileHelp << kReplayExitCodes;
+      return -1;
+    }
+    if (args.Option("--trace", &v, &error)) {
+      c->trace = v;
+    } else if (args.Option("--threads", &v, &error)) {
+      if (error.empty() && (!cli::ParseU64(v, &n) || n == 0 || n > 1024)) error = "--threads: bad value \"" + v + "\"";
+      c->threads = unsigned(n);
+    } else if (args.Option("--loader", &v, &error)) {
+      if (error.empty() && v != "on" && v != "off") error = "--loader: expected on or off, got \"" + v + "\"";
+      c->engine.background_loader = v == "on";
+    } else if (args.Option("--rate-limit", &v, &error)) {
+      if (error.empty() && !cli::ParseU64(v, &n)) error = "--rate-limit: bad value \"" + v + "\"";
+      c->engine.loader_rate_bytes_per_s = n;
+    } else if (args.Flag("--preload-ws")) {
+      c->engine.preload_working_set = true;
+    } else if (args.Flag("--eager")) {
+      c->engine.preload_all = true;
+    } else if (args.Option("--predict", &v, &error)) {
+      size_t colon = v.find(':');
+      uint64_t seg = 0, thr = 0;
+      if (error.empty() &&
+          (colon == std::string::npos || !cli::ParseU64(v.substr(0, colon), &seg) ||
+           !cli::ParseU64(v.substr(colon + 1), &thr) || seg == 0 || seg > (1u << 20) || thr == 0 || thr > seg)) {
+        error = "--predict: expected N:P with 1 <= P <= N, got \"" + v + "\"";
+      }
+      c->engine.predict_segment_pages = uint32_t(seg);
+      c->engine.predict_threshold = uint32_t(thr);
+    } else if (args.Option("--record-trace", &v, &error)) {
+      c->record = v;
+    } else if (args.Option("--timeline", &v, &error)) {
+      c->timeline = v;
+      c->engine.record_timeline = true;
+    } else if (args.Option("--backing", &v, &error)) {
+      if (error.empty() && v != "anon" && v != "memfd") error = "--backing: expected anon or memfd, got \"" + v + "\"";
+      c->memory.backing = v == "memfd" ? LazyBacking::kMemfd : LazyBacking::kAnonymous;
+    } else if (args.Option("--handlers", &v, &error)) {
+      if (error.empty() && (!cli::ParseU64(v, &n) || n == 0 || n > 256)) error = "--handlers: bad value \"" + v + "\"";
+      c->memory.handler_threads = unsigned(n);
+    } else if (args.Flag("--json")) {
+      c->json = true;
+    } else if (cli::KeyFileOption(args, &c->reader, &error)) {
+    } else if (args.Peek().rfind("-", 0) == 0) {
+      return cli::UsageError(tool, "unknown option " + args.Peek(), kReplayUsage);
+    } else if (c->ckpt.empty()) {
+      c->ckpt = args.Next();
+    } else {
+      return cli::UsageError(tool, "unexpected argument " + args.Peek(), kReplayUsage);
+    }
+    if (!error.empty()) return cli::UsageError(tool, error, kReplayUsage);
+  }
+  if (c->ckpt.empty() || c->trace.empty())
+    return cli::UsageError(tool, "CKPT and --trace FILE are required", kReplayUsage);
+  return 0;
+}
+
+// What the touching threads did.
+struct TouchLog {
+  std::vector<uint64_t> first_touch_index;  // per distinct page touched: the trace index of its first touch
+  std::vector<uint64_t> pages;              // ... and its global number (same order)
+};
+
+class Toucher {
+ public:
+  Toucher(const CheckpointReader& reader, LazyMemory& memory, const RestoreEngine& engine,
+          const std::vector<TraceAccess>& trace, unsigned threads)
+      : reader_(reader),
+        memory_(memory),
+        engine_(engine),
+        trace_(trace),
+        threads_(threads),
+        touched_(reader.total_pages()) {}
+
+  // Runs the trace; returns false when a fault error stopped it (the caller exits: held threads cannot join).
+  bool Run(Clock::time_point t0) {
+    t0_ = t0;
+    for (unsigned i = 0; i < threads_; ++i) workers_.emplace_back([this, i] { Work(i); });
+    std::unique_lock<std::mutex> lock(mu_);
+    while (done_ < threads_) {
+      cv_.wait_for(lock, std::chrono::milliseconds(20));
+      if (!memory_.status().ok()) return false;
+    }
+    lock.unlock();
+    for (auto& w : workers_) w.join();
+    return true;
+  }
+
+  double first_access_seconds() const { return double(first_ns_.load()) / 1e9; }
+  // First touches of pages the engine had installed before the touch (by an earlier block or the loader).
+  uint64_t prefetched() const { return prefetched_.load(); }
+  TouchLog Log() const {
+    // First touches in trace order: the order the guest would have shown a recorder.
+    std::vector<std::pair<uint64_t, uint64_t>> all;
+    for (const auto& l : logs_) all.insert(all.end(), l.begin(), l.end());
+    std::sort(all.begin(), all.end());
+    TouchLog log;
+    for (auto& [i, g] : all) {
+      log.first_touch_index.push_back(i);
+      log.pages.push_back(g);
+    }
+    return log;
+  }
+
+ private:
+  void Work(unsigned id) {
+    std::vector<std::pair<uint64_t, uint64_t>> log;
+    for (uint64_t i; (i = next_.fetch_add(1, std::memory_order_relaxed)) < trace_.size();) {
+      const TraceAccess& a = trace_[i];
+      uint8_t* p = memory_.base(a.page.region) + a.page.page * kPage;
+      bool was_installed = engine_.IsInstalled(a.page);
+      if (a.write) {
+        // A write that keeps the content: the page faults in for writing and still equals the checkpoint.
+        __atomic_fetch_add(reinterpret_cast<uint64_t*>(p), 0, __ATOMIC_RELAXED);
+      } else {
+        // Atomic too: another thread may be doing the content-keeping write above on the same word.
+        (void)__atomic_load_n(reinterpret_cast<uint64_t*>(p), __ATOMIC_RELAXED);
+      }
+      if (first_ns_.load(std::memory_order_relaxed) == 0) {
+        uint64_t zero = 0, now = uint64_t((Clock::now() - t0_).count());
+        first_ns_.compare_exchange_strong(zero, now);
+      }
+      uint64_t g = reader_.GlobalPage(a.page);
+      if (!touched_[g].exchange(true, std::memory_order_relaxed)) {
+        log.emplace_back(i, g);
+        if (was_installed) prefetched_.fetch_add(1, std::memory_order_relaxed);
+      }
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    logs_.push_back(std::move(log));
+    ++done_;
+    cv_.notify_all();
+    (void)id;
+  }
+
+  const CheckpointReader& reader_;
+  LazyMemory& memory_;
+  const RestoreEngine& engine_;
+  const std::vector<TraceAccess>& trace_;
+  unsigned threads_;
+  std::vector<std::atomic<bool>> touched_;
+  std::atomic<uint64_t> next_{0};
+  std::atomic<uint64_t> first_ns_{0};
+  std::atomic<uint64_t> prefetched_{0};
+  Clock::time_point t0_;
+  std::vector<std::thread> workers_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  unsigned done_ = 0;
+  std::vector<std::vector<std::pair<uint64_t, uint64_t>>> logs_;
+};
+
+struct Check {
+  uint64_t mismatches = 0;
+  uint64_t nonzero = 0;  // touched pages whose content is not all zero
+  std::string first_mismatch;
+  Status status;
+};
+
+// Compares every touched page with the checkpoint, reading each needed block once (after the timed part).
+Check VerifyTouched(const CheckpointReader& reader, const LazyMemory& memory, const std::vector<uint64_t>& pages) {
+  Check c;
+  std::vector<std::pair<uint32_t, uint64_t>> stored;  // (block, global page)
+  static const std::vector<uint8_t> kZero(kPage, 0);
+  auto mismatch = [&](uint64_t g, const char* what) {
+    if (c.mismatches++ == 0) {
+      PageRef r = reader.PageOf(g);
+      c.first_mismatch =
+          "region \"" + reader.regions()[r.region].name + "\" page " + std::to_string(r.page) + ": " + what;
+    }
+  };
+  for (uint64_t g : pages) {
+    PageLocation loc = reader.Locate(g);
+    if (loc.kind == PageKind::kStored) {
+      stored.emplace_back(loc.block, g);
+      continue;
+    }
+    PageRef r = reader.PageOf(g);
+    if (std::memcmp(memory.base(r.region) + r.page * kPage, kZero.data(), kPage) != 0) {
+      mismatch(g, "expected a zero page");
+    }
+  }
+  std::sort(stored.begin(), stored.end());
+  std::vector<uint8_t> raw;
+  for (size_t i = 0; i < stored.size();) {
+    uint32_t b = stored[i].first;
+    raw.resize(reader.blocks()[b].raw_length());
+    Status s = reader.ReadBlock(b, raw);
+    if (!s.ok()) {
+      c.status = s;
+      return c;
+    }
+    for (; i < stored.size() && stored[i].first == b; ++i) {
+      uint64_t g = stored[i].second;
+      PageRef r = reader.PageOf(g);
+      const uint8_t* want = raw.data() + uint64_t(reader.Locate(g).slot_in_block) * kPage;
+      if (std::memcmp(memory.base(r.region) + r.page * kPage, want, kPage) != 0) {
+        mismatch(g, "content differs from the checkpoint");
+      }
+      if (std::memcmp(want, kZero.data(), kPage) != 0) ++c.nonzero;
+    }
+  }
+  return c;
+}
+
+double Us(uint64_t ns) { return double(ns) / 1e3; }
+
+}  // namespace
+
+int Replay(cli::Args& args) {
+  const std::string tool = "hlt-restore replay";
+  Config c;
+  int rc = ParseArgs(args, &c);
+  if (rc != 0) return rc < 0 ? cli::kExitOk : rc;
+
+  Clock::time_point t_open = Clock::now();
+  auto reader = CheckpointReader::Open(c.ckpt, c.reader);
+  if (!reader) return cli::Fail(tool, reader.error());
+  const CheckpointReader& r = **reader;
+  double open_seconds = std::chrono::duration<double>(Clock::now() - t_open).count();
+  auto text = ReadTextFile(c.trace);
+  if (!text) return cli::Fail(tool, text.error());
+  auto trace = ParseReplayTrace(*text, c.trace, r.regions());
+  if (!trace) return cli::Fail(tool, trace.error());
+
+  // The clock starts when the restore does: mapping, preload and engine start count towards the first access.
+  Clock::time_point t0 = Clock::now();
+  c.memory.on_fault_error = [](PageRef, const Status&) { return FaultErrorAction::kHold; };
+  auto memory = LazyMemory::Create(r.regions(), c.memory);
+  if (!memory) {
+    Status s = memory.error();
+    std::cerr << tool << ": " << s.ToString() << "\n";
+    return s.code() == StatusCode::kUnsupported ? cli::kExitIo : cli::ExitCodeFor(s);
+  }
+  auto engine = RestoreEngine::Create(r, (*memory)->sink(), c.engine);
+  if (!engine) return cli::Fail(tool, engine.error());
+  // Handlers call the engine: stop them before the engine goes, on every way out.
+  struct StopHandlers {
+    LazyMemory* m;
+    ~StopHandlers() { m->Stop(); }
+  } stop_handlers{memory->get()};
+  Status s = (*engine)->Start();
+  if (!s.ok()) return cli::Fail(tool, s);
+  double start_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  s = (*memory)->Serve(**engine);
+  if (!s.ok()) return cli::Fail(tool, s);
+
+  Toucher toucher(r, **memory, **engine, *trace, c.threads);
+  if (!toucher.Run(t0)) {
+    // A fault failed and its thread is held in the kernel: report and leave without joining it.
+    Status e = (*memory)->status();
+    std::cerr << tool << ": " << e.ToString() << "\n";
+    std::fflush(nullptr);
+    std::_Exit(cli::ExitCodeFor(e));
+  }
+  double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  // A faulting thread resumes as soon as its page is in; let the handler finish counting its fault.
+  for (int i = 0; i < 1000; ++i) {
+    LazyMemoryStats now = (*memory)->Stats();
+    if (now.faults_done == now.faults) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  RestoreEngineStats st = (*engine)->Stats();
+  LazyMemoryStats ms = (*memory)->Stats();
+  (*engine)->Stop();
+
+  TouchLog log = toucher.Log();
+  Check check = VerifyTouched(r, **memory, log.pages);
+  if (!check.status.ok()) return cli::Fail(tool, check.status.WithContext("verifying the touched pages"));
+  if (!c.record.empty()) {
+    std::vector<PageRef> refs;
+    for (uint64_t g : log.pages) refs.push_back(r.PageOf(g));
+    std::string out = FormatAccessTrace(refs, r.regions());
+    FILE* f = std::fopen(c.record.c_str(), "w");
+    bool ok = f && std::fwrite(out.data(), 1, out.size(), f) == out.size();
+    ok = f && std::fclose(f) == 0 && ok;
+    if (!ok) return cli::Fail(tool, Status::IoError(c.record + ": cannot write the recorded trace", errno));
+  }
+  if (!c.timeline.empty()) {
+    s = (*engine)->WriteTimelineCsv(c.timeline);
+    if (!s.ok()) return cli::Fail(tool, s);
+  }
+  uint64_t touched = log.pages.size();
+  if (c.json) {
+    std::printf(
+        "{\"checkpoint\": \"%s\", \"trace\": \"%s\", \"accesses\": %zu, \"pages_touched\": %llu, "
+        "\"nonzero_pages_touched\": %llu, \"pages_prefetched\": %llu, \"threads\": %u, \"loader\": %s, \"preload_ws\": "
+        "%s, \"eager\": %s, "
+        "\"faults_blocking\": %llu, \"faults_joined\": %llu, \"faults_zero\": %llu, \"faults_present\": %llu, "
+        "\"blocks_read\": %llu, \"blocks_read_demand\": %llu, \"blocks_read_loader\": %llu, "
+        "\"blocks_read_predicted\": %llu, \"blocks_read_preload\": %llu, \"blocks_total\": %llu, "
+        "\"bytes_read\": %llu, \"bytes_decompressed\": %llu, \"pages_installed\": %llu, "
+        "\"zero_pages_installed\": %llu, \"uffd_faults\": %llu, \"seconds\": %.6f, \"open_seconds\": %.6f, "
+        "\"start_seconds\": %.6f, \"time_to_first_access_us\": %.1f, \"read_seconds\": %.6f, "
+        "\"install_seconds\": %.6f, \"fault_p50_us\": %.1f, \"fault_p90_us\": %.1f, \"fault_p99_us\": %.1f, "
+        "\"fault_max_us\": %.1f, \"blocking_p50_us\": %.1f, \"blocking_p99_us\": %.1f, \"mismatches\": %llu}\n",
+        cli::JsonEscape(c.ckpt).c_str(), cli::JsonEscape(c.trace).c_str(), trace->size(), (unsigned long long)touched,
+        (unsigned long long)check.nonzero, (unsigned long long)toucher.prefetched(), c.threads,
+        c.engine.background_loader ? "true" : "false", c.engine.preload_working_set ? "true" : "false",
+        c.engine.preload_all ? "true" : "false", (unsigned long long)st.faults_blocking,
+        (unsigned long long)st.faults_joined, (unsigned long long)st.faults_zero, (unsigned long long)st.faults_present,
+        (unsigned long long)st.blocks_read, (unsigned long long)st.blocks_read_demand,
+        (unsigned long long)st.blocks_read_loader, (unsigned long long)st.blocks_read_predicted,
+        (unsigned long long)st.blocks_read_preload, (unsigned long long)st.blocks_total,
+        (unsigned long long)st.bytes_read, (unsigned long long)st.bytes_decompressed,
+        (unsigned long long)st.pages_installed, (unsigned long long)st.zero_pages_installed,
+        (unsigned long long)ms.faults, seconds, open_seconds, start_seconds, toucher.first_access_seconds() * 1e6,
+        double(st.read_ns) / 1e9, double(st.install_ns) / 1e9, Us(st.fault_latency.p50_ns), Us(st.fault_latency.p90_ns),
+        Us(st.fault_latency.p99_ns), Us(st.fault_latency.max_ns), Us(st.blocking_latency.p50_ns),
+        Us(st.blocking_latency.p99_ns), (unsigned long long)check.mismatches);
+  } else {
+    std::printf("replayed %zu accesses to %llu pages (%llu non-zero) of %s with %u thread(s), loader %s%s%s\n",
+                trace->size(), (unsigned long long)touched, (unsigned long long)check.nonzero, c.ckpt.c_str(),
+                c.threads, c.engine.background_loader ? "on" : "off",
+                c.engine.preload_working_set ? ", working set preloaded" : "", c.engine.preload_all ? ", eager" : "");
+    std::printf("  time            %.3f s (first access after %.1f us; start %.3f s)\n", seconds,
+                toucher.first_access_seconds() * 1e6, start_seconds);
+    std::printf("  faults          %llu blocking (%llu joined a read in flight), %llu zero, %llu present\n",
+                (unsigned long long)st.faults_blocking, (unsigned long long)st.faults_joined,
+                (unsigned long long)st.faults_zero, (unsigned long long)st.faults_present);
+    std::printf("  prefetched      %llu of the pages touched were in before their first touch\n",
+                (unsigned long long)toucher.prefetched());
+    std::printf("  fault latency   p50 %.1f us, p99 %.1f us, max %.1f us (blocking: p50 %.1f us, p99 %.1f us)\n",
+                Us(st.fault_latency.p50_ns), Us(st.fault_latency.p99_ns), Us(st.fault_latency.max_ns),
+                Us(st.blocking_latency.p50_ns), Us(st.blocking_latency.p99_ns));
+    std::printf("  blocks read     %llu of %llu (demand %llu, loader %llu, predicted %llu, preload %llu)\n",
+                (unsigned long long)st.blocks_read, (unsigned long long)st.blocks_total,
+                (unsigned long long)st.blocks_read_demand, (unsigned long long)st.blocks_read_loader,
+                (unsigned long long)st.blocks_read_predicted, (unsigned long long)st.blocks_read_preload);
+    std::printf("  bytes read      %s (%s decompressed)\n", cli::HumanBytes(st.bytes_read).c_str(),
+                cli::HumanBytes(st.bytes_decompressed).c_str());
+    std::printf("  mismatches      %llu%s%s\n", (unsigned long long)check.mismatches,
+                check.mismatches ? ", first: " : "", check.first_mismatch.c_str());
+  }
+  if (check.mismatches > 0) {
+    std::cerr << tool << ": " << check.mismatches
+              << " touched page(s) differ from the checkpoint; first: " << check.first_mismatch << "\n";
+    return cli::kExitCorrupt;
+  }
+  return cli::kExitOk;
+}
+
+}  // namespace halite::restore
