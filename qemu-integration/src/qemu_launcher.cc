@@ -24,6 +24,19 @@ using Clock = std::chrono::steady_clock;
 
 bool IsExecutable(const std::string& p) { return access(p.c_str(), X_OK) == 0; }
 
+// `name` itself when it contains a slash, else the first executable `name` in $PATH (empty when none).
+std::string SearchPath(const std::string& name) {
+  if (name.find('/') != std::string::npos) return name;
+  const char* path = getenv("PATH");
+  std::stringstream ss(path ? path : "/usr/bin:/bin");
+  std::string dir;
+  while (std::getline(ss, dir, ':')) {
+    const std::string cand = (dir.empty() ? "." : dir) + "/" + name;
+    if (IsExecutable(cand)) return cand;
+  }
+  return "";
+}
+
 }  // namespace
 
 std::string FindQemuBinary() {
@@ -42,9 +55,10 @@ std::string FindQemuBinary() {
 
 Result<std::unique_ptr<QemuProcess>> QemuProcess::Start(QemuLaunchOptions options) {
   std::unique_ptr<QemuProcess> p(new QemuProcess());
-  const std::string binary = options.binary.empty() ? FindQemuBinary() : options.binary;
+  const std::string binary = options.binary.empty() ? FindQemuBinary() : SearchPath(options.binary);
   if (binary.empty()) {
-    return Status::NotFound("no QEMU binary: install qemu-system-x86 or set HALITE_QEMU");
+    return Status::NotFound(options.binary.empty() ? "no QEMU binary: install qemu-system-x86 or set HALITE_QEMU"
+                                                   : "QEMU binary " + options.binary + " not found in PATH");
   }
   if (options.work_dir.empty()) {
     const char* tmp = getenv("TMPDIR");

@@ -146,7 +146,7 @@ Status MigrationStreamReader::ParseConfiguration() {
   state_.machine_type = name;
   for (;;) {
     HLT_ASSIGN_OR_RETURN(const uint8_t* peek, in_.Need(1, "the record after the configuration"));
-    if (peek[0] != kTagSubsection) return Status::Ok();
+    if (peek[0] != kTagSubsection) return handler_->OnConfiguration(state_.machine_type);
     const uint64_t sub_offset = in_.offset();
     in_.Consume(1);
     raw.push_back(static_cast<char>(kTagSubsection));

@@ -11,6 +11,7 @@ int RestoreXen(cli::Args& args);  // restore_xen.cc, built with the Xen integrat
 int Info(cli::Args& args);
 int Verify(cli::Args& args);
 int Replay(cli::Args& args);
+int RestoreQemu(cli::Args& args);  // restore_qemu.cc, built with the QEMU integration
 
 }  // namespace halite::restore
 

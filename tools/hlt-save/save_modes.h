@@ -9,6 +9,7 @@ namespace halite::save {
 int SaveRaw(cli::Args& args);
 int SaveXen(cli::Args& args);  // save_xen.cc, built with the Xen integration
 int Relayout(cli::Args& args);
+int SaveQemu(cli::Args& args);  // save_qemu.cc, built with the QEMU integration
 
 }  // namespace halite::save
 

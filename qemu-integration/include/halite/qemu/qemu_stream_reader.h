@@ -50,6 +50,8 @@ struct PageRecord {
 class MigrationStreamHandler {
  public:
   virtual ~MigrationStreamHandler() = default;
+  // The configuration record's machine type (e.g. "pc-i440fx-7.2"), once, before the RAMBlock list.
+  virtual Status OnConfiguration(const std::string& machine_type) { return Status::Ok(); }
   // The RAMBlock list, once, before any page.
   virtual Status OnRamBlocks(const std::vector<RamBlockInfo>& blocks) { return Status::Ok(); }
   virtual Status OnPage(const PageRecord& page) = 0;

@@ -1,0 +1,167 @@
+// A running QEMU into a libhalite checkpoint, and a checkpoint back into a QEMU started with `-incoming defer`:
+// what `hlt-save qemu` and `hlt-restore qemu` call. The glue between QEMU's world (qemu_session.h,
+// qemu_push_source.h) and the library's writer, reader, restore engine and page-table walker.
+//
+// A checkpoint made from QEMU has
+//   - metadata vmm_kind QEMU, machine_type from the stream's configuration record (e.g. "pc-i440fx-7.2");
+//   - one region per RAMBlock, in the stream's order, named like it ("pc.ram", "pc.bios", "/rom@etc/acpi/tables",
+//     ...), size = its used length, host_page_size = its page size (`info ramblock`), guest_phys_base = where
+//     `info mtree -f` shows the block's offset 0 in guest-physical memory (0 when it is not mapped, e.g. fw_cfg
+//     ROMs). The rest of the block's layout is the machine's (i440fx maps pc.ram above 3 GiB at 4 GiB);
+//   - blob kQemuStateBlobName: EncodeSavedVmState() (configuration, RAMBlock list, device state, VMDESC);
+//   - hints: for a live save, the pages the guest wrote during the save in the order they arrived (the access
+//     trace); virtual-address runs from the guest's own page tables.
+//
+// Memory for the page-table walk. The stream is written into the checkpoint writer as it arrives, and the writer
+// cannot be read back, so while the stream passes the save keeps (a) a bit per page saying whether it is all
+// zero, (b) a copy of every page that could be a page table of any level (every 8-byte entry either has the
+// present bit clear, or names a frame below 2^46; at least one is present), up to max_table_cache_bytes, and
+// (c) the frames that look like top-level tables (candidates for other address spaces). Random or text data
+// practically never passes (b); what is missed shows up as missing_tables in the report, never as a wrong hint.
+#ifndef HALITE_QEMU_QEMU_CHECKPOINT_H_
+#define HALITE_QEMU_QEMU_CHECKPOINT_H_
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "halite/checkpoint_reader.h"
+#include "halite/checkpoint_writer.h"
+#include "halite/qemu/qemu_launcher.h"
+#include "halite/qemu/qemu_push_source.h"
+#include "halite/qemu/qemu_qmp_client.h"
+#include "halite/qemu/qemu_session.h"
+#include "halite/restore_engine.h"
+#include "halite/status.h"
+#include "halite/x86_page_tables.h"
+
+namespace halite::qemu {
+
+inline constexpr const char* kQemuStateBlobName = "qemu.state";
+
+// ---- Save ----
+
+struct CheckpointSaveOptions {
+  bool live = false;  // background-snapshot: the guest keeps running
+  // After the stream: kContinue resumes a guest that was running (at once, before the checkpoint is compressed);
+  // kLeaveStopped leaves it stopped (a live save stops it then); kQuit ends QEMU once the checkpoint is written.
+  SaveOptions::Then then = SaveOptions::Then::kContinue;
+  int timeout_ms = 600000;
+  WriterOptions writer;  // vmm_kind and machine_type are filled in here
+  bool va_walk = true;
+  x86::GuestWalkOptions walk;          // limits.max_pfn is set from the guest's memory map
+  uint64_t max_table_cache_bytes = 0;  // page-table candidates kept; 0: max(64 MiB, guest RAM / 16)
+  // Live saves: give the out-of-scan-order pages to the writer as the access trace.
+  bool live_access_trace = true;
+  // Called after the pages and hints are given and before Finish (hint files from the command line).
+  std::function<Status(CheckpointWriter&)> before_finish;
+};
+
+struct QemuVaReport {
+  std::string skipped;  // empty when the walk ran; otherwise why not
+  std::string notes;    // vCPUs whose registers were not usable, and why
+  uint32_t vcpus = 0;
+  uint32_t cpu_roots = 0;  // distinct vCPU roots walked
+  uint32_t pti_kernel_copies = 0;
+  uint32_t scan_roots = 0;      // other address spaces found in memory
+  uint64_t candidates = 0;      // frames that looked like top-level tables
+  uint64_t cached_pages = 0;    // pages kept as possible page tables
+  bool cache_full = false;      // max_table_cache_bytes was reached (later candidates were not kept)
+  uint64_t table_pages = 0;     // page-table pages read, all spaces
+  uint64_t missing_tables = 0;  // entries naming a table the save did not keep
+  uint64_t runs = 0;            // VA runs, all spaces
+  uint64_t hint_runs = 0;       // runs given to the writer
+  uint64_t mapped_nonzero_pages = 0;
+  uint64_t mapped_nonzero_small_pages = 0;  // without the kernel half's 2 MiB / 1 GiB mappings (Linux direct map)
+  uint64_t nonzero_pages = 0;
+  bool truncated = false;
+  double seconds = 0;
+  double coverage() const { return nonzero_pages ? double(mapped_nonzero_pages) / double(nonzero_pages) : 0; }
+  double small_coverage() const {
+    return nonzero_pages ? double(mapped_nonzero_small_pages) / double(nonzero_pages) : 0;
+  }
+};
+
+struct CheckpointSaveResult {
+  std::string machine_type;
+  bool was_running = false;
+  bool live = false;
+  SaveReport save;          // stream statistics, out-of-scan-order pages (the working-set sample)
+  uint64_t blocks = 0;      // RAMBlocks (= regions)
+  uint64_t data_pages = 0;  // PAGE records with non-zero content
+  uint64_t zero_pages = 0;  // ZERO records and all-zero PAGE records
+  uint64_t access_trace_pages = 0;
+  size_t state_blob_bytes = 0;
+  double guest_stopped_seconds = 0;  // non-live: stop to cont (0 when the guest stays stopped or was not running)
+  double stream_seconds = 0;
+  QemuVaReport va;
+  WriteSummary summary;
+  double total_seconds = 0;
+};
+
+// Saves the VM behind `qmp` into the checkpoint `path` (nothing is created unless everything succeeds). Errors:
+// those of the QMP conversation and the stream (qemu_session.h), of the writer, and invalid-argument for a guest
+// whose state this cannot save (e.g. RAMBlocks that change size). The guest is resumed if the save fails after
+// stopping it.
+Result<CheckpointSaveResult> SaveQemuToCheckpoint(QmpClient& qmp, const std::string& path,
+                                                  CheckpointSaveOptions options);
+
+// ---- Restore ----
+
+struct CheckpointRestoreOptions {
+  bool lazy = true;  // postcopy; false: one precopy stream (eager), the guest starts after all of it
+  // Lazy: the engine's loader, rate limit, working-set preload, prediction, timeline. Eager overrides
+  // preload_all (on) and background_loader (off).
+  RestoreEngineOptions engine;
+  // lazy is overridden by the one above.
+  PushRestoreOptions channel;
+  // Loader off: when the guest has asked for nothing for this long, the blocks it never asked for are sent in
+  // restore order (the restore has to end some time); engine statistics are taken before that sweep.
+  int idle_sweep_ms = 1000;
+  // Empty: a socketpair passed with getfd. Otherwise QEMU listens on this unix socket path (libvirt).
+  std::string unix_socket_path;
+  int completion_timeout_ms = 120000;
+  // Called on the calling thread once QEMU reports the guest running (its RESUME event).
+  std::function<void(uint64_t start_to_running_us)> on_running;
+  // Lazy: called on the calling thread about every progress_interval_ms (>= 5) while pages are being sent.
+  int progress_interval_ms = 0;
+  std::function<void(const RestoreEngineStats& engine, const PushRestoreStats& channel)> on_progress;
+};
+
+struct CheckpointRestoreResult {
+  bool lazy = true;
+  PushRestoreStats channel;
+  RestoreEngineStats engine;           // at the end (lazy with the loader off: before the sweep)
+  RestoreEngineStats engine_final;     // at the end, everything included
+  uint64_t start_to_connect_us = 0;    // call start to the migration channel being connected
+  uint64_t start_to_running_us = 0;    // call start to QEMU's RESUME event (QEMU's clock; 0 if never seen)
+  uint64_t start_to_loaded_us = 0;     // call start to the last stored page sent
+  uint64_t total_us = 0;               // call start to QEMU reporting the migration completed
+  int64_t wall_start_us = 0;           // wall clock (µs since the epoch) at the call start
+  int64_t engine_created_wall_us = 0;  // wall clock when the engine was created (its timeline's time 0)
+  uint64_t zero_pages_unsent = 0;      // lazy: zero and absent pages never sent (they read as zero)
+  uint64_t sweep_blocks = 0;           // loader off: blocks sent after the guest went idle
+  std::vector<PageRef> requested;      // pages QEMU asked for, in order (for --record-trace)
+  std::string timeline_csv;            // engine timeline when options.engine.record_timeline
+  std::string final_status;
+};
+
+// Restores `reader`'s checkpoint into the QEMU behind `qmp`, which must be waiting with `-incoming defer`.
+// `process` (optional, borrowed) is a QEMU this process launched: errors then say whether it died and quote its
+// stderr. Before anything is sent: invalid-argument for a checkpoint not made from QEMU, a QEMU not waiting
+// for an incoming migration, or RAMBlocks that differ from the checkpoint's (name, size); unsupported when
+// postcopy is not available. Then: io-error / aborted when QEMU goes away or rejects the stream; corrupt (from
+// the reader) when a block fails verification, in which case none of its pages is sent and the channel is shut
+// down: a lazy destination pauses its migration ("postcopy-paused") with the guest frozen, and stays alive.
+Status RestoreCheckpointIntoQemu(const CheckpointReader& reader, QmpClient& qmp,
+                                 const CheckpointRestoreOptions& options, CheckpointRestoreResult* result,
+                                 QemuProcess* process = nullptr);
+
+// The saved QEMU state stored in a checkpoint. Errors: not-found / invalid-argument for a checkpoint not made
+// from QEMU, corrupt for a damaged blob.
+Result<SavedVmState> ReadSavedVmState(const CheckpointReader& reader);
+
+}  // namespace halite::qemu
+
+#endif  // HALITE_QEMU_QEMU_CHECKPOINT_H_

@@ -1,0 +1,375 @@
+// Checkpoint -> QEMU (halite/qemu/qemu_checkpoint.h): the restore engine installs pages into a PageSink that
+// writes them to QEMU's incoming migration; QEMU's page requests become engine faults.
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <mutex>
+#include <thread>
+
+#include "halite/page_sink.h"
+#include "halite/qemu/qemu_checkpoint.h"
+#include "halite/qemu/qemu_migration_control.h"
+
+namespace halite::qemu {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+uint64_t MicrosSince(Clock::time_point t0) {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - t0).count());
+}
+
+int64_t WallMicros() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// The engine's sink: each batch (one block, or one fault's zero pages) is one RAM section on the channel.
+class ChannelSink final : public PageSink {
+ public:
+  ChannelSink(PushRestoreChannel* channel, std::vector<uint32_t> block_of_region)
+      : channel_(channel), block_of_region_(std::move(block_of_region)) {}
+
+  Status InstallPages(PageRef first, uint64_t count, std::span<const uint8_t> data) override {
+    if (first.region >= block_of_region_.size() || data.size() != count * kTargetPageSize) {
+      return Status::InvalidArgument("install of region " + std::to_string(first.region) + " pages " +
+                                     std::to_string(first.page) + "+" + std::to_string(count));
+    }
+    const PageId id{block_of_region_[first.region], first.page};
+    if (t_batch_ != this) return channel_->SendPages(id, count, data.data());
+    if (!t_batch_status_.ok()) return t_batch_status_;
+    return channel_->AddPages(id, count, data.data());
+  }
+
+  Status InstallZeroPages(PageRef first, uint64_t count) override {
+    if (first.region >= block_of_region_.size()) {
+      return Status::InvalidArgument("zero install of region " + std::to_string(first.region));
+    }
+    const PageId id{block_of_region_[first.region], first.page};
+    if (t_batch_ != this) {
+      HLT_RETURN_IF_ERROR(channel_->BeginSection());
+      Status s = channel_->AddZeroPages(id, count);
+      Status e = channel_->EndSection();
+      return s.ok() ? e : s;
+    }
+    if (!t_batch_status_.ok()) return t_batch_status_;
+    return channel_->AddZeroPages(id, count);
+  }
+
+  // Nothing is on the destination before the engine sends it: POSTCOPY_ADVISE discarded all of its RAM (lazy),
+  // and an eager restore sends every page.
+  bool IsPresent(PageRef) const override { return false; }
+
+  void BeginBatch() override {
+    t_batch_ = this;
+    t_batch_status_ = channel_->BeginSection();
+  }
+  Status EndBatch() override {
+    if (t_batch_ != this) return Status::Ok();
+    t_batch_ = nullptr;
+    if (!t_batch_status_.ok()) return t_batch_status_;
+    return channel_->EndSection();
+  }
+
+ private:
+  static thread_local const ChannelSink* t_batch_;
+  static thread_local Status t_batch_status_;
+  PushRestoreChannel* channel_;
+  std::vector<uint32_t> block_of_region_;
+};
+thread_local const ChannelSink* ChannelSink::t_batch_ = nullptr;
+thread_local Status ChannelSink::t_batch_status_;
+
+// Adds what QEMU knows: whether it died (and its stderr), or its migration status.
+Status Explain(const Status& s, QmpClient& qmp, QemuProcess* process) {
+  if (process != nullptr) {
+    (void)process->Wait(500);  // QEMU exits right after a failed load; let its stderr complete
+    if (!process->Alive()) return s.WithContext(process->Describe());
+  }
+  auto m = QueryMigration(qmp);
+  std::string ctx;
+  if (m.has_value()) {
+    ctx = "QEMU's migration status is " + m->status;
+    if (!m->error_desc.empty()) ctx += " (" + m->error_desc + ")";
+    if (m->status == "postcopy-paused") ctx += ": the guest stays paused, QEMU stays up; kill it";
+  } else {
+    ctx = "QEMU's monitor does not answer (" + m.error().message() + ")";
+  }
+  if (process != nullptr) {
+    const std::string tail = process->StderrTail(512);
+    if (!tail.empty()) ctx += "; its stderr: " + tail;
+  }
+  return Status(s.code(), s.message() + " [" + ctx + "]", s.sys_errno());
+}
+
+}  // namespace
+
+Result<SavedVmState> ReadSavedVmState(const CheckpointReader& reader) {
+  if (reader.metadata().vmm_kind != VmmKind::kQemu) {
+    return Status::InvalidArgument(reader.name() + ": not a QEMU checkpoint (VMM kind " +
+                                   VmmKindName(reader.metadata().vmm_kind) + ")");
+  }
+  auto blob = reader.ReadBlob(kQemuStateBlobName);
+  if (!blob) return blob.error();
+  return DecodeSavedVmState(std::string_view(reinterpret_cast<const char*>(blob->data()), blob->size()),
+                            reader.name() + ": blob " + kQemuStateBlobName);
+}
+
+Status RestoreCheckpointIntoQemu(const CheckpointReader& reader, QmpClient& qmp,
+                                 const CheckpointRestoreOptions& options, CheckpointRestoreResult* result,
+                                 QemuProcess* process) {
+  CheckpointRestoreResult local;
+  if (result == nullptr) result = &local;
+  *result = CheckpointRestoreResult{};
+  const auto t0 = Clock::now();
+  result->wall_start_us = WallMicros();
+  result->lazy = options.lazy;
+
+  HLT_ASSIGN_OR_RETURN(SavedVmState state, ReadSavedVmState(reader));
+  // Region <-> RAMBlock by name; the sizes must agree (the state and the pages come from the same stream).
+  std::vector<uint32_t> block_of_region(reader.regions().size(), UINT32_MAX);
+  std::vector<uint32_t> region_of_block(state.ram_blocks.size(), UINT32_MAX);
+  for (uint32_t b = 0; b < state.ram_blocks.size(); ++b) {
+    auto r = reader.FindRegion(state.ram_blocks[b].name);
+    if (!r || reader.regions()[*r].size != state.ram_blocks[b].used_length) {
+      return Status::Corrupt(reader.name() + ": RAMBlock " + state.ram_blocks[b].name + " of the saved state " +
+                             (r ? "differs in size from its region" : "has no region"));
+    }
+    block_of_region[*r] = b;
+    region_of_block[b] = *r;
+  }
+  for (uint32_t r = 0; r < block_of_region.size(); ++r) {
+    if (block_of_region[r] == UINT32_MAX) {
+      return Status::Corrupt(reader.name() + ": region " + reader.regions()[r].name +
+                             " is not a RAMBlock of the saved state");
+    }
+  }
+
+  for (const Region& region : reader.regions()) {
+    if (region.host_page_size != kTargetPageSize) {
+      // The restore engine installs 4 KiB pages; a hugetlbfs-backed block needs whole huge pages placed at once.
+      return Status::Unsupported(reader.name() + ": RAMBlock " + region.name + " is backed by " +
+                                 std::to_string(region.host_page_size >> 10) +
+                                 " KiB pages: restoring huge-page-backed guest memory is not supported yet");
+    }
+  }
+  // The destination: waiting for us, with the same RAMBlocks. Nothing is sent before these checks.
+  HLT_ASSIGN_OR_RETURN(Json qs, qmp.Execute("query-status"));
+  const Json* st = qs.Find("status");
+  const std::string run_state = st != nullptr ? st->as_string() : "";
+  if (run_state != "inmigrate") {
+    return Status::InvalidArgument(qmp.name() + ": QEMU is not waiting for an incoming migration (its status is " +
+                                   run_state + "): start it with -incoming defer");
+  }
+  HLT_ASSIGN_OR_RETURN(std::vector<RamBlockInfo> dest, QueryRamBlocks(qmp));
+  HLT_RETURN_IF_ERROR(CheckRamBlocksCompatible(state.ram_blocks, dest));
+  PushRestoreOptions copts = options.channel;
+  copts.lazy = options.lazy;
+  if (copts.pagesize_summary == 0) {
+    for (const auto& b : dest) copts.pagesize_summary |= b.page_size;  // ADVISE carries the destination's own
+  }
+  if (options.lazy) {
+    Status s = SetMigrationCapabilities(qmp, {{"postcopy-ram", true}});
+    if (s.code() == StatusCode::kInvalidArgument) {
+      return Status::Unsupported(s.message() +
+                                 " (postcopy needs userfaultfd: run QEMU as root or set "
+                                 "vm.unprivileged_userfaultfd=1, or restore with --eager)");
+    }
+    HLT_RETURN_IF_ERROR(s);
+  }
+  Result<UniqueFd> fd = options.unix_socket_path.empty() ? StartIncomingOverFd(qmp)
+                                                         : StartIncomingOverUnix(qmp, options.unix_socket_path);
+  if (!fd) return fd.error();
+  result->start_to_connect_us = MicrosSince(t0);
+
+  RestoreEngine* engine_ptr = nullptr;
+  PushRestoreChannel channel(fd->get(), state, copts, [&](PageId id) -> Status {
+    return engine_ptr->HandleFault(PageRef{region_of_block[id.block], id.page}).status();
+  });
+  ChannelSink sink(&channel, block_of_region);
+  RestoreEngineOptions eo = options.engine;
+  if (!options.lazy) {
+    eo.preload_all = true;
+    eo.background_loader = false;
+    eo.predict_segment_pages = 0;
+    eo.zero_window_pages = 512;  // zero pages are sent too, in long runs
+  }
+  result->engine_created_wall_us = WallMicros();
+  HLT_ASSIGN_OR_RETURN(std::unique_ptr<RestoreEngine> engine, RestoreEngine::Create(reader, sink, eo));
+  engine_ptr = engine.get();
+  // Declared after the engine, so destroyed before it: no request worker is inside the engine when it goes.
+  struct StopWorkers {
+    PushRestoreChannel* c;
+    ~StopWorkers() { c->StopThreads(); }
+  } stop_workers{&channel};
+
+  // Polls QMP for the RESUME event (QEMU stamps it with its own clock).
+  auto poll_events = [&]() {
+    if (result->start_to_running_us != 0) return;
+    auto events = qmp.TakeEvents();
+    if (!events) return;
+    for (const auto& ev : *events) {
+      if (ev.name == "RESUME" && ev.host_time_us >= result->wall_start_us) {
+        result->start_to_running_us = uint64_t(ev.host_time_us - result->wall_start_us);
+        if (options.on_running) options.on_running(result->start_to_running_us);
+        break;
+      }
+    }
+  };
+  // Any failure: stop the engine first (its loader writes into the channel), then explain.
+  auto fail = [&](Status s) -> Status {
+    channel.Abort(s);
+    engine->Stop();
+    result->channel = channel.stats();
+    result->engine_final = engine->Stats();
+    if (result->engine.blocks_total == 0) result->engine = result->engine_final;
+    // The first error wins: when the channel failed first (QEMU went away, a request could not be answered),
+    // the engine's later errors are only consequences.
+    Status why = channel.status();
+    if (why.ok()) why = s;
+    return Explain(why, qmp, process);
+  };
+
+  Status s = channel.Begin();
+  if (!s.ok()) return fail(s);
+  const uint64_t total_pages = reader.total_pages();
+  auto all_stored_sent = [&]() -> Status {
+    for (uint64_t g = 0; g < total_pages; ++g) {
+      if (reader.Locate(g).kind == PageKind::kStored && !engine->IsInstalled(reader.PageOf(g))) {
+        PageRef p = reader.PageOf(g);
+        return Status::Internal("page " + std::to_string(p.page) + " of region " + reader.regions()[p.region].name +
+                                " was never sent");
+      }
+    }
+    return Status::Ok();
+  };
+
+  if (!options.lazy) {
+    // Eager: every block (several threads), then every zero page, then the device state.
+    s = engine->Start();
+    for (uint64_t g = 0; s.ok() && g < total_pages; ++g) {
+      PageRef p = reader.PageOf(g);
+      if (!engine->IsInstalled(p)) s = engine->HandleFault(p).status();
+    }
+    if (!s.ok()) return fail(s);
+    result->start_to_loaded_us = MicrosSince(t0);
+    s = channel.Finish();
+    if (!s.ok()) return fail(s);
+  } else {
+    // Lazy: a working-set preload goes before the device state; otherwise the guest starts first.
+    if (eo.preload_working_set) {
+      s = engine->Start();
+      if (s.ok()) s = channel.StartGuest();
+    } else {
+      s = channel.StartGuest();
+      if (s.ok()) s = engine->Start();
+    }
+    if (!s.ok()) return fail(s);
+
+    std::mutex mu;
+    std::condition_variable cv;
+    bool loader_done = false;
+    Status loader_status;
+    std::thread waiter([&] {
+      Status ls = engine->WaitForLoader();
+      std::lock_guard<std::mutex> lock(mu);
+      loader_status = ls;
+      loader_done = true;
+      cv.notify_all();
+    });
+    uint64_t last_requests = 0;
+    auto last_change = Clock::now();
+    bool swept = eo.background_loader;
+    const bool progress = options.on_progress && options.progress_interval_ms > 0;
+    const int period_ms = progress ? std::max(5, std::min(20, options.progress_interval_ms)) : 20;
+    auto next_progress = Clock::now();
+    for (;;) {
+      {
+        std::unique_lock<std::mutex> lock(mu);
+        cv.wait_for(lock, std::chrono::milliseconds(period_ms), [&] { return loader_done; });
+        if (loader_done && swept) break;
+      }
+      if (channel.failed()) break;
+      poll_events();
+      if (progress && Clock::now() >= next_progress) {
+        options.on_progress(engine->Stats(), channel.stats(false));
+        next_progress += std::chrono::milliseconds(options.progress_interval_ms);
+      }
+      if (!swept) {
+        // Loader off: pages move only on request until the guest has been quiet for idle_sweep_ms.
+        const uint64_t req = channel.requests();
+        if (req != last_requests) {
+          last_requests = req;
+          last_change = Clock::now();
+        } else if (Clock::now() - last_change > std::chrono::milliseconds(options.idle_sweep_ms)) {
+          result->engine = engine->Stats();
+          for (uint32_t b : reader.restore_order()) {
+            auto members = reader.BlockMembers(b);
+            for (const BlockMember& m : members) {
+              PageRef p = reader.PageOf(m.page);
+              if (engine->IsInstalled(p)) continue;
+              ++result->sweep_blocks;
+              s = engine->HandleFault(p).status();
+              break;
+            }
+            if (!s.ok() || channel.failed()) break;
+          }
+          swept = true;
+          if (!s.ok()) break;
+        }
+      }
+    }
+    if (!s.ok() || channel.failed()) {
+      Status why = s.ok() ? channel.status() : s;
+      Status out = fail(why);
+      waiter.join();
+      return out;
+    }
+    waiter.join();
+    if (!loader_status.ok()) {
+      // A block failed verification: its pages were never sent, so the stream must not end (QEMU would map
+      // them as zero). The destination pauses when the channel goes down.
+      return fail(loader_status.WithContext("restore stopped: a block of the checkpoint is damaged"));
+    }
+    s = all_stored_sent();
+    if (!s.ok()) return fail(s);
+    if (progress) options.on_progress(engine->Stats(), channel.stats(false));
+    result->start_to_loaded_us = MicrosSince(t0);
+    if (result->engine.blocks_total == 0) result->engine = engine->Stats();
+    s = channel.Finish();
+    if (!s.ok()) return fail(s);
+    for (uint64_t g = 0; g < total_pages; ++g) {
+      if (!engine->IsInstalled(reader.PageOf(g))) ++result->zero_pages_unsent;
+    }
+  }
+  engine->Stop();
+  result->channel = channel.stats();
+  result->engine_final = engine->Stats();
+  if (result->engine.blocks_total == 0) result->engine = result->engine_final;
+  for (const PageId& id : channel.RequestedPages())
+    result->requested.push_back(PageRef{region_of_block[id.block], id.page});
+  if (eo.record_timeline) result->timeline_csv = engine->TimelineCsv();
+
+  auto done = WaitForMigrationStatus(qmp, {"completed"}, options.completion_timeout_ms);
+  if (!done) return Explain(done.error(), qmp, process);
+  result->final_status = done->status;
+  result->total_us = MicrosSince(t0);
+  poll_events();
+  if (result->start_to_running_us == 0 && !options.lazy) {
+    // After a precopy load QEMU restores the saved run state, and hlt-save stopped the guest to save it: start it
+    // (postcopy's RUN command does that by itself).
+    HLT_ASSIGN_OR_RETURN(Json after, qmp.Execute("query-status"));
+    const Json* running = after.Find("running");
+    if (running == nullptr || !running->as_bool()) HLT_RETURN_IF_ERROR(qmp.Execute("cont").status());
+    auto ev = qmp.WaitForEvent("RESUME", 3000);
+    if (ev && ev->host_time_us >= result->wall_start_us) {
+      result->start_to_running_us = uint64_t(ev->host_time_us - result->wall_start_us);
+      if (options.on_running) options.on_running(result->start_to_running_us);
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace halite::qemu

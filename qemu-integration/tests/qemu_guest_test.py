@@ -1,0 +1,401 @@
+#!/usr/bin/env python3
+"""hlt-save qemu / hlt-restore qemu against the project's test guest (Linux + memcheck, guest/), under TCG.
+
+usage: qemu_guest_test.py --tools DIR --work DIR SCENARIO
+
+  lazy                boot (1 GiB, memcheck 256 MiB), hlt-save qemu, kill the source, hlt-restore qemu -- ARGS;
+                      the restored memcheck must continue (no fresh boot) with >= 2 OK passes and no BAD
+  live                the same with hlt-save --live (background snapshot; the guest never stops)
+  eager               hlt-restore --eager (precopy)
+  attach              hlt-restore --qmp into a QEMU started by the test with -incoming defer; --record-trace
+  size_mismatch       the destination has 512 MiB: a clear error before the guest runs, exit 2
+  killed_mid_restore  QEMU is SIGKILLed while pages are still being pushed: a message and exit 3, promptly
+  corrupt_block       a byte of a block flipped: that block is never sent, QEMU's postcopy pauses, exit 4
+
+Exit 0 pass, 1 fail, 77 skipped (QEMU, the guest build or userfaultfd unavailable; the reason is printed loudly).
+The stopped-guest checkpoint is made once per work directory and reused by the scenarios that need one (it is
+remade when hlt-save or the guest changes).
+"""
+
+import argparse
+import ctypes
+import fcntl
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(REPO, "guest"))
+import launch  # noqa: E402
+
+MEM = "1G"
+MIB = "256"
+OK_RX = r"memcheck pass=\d+ .* OK"
+FAIL_RX = r" BAD |Kernel panic|HLT-GUEST EXIT"
+
+
+class Skip(Exception):
+    pass
+
+
+class Fail(Exception):
+    pass
+
+
+def log(msg):
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+def skip_loudly(why):
+    print("*" * 70 + f"\nqemu_guest_test: SKIPPED: {why}\n" + "*" * 70, flush=True)
+    sys.exit(77)
+
+
+def check_prerequisites(need_uffd):
+    qemu = os.environ.get("HLT_QEMU") or shutil.which("qemu-system-x86_64")
+    if not qemu:
+        raise Skip("qemu-system-x86_64 is not installed (scripts/install-deps)")
+    out = subprocess.run([os.path.join(REPO, "scripts", "build-guest")], capture_output=True, text=True)
+    if out.returncode != 0:
+        raise Skip("the test guest could not be built (scripts/build-guest):\n" + (out.stdout + out.stderr)[-2000:])
+    if need_uffd:
+        libc = ctypes.CDLL(None, use_errno=True)
+        fd = libc.syscall(323, os.O_CLOEXEC | os.O_NONBLOCK)  # userfaultfd(2)
+        if fd < 0:
+            err = ctypes.get_errno()
+            raise Skip(f"userfaultfd is not available to this user ({os.strerror(err)}): QEMU's postcopy needs it "
+                       "(run as root or set vm.unprivileged_userfaultfd=1)")
+        os.close(fd)
+
+
+def guest_argv(serial, mem=MEM, qmp=None, incoming=None):
+    return launch.qemu_argv(mem=mem, workload="memcheck", workload_args=["--mib", MIB], serial_log=serial, qmp=qmp,
+                            incoming=incoming)
+
+
+def run_tool(cmd, out_path, timeout):
+    """Runs a tool with stdout/stderr to files (a QEMU it launches inherits nothing we wait on)."""
+    with open(out_path, "wb") as out, open(out_path + ".err", "wb") as err:
+        p = subprocess.run(cmd, stdout=out, stderr=err, timeout=timeout)
+    return p.returncode, read(out_path), read(out_path + ".err")
+
+
+def read(path):
+    try:
+        with open(path, "rb") as f:
+            return f.read().decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def pid_alive(pid):
+    try:
+        os.kill(pid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+
+
+def kill_pid(pid):
+    if pid and pid > 0 and pid_alive(pid):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def pass_numbers(text):
+    return [int(m.group(1)) for m in re.finditer(r"memcheck pass=(\d+) .* OK", text)]
+
+
+class Env:
+    def __init__(self, tools, work):
+        self.save_bin = os.path.join(tools, "hlt-save")
+        self.restore_bin = os.path.join(tools, "hlt-restore")
+        self.work = work
+        self.pids = []  # QEMUs to kill at the end
+
+    def path(self, name):
+        return os.path.join(self.work, name)
+
+    def boot_source(self, name):
+        serial, qmp = self.path(name + ".serial.log"), self.path(name + ".qmp")
+        for p in (serial, qmp):
+            if os.path.exists(p):
+                os.unlink(p)
+        g = launch.Guest.start(serial, stderr_path=self.path(name + ".qemu-stderr.log"), mem=MEM,
+                               workload="memcheck", workload_args=["--mib", MIB], qmp=qmp)
+        self.pids.append(g.proc.pid)
+        log(f"source QEMU pid {g.proc.pid} ({launch.default_accel()}), waiting for memcheck's first OK")
+        t = g.wait_for(OK_RX, 1, 150, fail=FAIL_RX)
+        log(f"source: first OK after {t:.1f} s")
+        return g, qmp
+
+    def save_from(self, g, qmp, ckpt, extra=()):
+        rc, out, err = run_tool([self.save_bin, "qemu", "--qmp", qmp, "-o", ckpt, "--then", "stop", *extra],
+                                ckpt + ".save.log", 300)
+        print(out + err, flush=True)
+        if rc != 0:
+            raise Fail(f"hlt-save qemu exited {rc}")
+        last = pass_numbers(read(g.serial_log))
+        g.proc.kill()  # the source dies; only the checkpoint is left
+        g.proc.wait()
+        return out, (last[-1] if last else 0)
+
+    def stopped_checkpoint(self):
+        """The shared stopped-guest checkpoint: made under a lock unless one newer than its inputs exists."""
+        ckpt, meta = self.path("stopped.hlt"), self.path("stopped.json")
+        inputs = [self.save_bin, launch.kernel_path(), launch.initrd_path()]
+        with open(self.path("stopped.lock"), "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if os.path.exists(ckpt) and os.path.exists(meta) and \
+                    os.path.getmtime(ckpt) > max(os.path.getmtime(p) for p in inputs):
+                log(f"reusing {ckpt}")
+                with open(meta) as f:
+                    return ckpt, json.load(f)["last_pass"]
+            g, qmp = self.boot_source("stopped-src")
+            try:
+                out, last = self.save_from(g, qmp, ckpt + ".tmp")
+            finally:
+                g.stop()
+            if "va coverage" not in out:
+                raise Fail("hlt-save did not walk the guest's page tables")
+            os.replace(ckpt + ".tmp", ckpt)
+            with open(meta, "w") as f:
+                json.dump({"last_pass": last}, f)
+            return ckpt, last
+
+    def restore(self, ckpt, name, extra=(), mem=MEM, timeout=120):
+        serial = self.path(name + ".serial.log")
+        if os.path.exists(serial):
+            os.unlink(serial)
+        stats = self.path(name + ".stats.json")
+        if os.path.exists(stats):
+            os.unlink(stats)
+        argv = guest_argv(serial, mem=mem)
+        cmd = [self.restore_bin, "qemu", ckpt, "--stats-json", stats, *extra, "--qemu", argv[0],
+               "--qemu-dir", self.path(name + ".qemu"), "--", *argv[1:]]
+        log("$ " + " ".join(cmd))
+        rc, out, err = run_tool(cmd, self.path(name + ".restore.log"), timeout)
+        print(out + err, flush=True)
+        m = re.search(r"QEMU \(pid (\d+)\)", out)
+        if m:
+            self.pids.append(int(m.group(1)))
+        return rc, out, err, serial
+
+    def expect_continues(self, serial, last_saved_pass, passes=2, timeout=60):
+        """The restored guest prints `passes` new OK lines, no BAD, and did not boot afresh."""
+        deadline = time.monotonic() + timeout
+        while True:
+            text = read(serial)
+            if re.search(FAIL_RX, text):
+                raise Fail("the restored guest printed: " + re.search(r".*(" + FAIL_RX + r").*", text).group(0))
+            if launch.READY_LINE in text or "memcheck start" in text:
+                raise Fail("the restored guest booted afresh instead of continuing")
+            nums = pass_numbers(text)
+            if len(nums) >= passes:
+                break
+            if time.monotonic() > deadline:
+                raise Fail(f"only {len(nums)} OK passes from the restored guest within {timeout} s:\n{text[-1500:]}")
+            time.sleep(0.1)
+        if nums[0] < last_saved_pass:
+            raise Fail(f"restored guest's first pass {nums[0]} is before the source's last {last_saved_pass}")
+        log(f"restored guest continues: passes {nums[:4]} OK (the source had done {last_saved_pass}), no BAD")
+
+    def cleanup(self):
+        for pid in self.pids:
+            kill_pid(pid)
+
+
+def scenario_lazy(env, extra=()):
+    ckpt, last = env.stopped_checkpoint()
+    rc, out, err, serial = env.restore(ckpt, "lazy", extra)
+    if rc != 0:
+        raise Fail(f"hlt-restore qemu exited {rc}")
+    if "to guest running" not in out or "bytes read" not in out:
+        raise Fail("hlt-restore did not print the time to running and the engine statistics")
+    env.expect_continues(serial, last)
+
+
+def scenario_live(env):
+    g, qmp = env.boot_source("live-src")
+    try:
+        ckpt = env.path("live.hlt")
+        # The guest must keep running during a live save: its serial log keeps growing.
+        before = len(pass_numbers(read(g.serial_log)))
+        out, last = env.save_from(g, qmp, ckpt, ["--live"])
+    finally:
+        g.stop()
+    m = re.search(r"working set\s+(\d+) pages written by the guest during the save", out)
+    if not m or int(m.group(1)) == 0:
+        raise Fail("a live save of a guest running memcheck saw no page written during the save")
+    log(f"live save: {m.group(1)} pages in the save-time working set; source passes {before} -> {last}")
+    rc, out, err, serial = env.restore(ckpt, "live")
+    if rc != 0:
+        raise Fail(f"hlt-restore qemu exited {rc}")
+    env.expect_continues(serial, 0)
+
+
+def scenario_eager(env):
+    ckpt, last = env.stopped_checkpoint()
+    rc, out, err, serial = env.restore(ckpt, "eager", ["--eager"])
+    if rc != 0:
+        raise Fail(f"hlt-restore qemu --eager exited {rc}")
+    env.expect_continues(serial, last)
+
+
+def scenario_attach(env):
+    ckpt, last = env.stopped_checkpoint()
+    serial, qmp = env.path("attach.serial.log"), env.path("attach.qmp")
+    for p in (serial, qmp):
+        if os.path.exists(p):
+            os.unlink(p)
+    g = launch.Guest.start(serial, stderr_path=env.path("attach.qemu-stderr.log"), mem=MEM, workload="memcheck",
+                           workload_args=["--mib", MIB], qmp=qmp, incoming="defer")
+    env.pids.append(g.proc.pid)
+    try:
+        trace = env.path("attach.trace")
+        for _ in range(100):
+            if os.path.exists(qmp):
+                break
+            time.sleep(0.05)
+        rc, out, err = run_tool([env.restore_bin, "qemu", ckpt, "--qmp", qmp, "--record-trace", trace],
+                                env.path("attach.restore.log"), 120)
+        print(out + err, flush=True)
+        if rc != 0:
+            raise Fail(f"hlt-restore qemu --qmp exited {rc}")
+        env.expect_continues(serial, last)
+        lines = [l for l in read(trace).splitlines() if l and not l.startswith("#")]
+        if not lines:
+            raise Fail("--record-trace wrote no page")
+        log(f"recorded trace: {len(lines)} requested pages")
+    finally:
+        g.stop()
+
+
+def scenario_size_mismatch(env):
+    ckpt, _ = env.stopped_checkpoint()
+    rc, out, err, serial = env.restore(ckpt, "mismatch", mem="512M", timeout=60)
+    if rc != 2:
+        raise Fail(f"expected exit 2 for a RAM size mismatch, got {rc}")
+    if "RAMBlock pc.ram" not in err or "-m" not in err:
+        raise Fail("the error does not name the RAMBlock and the fix: " + err)
+    time.sleep(1)
+    if pass_numbers(read(serial)):
+        raise Fail("the mismatched guest ran")
+    m = re.search(r"QEMU \(pid (\d+)\)", out)
+    if m and pid_alive(int(m.group(1))):
+        raise Fail("hlt-restore left its QEMU running after the error")
+
+
+def scenario_killed_mid_restore(env):
+    ckpt, _ = env.stopped_checkpoint()
+    serial = env.path("killed.serial.log")
+    if os.path.exists(serial):
+        os.unlink(serial)
+    argv = guest_argv(serial)
+    out_path = env.path("killed.restore.log")
+    # A slow loader keeps the restore going long enough to kill QEMU in the middle of it.
+    cmd = [env.restore_bin, "qemu", ckpt, "--rate-limit", "1M", "--qemu", argv[0], "--qemu-dir",
+           env.path("killed.qemu"), "--", *argv[1:]]
+    with open(out_path, "wb") as out, open(out_path + ".err", "wb") as errf:
+        p = subprocess.Popen(cmd, stdout=out, stderr=errf)
+    try:
+        pid, deadline = None, time.monotonic() + 30
+        while time.monotonic() < deadline:
+            text = read(out_path)
+            m = re.search(r"QEMU \(pid (\d+)\)", text)
+            if m:
+                pid = int(m.group(1))
+                env.pids.append(pid)
+            if pid and "guest running" in text:
+                break
+            if p.poll() is not None:
+                raise Fail(f"hlt-restore ended ({p.returncode}) before the guest ran:\n" + read(out_path + ".err"))
+            time.sleep(0.05)
+        else:
+            raise Fail("the guest did not start running within 30 s")
+        time.sleep(1.0)
+        if p.poll() is not None:
+            raise Fail("the restore finished before QEMU could be killed (is --rate-limit honoured?)")
+        log(f"killing QEMU pid {pid} mid-restore")
+        os.kill(pid, signal.SIGKILL)
+        t0 = time.monotonic()
+        rc = p.wait(30)
+        took = time.monotonic() - t0
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    err = read(out_path + ".err")
+    print(read(out_path) + err, flush=True)
+    if rc != 3:
+        raise Fail(f"expected exit 3 after QEMU died, got {rc}")
+    if "killed by signal 9" not in err:
+        raise Fail("the error does not say that QEMU was killed: " + err)
+    log(f"hlt-restore noticed in {took:.2f} s and exited {rc}")
+
+
+def scenario_corrupt_block(env):
+    ckpt, _ = env.stopped_checkpoint()
+    bad = env.path("corrupt.hlt")
+    shutil.copyfile(ckpt, bad)
+    size = os.path.getsize(bad)
+    with open(bad, "r+b") as f:  # the middle of the file is block payload (the index is at the end)
+        f.seek(size // 2)
+        b = f.read(1)
+        f.seek(size // 2)
+        f.write(bytes([b[0] ^ 0xFF]))
+    rc, out, err, serial = env.restore(bad, "corrupt", timeout=90)
+    if rc != 4:
+        raise Fail(f"expected exit 4 for a damaged block, got {rc}")
+    if "checksum mismatch" not in err or "postcopy-paused" not in err:
+        raise Fail("the error does not name the damaged block and QEMU's paused postcopy: " + err)
+    if re.search(r" BAD ", read(serial)):
+        raise Fail("the guest ran on wrong memory")
+    log("damaged block refused; QEMU's postcopy paused instead of running on wrong memory")
+
+
+SCENARIOS = {
+    "lazy": (scenario_lazy, True),
+    "live": (scenario_live, True),
+    "eager": (scenario_eager, False),
+    "attach": (scenario_attach, True),
+    "size_mismatch": (scenario_size_mismatch, False),
+    "killed_mid_restore": (scenario_killed_mid_restore, True),
+    "corrupt_block": (scenario_corrupt_block, True),
+}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--tools", required=True, help="directory with hlt-save and hlt-restore")
+    ap.add_argument("--work", required=True, help="scratch directory (checkpoints, logs)")
+    ap.add_argument("scenario", choices=sorted(SCENARIOS))
+    a = ap.parse_args()
+    os.makedirs(a.work, exist_ok=True)
+    fn, need_uffd = SCENARIOS[a.scenario]
+    env = Env(a.tools, a.work)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # ctest's timeout: unwind and kill our QEMUs
+    try:
+        check_prerequisites(need_uffd)
+        t0 = time.monotonic()
+        fn(env)
+        log(f"PASS {a.scenario} ({time.monotonic() - t0:.1f} s, accel {launch.default_accel()})")
+        return 0
+    except Skip as e:
+        skip_loudly(str(e))
+    except (Fail, TimeoutError, RuntimeError, subprocess.TimeoutExpired) as e:
+        log(f"FAIL {a.scenario}: {e}")
+        return 1
+    finally:
+        env.cleanup()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

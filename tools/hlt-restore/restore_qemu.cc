@@ -1,0 +1,369 @@
+// hlt-restore qemu CKPT [options] [--qmp SOCKET | -- QEMU ARGS...]
+// Restores a checkpoint made by `hlt-save qemu` into a stock QEMU, lazily through its postcopy (or eagerly).
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <optional>
+#include <thread>
+
+#include "halite/hint_files.h"
+#include "halite/qemu/qemu_checkpoint.h"
+#include "halite/qemu/qemu_launcher.h"
+#include "hlt-restore/restore_modes.h"
+
+namespace halite::restore {
+
+namespace {
+
+const char* kQemuUsage =
+    "usage: hlt-restore qemu CKPT [options] (--qmp SOCKET | -- QEMU ARGS...)\n"
+    "Restores a checkpoint made by `hlt-save qemu` into QEMU, which must have the same machine options (-m,\n"
+    "devices, -kernel) as the saved one. Lazy by default: QEMU's guest runs at once and its page requests are\n"
+    "served from the checkpoint a locality block at a time while the rest is pushed in the background\n"
+    "(postcopy). Exits 0 once every page is in and QEMU reports the migration completed; the guest keeps\n"
+    "running.\n"
+    "  -- QEMU ARGS...        start QEMU with these arguments plus `-incoming defer` and a QMP socket of its own;\n"
+    "                         serial, display and network are up to you (QEMU outlives hlt-restore, so its stdout\n"
+    "                         goes to a log file: use e.g. -serial file:LOG to see the console)\n"
+    "  --qmp SOCKET           or restore into a QEMU already started with `-incoming defer` (e.g. by libvirt)\n"
+    "  --qemu BIN             QEMU binary for launch mode (default: $HALITE_QEMU, else qemu-system-x86_64)\n"
+    "  --qemu-dir DIR         launch mode: where QEMU's QMP socket and logs go (default: a new private directory\n"
+    "                         under $TMPDIR, left behind with the running guest)\n"
+    "  --incoming-socket P    QEMU listens on unix socket P (default: a socketpair passed over QMP)\n"
+    "  --eager                send everything before the device state (a precopy load; the guest runs after)\n"
+    "  --loader on|off        push the pages not asked for in the background, in the checkpoint's restore order\n"
+    "                         (default on); off: only on request until the guest has asked for nothing for\n"
+    "                         --idle-ms (default 1000), then the rest\n"
+    "  --rate-limit R         the loader reads at most R bytes of the checkpoint a second (K/M/G suffixes)\n"
+    "  --preload-ws           send the working-set blocks before the guest starts\n"
+    "  --record-trace FILE    write the pages QEMU asked for, in order, as an access trace (feed it to\n"
+    "                         `hlt-save relayout` for a learned layout)\n"
+    "  --timeline FILE        the engine's fault and block-load timeline (CSV)\n"
+    "  --stats-json FILE      everything measured, as JSON\n"
+    "  --progress-log FILE    every 10 ms while pages move: wall_us,faults_blocking,faults_zero,blocks_read,\n"
+    "                         bytes_read,requests,pages_sent (CSV)\n"
+    "  --wait                 after the restore, wait for QEMU to exit\n"
+    "  --quiet                print only errors\n";
+
+// Launch mode: a QEMU we started must not outlive an interrupted restore (it would sit paused forever).
+std::atomic<pid_t> g_child{-1};
+void OnSignal(int sig) {
+  pid_t p = g_child.load();
+  if (p > 0) kill(p, SIGKILL);
+  signal(sig, SIG_DFL);
+  raise(sig);
+}
+
+double Ms(uint64_t us) { return double(us) / 1e3; }
+
+Status WriteFile(const std::string& path, const std::string& text) {
+  FILE* f = std::fopen(path.c_str(), "w");
+  bool ok = f && std::fwrite(text.data(), 1, text.size(), f) == text.size();
+  ok = f && std::fclose(f) == 0 && ok;
+  return ok ? Status::Ok() : Status::IoError(path + ": cannot write", errno);
+}
+
+}  // namespace
+
+int RestoreQemu(cli::Args& args) {
+  const std::string tool = "hlt-restore qemu";
+  const auto t_tool = std::chrono::system_clock::now();
+  const int64_t tool_wall_us = std::chrono::duration_cast<std::chrono::microseconds>(t_tool.time_since_epoch()).count();
+  std::string usage = std::string(kQemuUsage) + cli::kKeyFileHelp;
+  std::string ckpt, socket, qemu_bin, qemu_dir, error, v, record, timeline, stats_json, progress_log;
+  std::vector<std::string> qemu_args;
+  bool launch = false, wait = false, quiet = false;
+  ReaderOptions ropts;
+  qemu::CheckpointRestoreOptions opt;
+  while (!args.Done()) {
+    if (args.Flag("-h") || args.Flag("--help")) {
+      std::cout << usage;
+      return cli::kExitOk;
+    }
+    if (args.Flag("--")) {
+      launch = true;
+      while (!args.Done()) qemu_args.push_back(args.Next());
+      break;
+    }
+    if (args.Option("--qmp", &v, &error)) {
+      socket = v;
+    } else if (args.Option("--qemu", &v, &error)) {
+      qemu_bin = v;
+    } else if (args.Option("--qemu-dir", &v, &error)) {
+      qemu_dir = v;
+    } else if (args.Option("--incoming-socket", &v, &error)) {
+      opt.unix_socket_path = v;
+    } else if (args.Flag("--eager")) {
+      opt.lazy = false;
+    } else if (args.Option("--loader", &v, &error)) {
+      if (v == "on")
+        opt.engine.background_loader = true;
+      else if (v == "off")
+        opt.engine.background_loader = false;
+      else if (error.empty())
+        error = "--loader: expected on or off, got \"" + v + "\"";
+    } else if (args.Option("--idle-ms", &v, &error)) {
+      uint64_t n = 0;
+      if (error.empty() && (!cli::ParseU64(v, &n) || n > 3600000)) error = "--idle-ms: bad value \"" + v + "\"";
+      opt.idle_sweep_ms = int(n);
+    } else if (args.Option("--rate-limit", &v, &error)) {
+      uint64_t n = 0;
+      if (error.empty() && !cli::ParseU64(v, &n)) error = "--rate-limit: bad value \"" + v + "\"";
+      opt.engine.loader_rate_bytes_per_s = n;
+    } else if (args.Flag("--preload-ws")) {
+      opt.engine.preload_working_set = true;
+    } else if (args.Option("--record-trace", &v, &error)) {
+      record = v;
+    } else if (args.Option("--timeline", &v, &error)) {
+      timeline = v;
+      opt.engine.record_timeline = true;
+    } else if (args.Option("--stats-json", &v, &error)) {
+      stats_json = v;
+    } else if (args.Option("--progress-log", &v, &error)) {
+      progress_log = v;
+    } else if (args.Flag("--wait")) {
+      wait = true;
+    } else if (args.Flag("--quiet")) {
+      quiet = true;
+    } else if (cli::KeyFileOption(args, &ropts, &error)) {
+    } else if (args.Peek().rfind("-", 0) == 0) {
+      return cli::UsageError(tool, "unknown option " + args.Peek(), usage);
+    } else if (ckpt.empty()) {
+      ckpt = args.Next();
+    } else {
+      return cli::UsageError(tool, "unexpected argument " + args.Peek(), usage);
+    }
+    if (!error.empty()) return cli::UsageError(tool, error, usage);
+  }
+  if (ckpt.empty()) return cli::UsageError(tool, "CKPT is required", usage);
+  if (launch == !socket.empty()) {
+    return cli::UsageError(tool, "give either --qmp SOCKET or -- QEMU ARGS... (one of them)", usage);
+  }
+  if (launch && qemu_args.empty()) return cli::UsageError(tool, "no QEMU arguments after --", usage);
+  for (const auto& a : qemu_args) {
+    if (a == "-incoming" || a == "--incoming") {
+      return cli::UsageError(tool, "QEMU ARGS must not contain -incoming (hlt-restore adds -incoming defer)", usage);
+    }
+  }
+  if (!opt.lazy && (opt.engine.preload_working_set || !opt.engine.background_loader)) {
+    return cli::UsageError(tool, "--eager sends everything first: --preload-ws and --loader off do not apply", usage);
+  }
+
+  auto wall_us = [] {
+    return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
+        .count();
+  };
+  // QEMU starts (hundreds of milliseconds: it loads firmware and -kernel) while the checkpoint's index is read.
+  std::optional<Result<std::unique_ptr<qemu::QemuProcess>>> launched;
+  int64_t qemu_ready_wall_us = 0;
+  std::thread launcher;
+  if (launch && !qemu_dir.empty() && mkdir(qemu_dir.c_str(), 0700) != 0 && errno != EEXIST) {
+    return cli::Fail(tool, Status::IoError(qemu_dir + ": cannot create the QEMU directory", errno));
+  }
+  if (launch) {
+    qemu::QemuLaunchOptions lo;
+    lo.binary = qemu_bin;
+    lo.args = qemu_args;
+    lo.work_dir = qemu_dir;
+    lo.incoming_defer = true;
+    lo.inherit_stdout = false;    // QEMU outlives us: our stdout may be a pipe someone waits on
+    lo.kill_with_parent = false;  // the guest outlives us; the signal handler covers an interrupted restore
+    launcher = std::thread([&launched, &qemu_ready_wall_us, lo, &wall_us] {
+      launched = qemu::QemuProcess::Start(lo);
+      qemu_ready_wall_us = wall_us();
+    });
+  }
+  auto reader = CheckpointReader::Open(ckpt, ropts);
+  // A checkpoint of another VMM is refused before anything is sent.
+  Status checked = reader ? qemu::ReadSavedVmState(**reader).status() : reader.error();
+  const int64_t open_done_wall_us = wall_us();
+  std::unique_ptr<qemu::QemuProcess> proc;
+  std::unique_ptr<qemu::QmpClient> qmp;
+  if (launch) {
+    launcher.join();
+    if (!*launched) return cli::Fail(tool, launched->error());
+    proc = std::move(**launched);
+    g_child = proc->pid();
+    signal(SIGINT, OnSignal);
+    signal(SIGTERM, OnSignal);
+    signal(SIGHUP, OnSignal);
+    qmp = proc->TakeQmp();
+  }
+  if (!checked.ok()) return cli::Fail(tool, checked);  // a launched QEMU is killed on the way out
+  const CheckpointReader& r = **reader;
+  if (!launch) {
+    auto c = qemu::QmpClient::Connect(socket, 5000);
+    if (!c) return cli::Fail(tool, c.error());
+    qmp = std::move(*c);
+  }
+  const bool loader = opt.engine.background_loader;
+  if (!quiet) {
+    std::printf("restoring %s into QEMU%s: %s%s%s\n", ckpt.c_str(),
+                proc ? (" (pid " + std::to_string(proc->pid()) + ")").c_str() : (" at " + socket).c_str(),
+                opt.lazy ? "lazy (postcopy)" : "eager (precopy)",
+                opt.lazy ? (loader ? ", loader on" : ", loader off") : "",
+                opt.engine.preload_working_set ? ", working set preloaded" : "");
+    std::fflush(stdout);
+  }
+  opt.on_running = [&](uint64_t us) {
+    if (quiet) return;
+    std::printf("guest running %.1f ms after the restore began\n", Ms(us));
+    std::fflush(stdout);
+  };
+  std::string progress_text;
+  if (!progress_log.empty()) {
+    progress_text = "wall_us,faults_blocking,faults_zero,blocks_read,bytes_read,requests,pages_sent\n";
+    opt.progress_interval_ms = 10;
+    opt.on_progress = [&](const RestoreEngineStats& e, const qemu::PushRestoreStats& c) {
+      char line[256];
+      const int64_t now =
+          std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
+              .count();
+      std::snprintf(line, sizeof line, "%lld,%llu,%llu,%llu,%llu,%llu,%llu\n", (long long)now,
+                    (unsigned long long)e.faults_blocking, (unsigned long long)e.faults_zero,
+                    (unsigned long long)e.blocks_read, (unsigned long long)e.bytes_read, (unsigned long long)c.requests,
+                    (unsigned long long)(c.preload_pages + c.request_pages + c.pushed_pages));
+      progress_text += line;
+    };
+  }
+  qemu::CheckpointRestoreResult res;
+  Status s = qemu::RestoreCheckpointIntoQemu(r, *qmp, opt, &res, proc.get());
+  if (!s.ok()) {
+    // A launched QEMU is killed (it cannot continue); an attached one is left as it is.
+    int rc = cli::Fail(tool, s);
+    if (proc && proc->Alive()) {
+      std::cerr << tool << ": killing the QEMU this restore started (pid " << proc->pid() << ")\n";
+    }
+    return rc;
+  }
+  const int64_t running_wall = res.wall_start_us + int64_t(res.start_to_running_us);
+  const uint64_t tool_to_running = res.start_to_running_us ? uint64_t(running_wall - tool_wall_us) : 0;
+
+  if (!record.empty()) {
+    s = WriteFile(record, FormatAccessTrace(res.requested, r.regions()));
+    if (!s.ok()) return cli::Fail(tool, s);
+  }
+  if (!progress_log.empty()) {
+    s = WriteFile(progress_log, progress_text);
+    if (!s.ok()) return cli::Fail(tool, s);
+  }
+  if (!timeline.empty()) {
+    s = WriteFile(timeline, res.timeline_csv);
+    if (!s.ok()) return cli::Fail(tool, s);
+  }
+  const auto& c = res.channel;
+  const auto& e = res.engine;
+  const auto& ef = res.engine_final;
+  if (!stats_json.empty()) {
+    char buf[8192];
+    std::snprintf(
+        buf, sizeof buf,
+        "{\"checkpoint\": \"%s\", \"lazy\": %s, \"loader\": %s, \"preload_ws\": %s, \"tool_wall_start_us\": %lld, "
+        "\"open_done_wall_us\": %lld, \"qemu_ready_wall_us\": %lld, "
+        "\"restore_wall_start_us\": %lld, \"engine_created_wall_us\": %lld, \"running_wall_us\": %lld, "
+        "\"tool_to_running_us\": %llu, \"start_to_connect_us\": %llu, \"start_to_running_us\": %llu, "
+        "\"connect_to_running_pong_us\": %llu, \"start_to_loaded_us\": %llu, \"total_us\": %llu, "
+        "\"requests\": %llu, \"requests_already_sent\": %llu, \"requests_after_end\": %llu, \"request_pages\": %llu, "
+        "\"preload_pages\": %llu, \"pushed_pages\": %llu, \"zero_pages_sent\": %llu, \"zero_pages_unsent\": %llu, "
+        "\"bytes_sent\": %llu, \"request_latency_p50_us\": %llu, \"request_latency_p99_us\": %llu, "
+        "\"request_latency_max_us\": %llu, \"faults_blocking\": %llu, \"faults_joined\": %llu, \"faults_zero\": %llu, "
+        "\"faults_present\": %llu, \"blocks_total\": %llu, \"blocks_read_demand\": %llu, \"blocks_read_loader\": %llu, "
+        "\"blocks_read_preload\": %llu, \"bytes_read\": %llu, \"bytes_read_final\": %llu, \"sweep_blocks\": %llu, "
+        "\"blocking_p50_us\": %.1f, \"blocking_p99_us\": %.1f, \"qemu_pid\": %d, \"qemu_dir\": \"%s\"}\n",
+        cli::JsonEscape(ckpt).c_str(), opt.lazy ? "true" : "false", loader ? "true" : "false",
+        opt.engine.preload_working_set ? "true" : "false", (long long)tool_wall_us, (long long)open_done_wall_us,
+        (long long)qemu_ready_wall_us, (long long)res.wall_start_us, (long long)res.engine_created_wall_us,
+        (long long)(res.start_to_running_us ? running_wall : 0), (unsigned long long)tool_to_running,
+        (unsigned long long)res.start_to_connect_us, (unsigned long long)res.start_to_running_us,
+        (unsigned long long)c.connect_to_running_us, (unsigned long long)res.start_to_loaded_us,
+        (unsigned long long)res.total_us, (unsigned long long)c.requests, (unsigned long long)c.requests_already_sent,
+        (unsigned long long)c.requests_after_end, (unsigned long long)c.request_pages,
+        (unsigned long long)c.preload_pages, (unsigned long long)c.pushed_pages, (unsigned long long)c.zero_pages,
+        (unsigned long long)res.zero_pages_unsent, (unsigned long long)c.bytes_sent,
+        (unsigned long long)c.request_latency_p50_us, (unsigned long long)c.request_latency_p99_us,
+        (unsigned long long)c.request_latency_max_us, (unsigned long long)e.faults_blocking,
+        (unsigned long long)e.faults_joined, (unsigned long long)e.faults_zero, (unsigned long long)e.faults_present,
+        (unsigned long long)e.blocks_total, (unsigned long long)e.blocks_read_demand,
+        (unsigned long long)e.blocks_read_loader, (unsigned long long)e.blocks_read_preload,
+        (unsigned long long)e.bytes_read, (unsigned long long)ef.bytes_read, (unsigned long long)res.sweep_blocks,
+        double(e.blocking_latency.p50_ns) / 1e3, double(e.blocking_latency.p99_ns) / 1e3, proc ? int(proc->pid()) : -1,
+        proc ? cli::JsonEscape(proc->work_dir()).c_str() : "");
+    s = WriteFile(stats_json, buf);
+    if (!s.ok()) return cli::Fail(tool, s);
+  }
+  if (!quiet) {
+    std::printf("restored %s (%s)\n", ckpt.c_str(), opt.lazy ? "lazy" : "eager");
+    std::printf(
+        "  time             %.1f ms to guest running (hlt-restore start to QEMU's RESUME; %.1f ms from the "
+        "restore call), all pages sent at %.1f ms, completed at %.1f ms\n",
+        Ms(tool_to_running), Ms(res.start_to_running_us), Ms(res.start_to_loaded_us), Ms(res.total_us));
+    if (opt.lazy) {
+      std::printf(
+          "  requests         %llu from QEMU (%llu for pages already on the way, %llu after the end); "
+          "answered in p50 %.2f ms, p99 %.2f ms, max %.2f ms\n",
+          (unsigned long long)c.requests, (unsigned long long)c.requests_already_sent,
+          (unsigned long long)c.requests_after_end, Ms(c.request_latency_p50_us), Ms(c.request_latency_p99_us),
+          Ms(c.request_latency_max_us));
+    }
+    std::printf(
+        "  pages sent       %llu before the guest started, %llu answering requests, %llu pushed; %llu of them "
+        "as zero pages; %s on the wire in %llu sections",
+        (unsigned long long)c.preload_pages, (unsigned long long)c.request_pages, (unsigned long long)c.pushed_pages,
+        (unsigned long long)c.zero_pages, cli::HumanBytes(c.bytes_sent).c_str(), (unsigned long long)c.sections);
+    if (opt.lazy) {
+      std::printf("; %llu zero pages never sent (they read as zero)", (unsigned long long)res.zero_pages_unsent);
+    }
+    std::printf("\n");
+    if (opt.lazy)
+      std::printf(
+          "  faults           %llu blocking (%llu joined a read in flight), %llu zero, %llu present; blocking "
+          "p50 %.1f us, p99 %.1f us%s\n",
+          (unsigned long long)e.faults_blocking, (unsigned long long)e.faults_joined, (unsigned long long)e.faults_zero,
+          (unsigned long long)e.faults_present, double(e.blocking_latency.p50_ns) / 1e3,
+          double(e.blocking_latency.p99_ns) / 1e3,
+          res.sweep_blocks ? (" (then " + std::to_string(res.sweep_blocks) +
+                              " blocks swept after the guest "
+                              "went idle)")
+                                 .c_str()
+                           : "");
+    std::printf("  blocks read      %llu of %llu (demand %llu, loader %llu, preload %llu)\n",
+                (unsigned long long)ef.blocks_read, (unsigned long long)ef.blocks_total,
+                (unsigned long long)ef.blocks_read_demand, (unsigned long long)ef.blocks_read_loader,
+                (unsigned long long)ef.blocks_read_preload);
+    std::printf("  bytes read       %s of the checkpoint (%s decompressed)\n", cli::HumanBytes(ef.bytes_read).c_str(),
+                cli::HumanBytes(ef.bytes_decompressed).c_str());
+    if (proc) {
+      std::printf("  qemu             pid %d keeps running; QMP socket %s, stdout/stderr logs in %s\n",
+                  int(proc->pid()), proc->qmp_socket_path().c_str(), proc->work_dir().c_str());
+    }
+    std::fflush(stdout);
+  }
+  if (wait) {
+    if (proc) {
+      for (;;) {
+        auto st = proc->Wait(3600 * 1000);
+        if (st) break;
+      }
+      if (!quiet) std::printf("%s\n", proc->Describe().c_str());
+    } else {
+      // Attached: QEMU's monitor closes when it exits (a timeout just means it is still running).
+      for (;;) {
+        auto ev = qmp->WaitForEvent("SHUTDOWN", 3600 * 1000);
+        if (!ev && ev.error().message().find("no answer within") == std::string::npos) break;
+      }
+    }
+  }
+  if (proc) {
+    g_child = -1;
+    proc->Release();
+  }
+  return cli::kExitOk;
+}
+
+}  // namespace halite::restore

@@ -1,0 +1,114 @@
+// hlt-save qemu --qmp SOCKET -o CKPT [--live] [--then stop|quit|cont] [--no-va] [writer options]
+// A running QEMU (through its QMP socket) as a checkpoint.
+#include <cstdio>
+#include <iostream>
+
+#include "halite/qemu/qemu_checkpoint.h"
+#include "halite/qemu/qemu_qmp_client.h"
+#include "hlt-save/save_modes.h"
+#include "hlt-save/writer_flags.h"
+
+namespace halite::save {
+
+namespace {
+const char* kQemuUsage =
+    "usage: hlt-save qemu --qmp SOCKET -o CKPT [--live] [--then stop|quit|cont] [--no-va] [writer options]\n"
+    "Saves the VM of a running QEMU (stock, any version speaking migration stream v3; tested with 7.2) through\n"
+    "its QMP socket: QEMU migrates into hlt-save over a socketpair; each RAMBlock becomes a region, the device\n"
+    "state and the rest of the stream become blob \"qemu.state\"; the guest's page tables (vCPU CR3 from\n"
+    "`info registers -a`, other address spaces found in memory) give virtual-address hints.\n"
+    "  --qmp SOCKET           QEMU's QMP unix socket (-qmp unix:SOCKET,server=on,wait=off)\n"
+    "  --live                 background snapshot: the guest keeps running; the pages it writes during the\n"
+    "                         save become the checkpoint's access trace (working set)\n"
+    "  --then stop|quit|cont  afterwards: leave the guest stopped, quit QEMU (once the checkpoint is written),\n"
+    "                         or continue a guest that was running (default; it continues as soon as the\n"
+    "                         stream is complete, before compression)\n"
+    "  --no-va                skip the page-table walk\n";
+}  // namespace
+
+int SaveQemu(cli::Args& args) {
+  const std::string tool = "hlt-save qemu";
+  std::string usage = std::string(kQemuUsage) + kWriterFlagsHelp;
+  std::string socket, out, error, v;
+  WriterFlags flags;
+  flags.options.metadata.creator = "libhalite hlt-save qemu";
+  qemu::CheckpointSaveOptions opt;
+  while (!args.Done()) {
+    if (args.Flag("-h") || args.Flag("--help")) {
+      std::cout << usage;
+      return cli::kExitOk;
+    }
+    if (args.Option("-o", &v, &error) || args.Option("--output", &v, &error)) {
+      out = v;
+    } else if (args.Option("--qmp", &v, &error)) {
+      socket = v;
+    } else if (args.Flag("--live")) {
+      opt.live = true;
+    } else if (args.Option("--then", &v, &error)) {
+      if (v == "stop")
+        opt.then = qemu::SaveOptions::Then::kLeaveStopped;
+      else if (v == "quit")
+        opt.then = qemu::SaveOptions::Then::kQuit;
+      else if (v == "cont")
+        opt.then = qemu::SaveOptions::Then::kContinue;
+      else if (error.empty())
+        error = "--then: expected stop, quit or cont, got \"" + v + "\"";
+    } else if (args.Flag("--no-va")) {
+      opt.va_walk = false;
+    } else if (ParseWriterFlag(args, &flags, &error)) {
+    } else if (args.Peek().rfind("-", 0) == 0) {
+      return cli::UsageError(tool, "unknown option " + args.Peek(), usage);
+    } else {
+      return cli::UsageError(tool, "unexpected argument " + args.Peek(), usage);
+    }
+    if (!error.empty()) return cli::UsageError(tool, error, usage);
+  }
+  if (socket.empty() || out.empty()) return cli::UsageError(tool, "--qmp SOCKET and -o CKPT are required", usage);
+
+  auto qmp = qemu::QmpClient::Connect(socket, 5000);
+  if (!qmp) return cli::Fail(tool, qmp.error());
+  cli::Progress progress("saving");
+  flags.options.progress = [&](const WriteProgress& p) { progress.Update(p.raw_bytes_done, p.raw_bytes_total); };
+  opt.writer = flags.options;
+  opt.before_finish = [&](CheckpointWriter& w) { return ApplyHintFiles(flags, w); };
+  auto r = qemu::SaveQemuToCheckpoint(**qmp, out, std::move(opt));
+  progress.Finish();
+  if (!r) return cli::Fail(tool, r.error());
+
+  PrintSummary(r->summary, out);
+  const auto& st = r->save.stream;
+  std::printf("  qemu             %s, %llu RAMBlocks, %s save; stream %s in %.3f s (%llu data pages, %llu zero)\n",
+              r->machine_type.c_str(), (unsigned long long)r->blocks,
+              r->live ? "live (background snapshot)" : "stopped-guest", cli::HumanBytes(st.bytes).c_str(),
+              r->stream_seconds, (unsigned long long)r->data_pages, (unsigned long long)r->zero_pages);
+  if (r->live) {
+    std::printf("  working set      %llu pages written by the guest during the save (out of QEMU's scan order)%s\n",
+                (unsigned long long)r->save.out_of_order_pages.size(),
+                r->access_trace_pages ? ", given as the access trace" : "");
+  } else if (r->guest_stopped_seconds > 0) {
+    std::printf("  guest stopped    %.3f s (stop to cont)\n", r->guest_stopped_seconds);
+  }
+  std::printf("  state blob       %zu bytes (\"%s\")\n", r->state_blob_bytes, qemu::kQemuStateBlobName);
+  const auto& va = r->va;
+  if (!va.skipped.empty()) {
+    std::printf("  va walk          skipped: %s\n", va.skipped.c_str());
+  } else {
+    std::printf(
+        "  va walk          %u vCPUs, %u roots (+%u found sharing the kernel half, %u PTI kernel copies), "
+        "%llu table pages (%llu missing), %llu runs (%llu hints)%s; %llu pages kept as possible tables%s; "
+        "%.3f s\n",
+        va.vcpus, va.cpu_roots, va.scan_roots, va.pti_kernel_copies, (unsigned long long)va.table_pages,
+        (unsigned long long)va.missing_tables, (unsigned long long)va.runs, (unsigned long long)va.hint_runs,
+        va.truncated ? ", TRUNCATED by a limit" : "", (unsigned long long)va.cached_pages,
+        va.cache_full ? " (limit reached)" : "", va.seconds);
+    std::printf(
+        "  va coverage      %.1f%% of non-zero pages (%llu of %llu) are mapped by a walked address space; "
+        "%.1f%% (%llu) without the kernel's 2 MiB/1 GiB mappings\n",
+        100.0 * va.coverage(), (unsigned long long)va.mapped_nonzero_pages, (unsigned long long)va.nonzero_pages,
+        100.0 * va.small_coverage(), (unsigned long long)va.mapped_nonzero_small_pages);
+    if (!va.notes.empty()) std::printf("  va notes         %s\n", va.notes.c_str());
+  }
+  return cli::kExitOk;
+}
+
+}  // namespace halite::save
