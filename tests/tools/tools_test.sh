@@ -29,6 +29,8 @@ exit-codes)
   expect_exit 2 "hlt-restore without arguments" -- "$restore"
   expect_exit 2 "unknown mode" -- "$save" frob
   expect_exit 2 "unknown option" -- "$save" raw "$tmp/img" -o "$tmp/c.hlt" --frob
+  expect_exit 2 "a second image" -- "$save" raw "$tmp/img" "$tmp/img" -o "$tmp/c.hlt"
+  expect_exit 2 "unknown option of verify" -- "$restore" verify --frob "$tmp/c.hlt"
   expect_exit 2 "bad policy" -- "$save" raw "$tmp/img" -o "$tmp/c.hlt" --policy sideways
   expect_exit 2 "bad block size" -- "$save" raw "$tmp/img" -o "$tmp/c.hlt" --block-pages 0
   expect_exit 2 "missing -o" -- "$save" raw "$tmp/img"

@@ -64,6 +64,18 @@ bool Args::Flag(std::string_view name) {
   return false;
 }
 
+void Args::Positional(std::string* positional, std::string* error) {
+  const std::string& arg = args_[i_];
+  if (arg.size() > 1 && arg[0] == '-') {
+    *error = "unknown option " + arg;
+  } else if (positional == nullptr || !positional->empty()) {
+    *error = "unexpected argument " + arg;
+  } else {
+    *positional = arg;
+  }
+  ++i_;  // taken either way: the caller stops at the error
+}
+
 bool ParseU64(const std::string& s, uint64_t* out) {
   if (s.empty()) return false;
   std::string digits = s;

@@ -35,18 +35,23 @@ class Args {
   // When the next argument is --name or --name=..., consumes it and sets *value (from "=" or the next arg).
   bool Option(std::string_view name, std::string* value, std::string* error);
   bool Flag(std::string_view name);
+  // For an argument no option took: an unknown option, or a plain argument once *positional is filled (or when
+  // the mode takes none: positional == nullptr), sets *error; otherwise the argument fills *positional. A lone
+  // "-" is a plain argument (standard input or output).
+  void Positional(std::string* positional, std::string* error);
 
  private:
   std::vector<std::string> args_;
   size_t i_ = 0;
 };
 
+// Decimal, 0x hex, or with a K/M/G suffix (binary).
 bool ParseU64(const std::string& s, uint64_t* out);
 
 // `--key-file K`: when present, loads the key into options->mac_key (errors go to *error).
 bool KeyFileOption(Args& args, ReaderOptions* options, std::string* error);
 inline constexpr const char* kKeyFileHelp =
-    "  --key-file K           refuse the checkpoint unless it is authenticated with this key (32 bytes or 64 hex)\n";  // decimal, 0x hex, or with K/M/G suffix (binary)
+    "  --key-file K           refuse the checkpoint unless it is authenticated with this key (32 bytes or 64 hex)\n";
 
 // Progress on stderr when it is a terminal; rewritten in place, at most ten times a second.
 class Progress {

@@ -135,14 +135,10 @@ int Info(cli::Args& args) {
     if (args.Flag("--json")) {
       json = true;
     } else if (cli::KeyFileOption(args, &reader_options, &error)) {
-      if (!error.empty()) return cli::UsageError(tool, error, usage);
-    } else if (args.Peek().rfind("-", 0) == 0) {
-      return cli::UsageError(tool, "unknown option " + args.Peek(), usage);
-    } else if (ckpt.empty()) {
-      ckpt = args.Next();
     } else {
-      return cli::UsageError(tool, "unexpected argument " + args.Peek(), usage);
+      args.Positional(&ckpt, &error);
     }
+    if (!error.empty()) return cli::UsageError(tool, error, usage);
   }
   if (ckpt.empty()) return cli::UsageError(tool, "CKPT is required", usage);
   auto reader = CheckpointReader::Open(ckpt, reader_options);

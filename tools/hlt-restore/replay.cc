@@ -103,12 +103,8 @@ int ParseArgs(cli::Args& args, Config* c) {
     } else if (args.Flag("--json")) {
       c->json = true;
     } else if (cli::KeyFileOption(args, &c->reader, &error)) {
-    } else if (args.Peek().rfind("-", 0) == 0) {
-      return cli::UsageError(tool, "unknown option " + args.Peek(), kReplayUsage);
-    } else if (c->ckpt.empty()) {
-      c->ckpt = args.Next();
     } else {
-      return cli::UsageError(tool, "unexpected argument " + args.Peek(), kReplayUsage);
+      args.Positional(&c->ckpt, &error);
     }
     if (!error.empty()) return cli::UsageError(tool, error, kReplayUsage);
   }

@@ -132,12 +132,8 @@ int RestoreQemu(cli::Args& args) {
     } else if (args.Flag("--quiet")) {
       quiet = true;
     } else if (cli::KeyFileOption(args, &ropts, &error)) {
-    } else if (args.Peek().rfind("-", 0) == 0) {
-      return cli::UsageError(tool, "unknown option " + args.Peek(), usage);
-    } else if (ckpt.empty()) {
-      ckpt = args.Next();
     } else {
-      return cli::UsageError(tool, "unexpected argument " + args.Peek(), usage);
+      args.Positional(&ckpt, &error);
     }
     if (!error.empty()) return cli::UsageError(tool, error, usage);
   }

@@ -30,12 +30,8 @@ int RestoreRaw(cli::Args& args) {
     } else if (cli::KeyFileOption(args, &reader_options, &error)) {
     } else if (args.Flag("--no-sync")) {
       opt.sync = false;
-    } else if (args.Peek().rfind("-", 0) == 0) {
-      return cli::UsageError(tool, "unknown option " + args.Peek(), usage);
-    } else if (ckpt.empty()) {
-      ckpt = args.Next();
     } else {
-      return cli::UsageError(tool, "unexpected argument " + args.Peek(), usage);
+      args.Positional(&ckpt, &error);
     }
     if (!error.empty()) return cli::UsageError(tool, error, usage);
   }

@@ -47,12 +47,8 @@ int RestoreXen(cli::Args& args) {
       opt.cache_bytes = n << 20;
     } else if (args.Flag("--no-sync")) {
       sync = false;
-    } else if (args.Peek().rfind("-", 0) == 0) {
-      return cli::UsageError(tool, "unknown option " + args.Peek(), usage);
-    } else if (ckpt.empty()) {
-      ckpt = args.Next();
     } else {
-      return cli::UsageError(tool, "unexpected argument " + args.Peek(), usage);
+      args.Positional(&ckpt, &error);
     }
     if (!error.empty()) return cli::UsageError(tool, error, usage);
   }

@@ -18,13 +18,8 @@ int Verify(cli::Args& args) {
       std::cout << usage;
       return 0;
     }
-    if (cli::KeyFileOption(args, &reader_options, &error)) {
-      if (!error.empty()) return cli::UsageError(tool, error, usage);
-      continue;
-    }
-    if (args.Peek().rfind("-", 0) == 0) return cli::UsageError(tool, "unknown option " + args.Peek(), usage);
-    if (!ckpt.empty()) return cli::UsageError(tool, "unexpected argument " + args.Peek(), usage);
-    ckpt = args.Next();
+    if (!cli::KeyFileOption(args, &reader_options, &error)) args.Positional(&ckpt, &error);
+    if (!error.empty()) return cli::UsageError(tool, error, usage);
   }
   if (ckpt.empty()) return cli::UsageError(tool, "CKPT is required", usage);
   auto reader = CheckpointReader::Open(ckpt, reader_options);

@@ -90,12 +90,8 @@ int Relayout(cli::Args& args) {
           error = key.error().message();
       }
     } else if (ParseWriterFlag(args, &flags, &error)) {
-    } else if (args.Peek().rfind("-", 0) == 0) {
-      return cli::UsageError(tool, "unknown option " + args.Peek(), usage);
-    } else if (in.empty()) {
-      in = args.Next();
     } else {
-      return cli::UsageError(tool, "unexpected argument " + args.Peek(), usage);
+      args.Positional(&in, &error);
     }
     if (!error.empty()) return cli::UsageError(tool, error, usage);
   }

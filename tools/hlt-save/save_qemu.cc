@@ -56,10 +56,8 @@ int SaveQemu(cli::Args& args) {
     } else if (args.Flag("--no-va")) {
       opt.va_walk = false;
     } else if (ParseWriterFlag(args, &flags, &error)) {
-    } else if (args.Peek().rfind("-", 0) == 0) {
-      return cli::UsageError(tool, "unknown option " + args.Peek(), usage);
     } else {
-      return cli::UsageError(tool, "unexpected argument " + args.Peek(), usage);
+      args.Positional(nullptr, &error);
     }
     if (!error.empty()) return cli::UsageError(tool, error, usage);
   }

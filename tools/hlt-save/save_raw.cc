@@ -29,12 +29,8 @@ int SaveRaw(cli::Args& args) {
     if (args.Option("-o", &v, &error) || args.Option("--output", &v, &error)) {
       out = v;
     } else if (ParseWriterFlag(args, &flags, &error)) {
-    } else if (args.Peek().rfind("-", 0) == 0) {
-      return cli::UsageError(tool, "unknown option " + args.Peek(), usage);
-    } else if (image.empty()) {
-      image = args.Next();
     } else {
-      return cli::UsageError(tool, "unexpected argument " + args.Peek(), usage);
+      args.Positional(&image, &error);
     }
     if (!error.empty()) return cli::UsageError(tool, error, usage);
   }

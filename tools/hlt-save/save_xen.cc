@@ -50,12 +50,8 @@ int SaveXen(cli::Args& args) {
     } else if (args.Option("--spool-dir", &v, &error)) {
       opt.spool_dir = v;
     } else if (ParseWriterFlag(args, &flags, &error)) {
-    } else if (args.Peek() != "-" && args.Peek().rfind("-", 0) == 0) {
-      return cli::UsageError(tool, "unknown option " + args.Peek(), usage);
-    } else if (stream.empty()) {
-      stream = args.Next();
     } else {
-      return cli::UsageError(tool, "unexpected argument " + args.Peek(), usage);
+      args.Positional(&stream, &error);
     }
     if (!error.empty()) return cli::UsageError(tool, error, usage);
   }
