@@ -2,10 +2,13 @@
 # /init of the libhalite test guest (busybox sh, PID 1). Installed as /init by scripts/build-guest.
 #
 # Kernel command line (read from /proc/cmdline):
-#   hlt.workload=memcheck|memsim|shell|idle|poweroff   what to run (default memcheck)
+#   hlt.workload=memcheck|memsim|redis|shell|idle|poweroff   what to run (default memcheck)
 #   hlt.args=--mib,256                                 its arguments, comma-separated (no spaces)
 # Prints "HLT-GUEST READY" on the console, runs the workload in the foreground with its output on the console,
 # then prints "HLT-GUEST EXIT rc=N" and powers off (QEMU with -no-reboot then exits).
+# redis (only in a guest built with scripts/build-guest --with-redis): loads the virtio-net modules, configures
+# eth0 for QEMU user-mode networking (10.0.2.15/24, gateway 10.0.2.2) and runs redis-server on port 6379 with
+# persistence off; hlt.args are extra redis-server options (e.g. --io-threads,1).
 
 PATH=/bin:/sbin:/usr/bin:/usr/sbin
 export PATH
@@ -40,12 +43,39 @@ set -- $args
 IFS=$old_ifs
 set +f
 
+run_redis() {
+  [ -x /bin/redis-server ] || { echo "HLT-GUEST no redis-server in this initramfs (build-guest --with-redis)"; return 127; }
+  while read -r mod; do
+    insmod "/lib/modules/hlt/$mod.ko" || return 1
+  done </lib/modules/hlt/load-order
+  ifconfig lo 127.0.0.1 up
+  # The NIC appears asynchronously after the driver binds.
+  n=0
+  while [ ! -e /sys/class/net/eth0 ] && [ $n -lt 100 ]; do sleep 0.05; n=$((n + 1)); done
+  ifconfig eth0 10.0.2.15 netmask 255.255.255.0 up || return 1
+  route add default gw 10.0.2.2
+  echo "HLT-GUEST NET eth0=10.0.2.15"
+  cat >/etc/redis.conf <<'CONF'
+bind * -::*
+protected-mode no
+port 6379
+daemonize no
+logfile ""
+dir /var/lib/redis
+save ""
+appendonly no
+enable-debug-command yes
+CONF
+  /bin/redis-server /etc/redis.conf "$@"
+}
+
 echo "HLT-GUEST READY workload=$workload args=$args"
 
 rc=0
 case "$workload" in
   memcheck) /bin/memcheck "$@" || rc=$? ;;
   memsim) /bin/memsim "$@" || rc=$? ;;
+  redis) run_redis "$@" || rc=$? ;;
   shell) setsid cttyhack /bin/sh || rc=$? ;;
   idle) while :; do sleep 3600; done ;;
   poweroff) ;;

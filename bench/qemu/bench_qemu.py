@@ -13,6 +13,8 @@ it run again for a moment (QEMU refuses to migrate a VM a migration left paused)
                migrated run state is "paused", because the guest was stopped to be saved)
   hlt-lazy     hlt-restore qemu CKPT -- ...   (postcopy: the guest runs at once, pages follow)
   hlt-eager    hlt-restore qemu CKPT --eager -- ...   (precopy from the checkpoint, then cont)
+  hlt-attach   hlt-restore qemu CKPT --qmp SOCKET into a QEMU started beforehand with -incoming defer (libvirt's
+               way, or a VDI pool's pre-started VMs): t0 is hlt-restore's start, QEMU's own start-up is excluded
 
 and measures, from the moment the restoring process is started:
   running_ms   to the guest running (QEMU's RESUME event, stamped by QEMU)
@@ -39,6 +41,9 @@ import time
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(REPO, "guest"))
 import launch  # noqa: E402
+
+# qemu-file is the baseline; hlt-attach restores into a QEMU started beforehand with -incoming defer.
+VARIANTS = ("qemu-file", "hlt-lazy", "hlt-attach", "hlt-eager")
 
 OK_RX = re.compile(r"memcheck pass=(\d+) .* OK")
 
@@ -236,21 +241,32 @@ class Bench:
         return dict(running_ms=(running - t0) / 1e3, first_ok_ms=(ok - t0) / 1e3, faults=0, bytes_read=size,
                     done_ms=(done - t0) / 1e3)
 
-    def run_hlt(self, mem, ckpt, eager, cold):
+    def run_hlt(self, mem, ckpt, eager, cold, attach=False):
         w = os.path.join(self.a.work, mem)
-        tag = "eager" if eager else "lazy"
+        tag = "eager" if eager else ("attach" if attach else "lazy")
         serial, stats, prog = (os.path.join(w, f"{tag}.{x}") for x in ("serial.log", "stats.json", "progress.csv"))
-        for p in (serial, stats, prog):
+        qmp_path = os.path.join(w, f"{tag}.qmp")
+        for p in (serial, stats, prog, qmp_path):
             if os.path.exists(p):
                 os.unlink(p)
-        argv = self.machine(mem, serial)
-        cmd = [self.restore, "qemu", ckpt, "--stats-json", stats, "--progress-log", prog, "--quiet",
-               *(["--eager"] if eager else []), "--qemu", argv[0], "--qemu-dir", os.path.join(w, f"{tag}.qemu"),
-               "--", *argv[1:]]
+        common = [self.restore, "qemu", ckpt, "--stats-json", stats, "--progress-log", prog, "--quiet",
+                  *(["--eager"] if eager else [])]
+        prestarted = None
+        if attach:
+            # A QEMU started ahead of time with -incoming defer, as libvirt or a VDI pool does: its start-up is off
+            # the restore's critical path, and t0 is when hlt-restore starts.
+            argv = self.machine(mem, serial, qmp=qmp_path, incoming="defer")
+            prestarted = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                          stderr=open(os.path.join(w, f"{tag}.stderr.log"), "wb"))
+            Qmp(qmp_path).close()  # QEMU is up and its monitor answers
+            cmd = [*common, "--qmp", qmp_path]
+        else:
+            argv = self.machine(mem, serial)
+            cmd = [*common, "--qemu", argv[0], "--qemu-dir", os.path.join(w, f"{tag}.qemu"), "--", *argv[1:]]
         out = open(os.path.join(w, f"{tag}.restore.log"), "wb")
         t0 = now_us()
         p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=out)
-        qpid = None
+        qpid = prestarted.pid if prestarted else None
         try:
             ok = wait_first_ok(serial, time.monotonic() + 300)
             rc = p.wait(300)
@@ -259,7 +275,7 @@ class Bench:
                 raise RuntimeError(f"hlt-restore exited {rc}: " + open(out.name).read()[-2000:])
             with open(stats) as f:
                 st = json.load(f)
-            qpid = st["qemu_pid"]
+            qpid = qpid or st["qemu_pid"]
         finally:
             if p.poll() is None:
                 p.kill()
@@ -279,7 +295,7 @@ class Bench:
             modes = [("cold", True)] + ([("warm", False)] if self.a.warm else [])
             for rep in range(self.a.repeat):
                 for cache, cold in modes:
-                    for variant in ("qemu-file", "hlt-lazy", "hlt-eager"):
+                    for variant in VARIANTS:
                         if cold:
                             self.cold_ok = drop_caches()
                         elif variant == "qemu-file":
@@ -289,7 +305,7 @@ class Bench:
                         if variant == "qemu-file":
                             r = self.run_qemu_file(mem, mig, cold)
                         else:
-                            r = self.run_hlt(mem, ckpt, variant == "hlt-eager", cold)
+                            r = self.run_hlt(mem, ckpt, variant == "hlt-eager", cold, variant == "hlt-attach")
                         r.update(guest=mem, memcheck_mib=self.mib(mem), variant=variant,
                                  cache=cache if (not cold or self.cold_ok) else "warm(no root)", rep=rep,
                                  file_bytes=sizes["migration_file" if variant == "qemu-file" else "checkpoint"],
@@ -315,14 +331,19 @@ class Bench:
                       indent=1)
         print(f"\nQEMU restore: time from starting the restoring process ({self.rows[0]['accel'] if self.rows else ''})")
         hdr = (f"{'guest':>5} {'variant':<10} {'cache':<5} {'to running':>11} {'to 1st OK':>10} {'faults':>7} "
-               f"{'read to 1st OK':>15} {'all in':>9} {'file':>9}")
+               f"{'read to 1st OK':>15} {'all in':>9} {'file':>9} {'running':>8} {'1st OK':>7}")
         print(hdr)
         print("-" * len(hdr))
+        base = {(r["guest"], r["cache"], r["rep"]): r for r in self.rows if r["variant"] == "qemu-file"}
         for r in self.rows:
+            b = base.get((r["guest"], r["cache"], r["rep"]))
+            ratio = (f"{b['running_ms'] / r['running_ms']:>7.1f}x {b['first_ok_ms'] / r['first_ok_ms']:>6.2f}x"
+                     if b else f"{'-':>8} {'-':>7}")
             print(f"{r['guest']:>5} {r['variant']:<10} {r['cache'][:5]:<5} {r['running_ms']:>8.1f} ms "
                   f"{r['first_ok_ms']:>7.0f} ms {r['faults']:>7} {r['bytes_read'] / 2**20:>11.1f} MiB "
-                  f"{r['done_ms']:>6.0f} ms {r['file_bytes'] / 2**20:>5.0f} MiB")
-        print(f"(CSV and JSON in {self.a.out}; baseline: qemu-file = QEMU's own -incoming \"exec:cat FILE\")")
+                  f"{r['done_ms']:>6.0f} ms {r['file_bytes'] / 2**20:>5.0f} MiB {ratio}")
+        print(f"(last two columns: qemu-file's time divided by this one's, same guest, cache and repetition; "
+              f"CSV and JSON in {self.a.out}; baseline: qemu-file = QEMU's own -incoming \"exec:cat FILE\")")
 
 
 def main():
