@@ -271,7 +271,8 @@ int RestoreQemu(cli::Args& args) {
         "\"request_latency_max_us\": %llu, \"faults_blocking\": %llu, \"faults_joined\": %llu, \"faults_zero\": %llu, "
         "\"faults_present\": %llu, \"blocks_total\": %llu, \"blocks_read_demand\": %llu, \"blocks_read_loader\": %llu, "
         "\"blocks_read_preload\": %llu, \"bytes_read\": %llu, \"bytes_read_final\": %llu, \"sweep_blocks\": %llu, "
-        "\"blocking_p50_us\": %.1f, \"blocking_p99_us\": %.1f, \"qemu_pid\": %d, \"qemu_dir\": \"%s\"}\n",
+        "\"blocking_p50_us\": %.1f, \"blocking_p99_us\": %.1f, \"engine_read_us\": %llu, \"engine_install_us\": %llu, "
+        "\"bytes_decompressed\": %llu, \"qemu_pid\": %d, \"qemu_dir\": \"%s\"}\n",
         cli::JsonEscape(ckpt).c_str(), opt.lazy ? "true" : "false", loader ? "true" : "false",
         opt.engine.preload_working_set ? "true" : "false", (long long)tool_wall_us, (long long)open_done_wall_us,
         (long long)qemu_ready_wall_us, (long long)res.wall_start_us, (long long)res.engine_created_wall_us,
@@ -288,7 +289,9 @@ int RestoreQemu(cli::Args& args) {
         (unsigned long long)e.blocks_total, (unsigned long long)e.blocks_read_demand,
         (unsigned long long)e.blocks_read_loader, (unsigned long long)e.blocks_read_preload,
         (unsigned long long)e.bytes_read, (unsigned long long)ef.bytes_read, (unsigned long long)res.sweep_blocks,
-        double(e.blocking_latency.p50_ns) / 1e3, double(e.blocking_latency.p99_ns) / 1e3, proc ? int(proc->pid()) : -1,
+        double(e.blocking_latency.p50_ns) / 1e3, double(e.blocking_latency.p99_ns) / 1e3,
+        (unsigned long long)(ef.read_ns / 1000), (unsigned long long)(ef.install_ns / 1000),
+        (unsigned long long)ef.bytes_decompressed, proc ? int(proc->pid()) : -1,
         proc ? cli::JsonEscape(proc->work_dir()).c_str() : "");
     s = WriteFile(stats_json, buf);
     if (!s.ok()) return cli::Fail(tool, s);
