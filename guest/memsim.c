@@ -372,5 +372,7 @@ int main(int argc, char** argv) {
   snprintf(line, sizeof(line), "memsim done ops=%" PRIu64 " trace=0x%016" PRIx64 " sink=0x%04" PRIx64 " %s\n", ops,
            trace, sink & 0xffff, times);
   Emit(line);
+  free(page_of);  // NULL for seq, uniform and chase
+  free(cdf);
   return 0;
 }

@@ -184,7 +184,8 @@ class RestoreEngine {
   bool IsInstalled(PageRef page) const;
 
   // Blocks until the background stream has gone through every block (or Stop was called). Returns ok, or the
-  // first error the loader met (it skips failed blocks and goes on; their faults report the error).
+  // first error the loader met (it skips failed blocks and goes on; their faults report the error). When Start
+  // failed in its preload the loader never runs: returns that failure at once.
   Status WaitForLoader();
   // Stops the background thread (a block load in progress completes first). Idempotent.
   void Stop();

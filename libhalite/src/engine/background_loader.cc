@@ -53,7 +53,16 @@ Status RestoreEngine::Impl::Start() {
   const auto& order = reader_.restore_order();
   if (options_.preload_all || options_.preload_working_set) {
     size_t n = options_.preload_all ? order.size() : std::min<size_t>(reader_.working_set_blocks(), order.size());
-    HLT_RETURN_IF_ERROR(Preload(std::vector<uint32_t>(order.begin(), order.begin() + ptrdiff_t(n))));
+    Status s = Preload(std::vector<uint32_t>(order.begin(), order.begin() + ptrdiff_t(n)));
+    if (!s.ok()) {
+      // No loader thread will run, so none will ever mark the stream done: say so now, or WaitForLoader would
+      // wait forever for a thread that does not exist.
+      std::lock_guard<std::mutex> lock(loader_mu_);
+      thread_exited_ = true;
+      loader_error_ = s;
+      done_cv_.notify_all();
+      return s;
+    }
   }
   if (options_.background_loader || options_.predict_segment_pages > 0) {
     thread_ = std::thread([this] { BackgroundThread(); });
