@@ -11,20 +11,10 @@
 #include "halite/page_sink.h"
 #include "halite/qemu/qemu_checkpoint.h"
 #include "halite/qemu/qemu_migration_control.h"
+#include "qemu_clock.h"
 
 namespace halite::qemu {
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-uint64_t MicrosSince(Clock::time_point t0) {
-  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - t0).count());
-}
-
-int64_t WallMicros() {
-  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 // The engine's sink: each batch (one block, or one fault's zero pages) is one RAM section on the channel.
 class ChannelSink final : public PageSink {

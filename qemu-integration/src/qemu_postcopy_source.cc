@@ -18,15 +18,10 @@
 #include "halite/qemu/qemu_restore_source.h"
 #include "halite/qemu/qemu_return_path.h"
 #include "halite/qemu/qemu_stream_writer.h"
+#include "qemu_clock.h"
 
 namespace halite::qemu {
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-uint64_t MicrosSince(Clock::time_point t0) {
-  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - t0).count());
-}
 
 constexpr uint32_t kEarlyPing = 1;
 constexpr uint32_t kPackagePing = 0x52554e00;  // "RUN\0": answered right before POSTCOPY_RUN is processed

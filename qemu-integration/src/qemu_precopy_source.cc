@@ -9,15 +9,10 @@
 #include "halite/qemu/qemu_byte_io.h"
 #include "halite/qemu/qemu_restore_source.h"
 #include "halite/qemu/qemu_stream_writer.h"
+#include "qemu_clock.h"
 
 namespace halite::qemu {
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-uint64_t MicrosSince(Clock::time_point t0) {
-  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - t0).count());
-}
 
 // Waits until the peer closes the channel (read returns 0 or fails), discarding anything it sends.
 Status WaitForPeerClose(int fd, int timeout_ms) {

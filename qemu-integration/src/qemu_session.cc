@@ -4,20 +4,10 @@
 #include <map>
 
 #include "halite/qemu/qemu_migration_control.h"
+#include "qemu_clock.h"
 
 namespace halite::qemu {
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-uint64_t MicrosSince(Clock::time_point t0) {
-  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - t0).count());
-}
-
-int64_t WallMicros() {
-  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 // Adds what QEMU knows about a failure: whether the process died (with its stderr), or its migration error.
 Status Explain(const Status& s, QmpClient& qmp, QemuProcess* process) {
