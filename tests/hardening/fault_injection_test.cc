@@ -27,26 +27,11 @@ using namespace halite;
 
 namespace {
 
+using halite::testing::ListDirectory;
+using halite::testing::ReadWholeFile;
+
 constexpr uint64_t kPages = 96;
 constexpr size_t kPage = 4096;
-
-std::vector<std::string> List(const std::string& dir) {
-  std::vector<std::string> names;
-  DIR* d = ::opendir(dir.c_str());
-  if (!d) return names;
-  while (dirent* e = ::readdir(d)) {
-    std::string n = e->d_name;
-    if (n != "." && n != "..") names.push_back(n);
-  }
-  ::closedir(d);
-  std::sort(names.begin(), names.end());
-  return names;
-}
-
-std::vector<uint8_t> Slurp(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  return std::vector<uint8_t>((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-}
 
 void Spit(const std::string& path, std::span<const uint8_t> bytes) {
   std::ofstream f(path, std::ios::binary | std::ios::trunc);
@@ -518,18 +503,18 @@ TEST_CASE("writer over the real atomic sink: a failure leaves the directory as i
         INFO(FaultName(plan.fault) << ", uring " << uring << ", previous " << with_previous << ": " << s.ToString());
         CHECK(s.code() == StatusCode::kIoError);
         if (with_previous) {
-          CHECK(List(dir.path()) == std::vector<std::string>{"ckpt.hlt"});
-          CHECK(Slurp(path) == previous);
+          CHECK(ListDirectory(dir.path()) == std::vector<std::string>{"ckpt.hlt"});
+          CHECK(ReadWholeFile(path) == previous);
         } else {
-          CHECK(List(dir.path()).empty());
+          CHECK(ListDirectory(dir.path()).empty());
         }
       }
       // And the same sink without faults publishes the file.
       auto sink = CreateAtomicFileSink(path, FileSinkOptions{uring, true});
       REQUIRE(sink.has_value());
       REQUIRE(WriteTo(NewFaultInjectingSink(std::move(*sink), Injector(FaultPlan{})), staging.path()).ok());
-      CHECK(Slurp(path) == Checkpoint());
-      CHECK(List(dir.path()) == std::vector<std::string>{"ckpt.hlt"});
+      CHECK(ReadWholeFile(path) == Checkpoint());
+      CHECK(ListDirectory(dir.path()) == std::vector<std::string>{"ckpt.hlt"});
       ::unlink(path.c_str());
     }
   }
@@ -569,11 +554,11 @@ TEST_CASE("writer over the real atomic sink: a real write failure (file size lim
       REQUIRE(WIFEXITED(status));
       CHECK(WEXITSTATUS(status) == 0);
       if (with_previous) {
-        CHECK(List(dir.path()) == std::vector<std::string>{"ckpt.hlt"});
-        CHECK(Slurp(path) == previous);
+        CHECK(ListDirectory(dir.path()) == std::vector<std::string>{"ckpt.hlt"});
+        CHECK(ReadWholeFile(path) == previous);
         ::unlink(path.c_str());
       } else {
-        CHECK(List(dir.path()).empty());
+        CHECK(ListDirectory(dir.path()).empty());
       }
     }
   }

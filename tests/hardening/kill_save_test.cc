@@ -38,25 +38,10 @@
 
 namespace {
 
+using halite::testing::ListDirectory;
+using halite::testing::ReadWholeFile;
+
 using Clock = std::chrono::steady_clock;
-
-std::vector<std::string> List(const std::string& dir) {
-  std::vector<std::string> names;
-  DIR* d = ::opendir(dir.c_str());
-  if (!d) return names;
-  while (dirent* e = ::readdir(d)) {
-    std::string n = e->d_name;
-    if (n != "." && n != "..") names.push_back(n);
-  }
-  ::closedir(d);
-  std::sort(names.begin(), names.end());
-  return names;
-}
-
-std::vector<char> Slurp(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  return std::vector<char>((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-}
 
 std::string g_preload;  // --no-tmpfile: the shim hlt-save runs with
 
@@ -149,7 +134,7 @@ int main(int argc, char** argv) {
     std::printf("FAIL: the reference save does not verify\n");
     return 1;
   }
-  const std::vector<char> previous_bytes = Slurp(previous);
+  const std::vector<uint8_t> previous_bytes = ReadWholeFile(previous);
   std::printf("kill-during-save%s: seed %llu, a save takes %.3f s, previous checkpoint %zu bytes\n",
               fallback ? " (no O_TMPFILE: temporary-name fallback)" : "", static_cast<unsigned long long>(seed),
               duration, previous_bytes.size());
@@ -183,7 +168,7 @@ int main(int argc, char** argv) {
     ::waitpid(pid, &status, 0);
     const bool was_killed = WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL;
     const bool completed = WIFEXITED(status) && WEXITSTATUS(status) == 0;
-    auto names = List(out_dir);
+    auto names = ListDirectory(out_dir);
     if (fallback) {
       // Temporary names of killed saves (this one, or earlier ones not yet cleaned because this save died
       // before reaching its cleanup) are the one thing the fallback may leave; set them aside (a completed save
@@ -209,7 +194,7 @@ int main(int argc, char** argv) {
     } else if (prev) {
       if (names.empty()) {
         problem = "the previous checkpoint vanished";
-      } else if (Slurp(out) != previous_bytes) {
+      } else if (ReadWholeFile(out) != previous_bytes) {
         bool complete_new = Verifies(out);  // the kill came after the rename: a complete new file is fine too
         if (!complete_new) problem = "the output name holds neither the previous file nor a complete new one";
       }
@@ -228,10 +213,10 @@ int main(int argc, char** argv) {
   }
   if (fallback) {
     // The next save of the name removes what dead saves left behind.
-    if (TimedSave(tool, image, out) < 0 || List(out_dir) != std::vector<std::string>{"ckpt.hlt"}) {
+    if (TimedSave(tool, image, out) < 0 || ListDirectory(out_dir) != std::vector<std::string>{"ckpt.hlt"}) {
       ++failures;
       std::printf("FAIL: after a completed save the directory holds:");
-      for (auto& n : List(out_dir)) std::printf(" %s", n.c_str());
+      for (auto& n : ListDirectory(out_dir)) std::printf(" %s", n.c_str());
       std::printf("\n");
     }
     std::printf("kill-during-save: %zu temporary files left by killed saves, all removed by the next save\n",
