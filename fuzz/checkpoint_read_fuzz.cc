@@ -10,7 +10,7 @@
 #include <optional>
 #include <vector>
 
-#include "checksum_fixup.h"
+#include "support/checksum_reseal.h"
 #include "fuzz_input.h"
 #include "halite/authentication.h"
 #include "halite/checkpoint_reader.h"
@@ -183,7 +183,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::vector<uint8_t> bytes(data, data + size);
   OpenAndRead(bytes, std::nullopt);
   std::vector<uint8_t> fixed = bytes;
-  halite::fuzz::FixChecksums(fixed);
+  halite::testing::ResealAllChecksums(fixed);
   if (fixed != bytes) OpenAndRead(fixed, std::nullopt);
   bool authenticated = size >= 64 && (halite::format::LoadLe32(data + 36) & halite::format::kHeaderAuthenticated);
   if (authenticated) OpenAndRead(std::move(bytes), FuzzKey());

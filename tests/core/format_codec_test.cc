@@ -51,8 +51,8 @@ TEST_CASE("header rejections", "[format]") {
   // The rules below are checked after the checksum, so each case is encoded with a valid checksum.
   SECTION("newer minor is unsupported, not corrupt") {
     Header h = TestHeader();
-    h.minor = 1;
-    expect(EncodeHeader(h), StatusCode::kUnsupported, "format version 1.1");
+    h.minor = format::kFormatMinor + 1;
+    expect(EncodeHeader(h), StatusCode::kUnsupported, "format version 1.2");
   }
   SECTION("other major") {
     Header h = TestHeader();
@@ -150,6 +150,42 @@ TEST_CASE("index round-trips", "[format]") {
   auto bad = DecodeIndex(bytes, 64 + 8192 + 4096 + 8, "t");
   REQUIRE_FALSE(bad.has_value());
   CHECK_THAT(bad.error().message(), Catch::Contains("unaccounted"));
+}
+
+TEST_CASE("skippable sections are kept, re-encoded and raise the minimum minor version", "[format]") {
+  IndexModel m;
+  m.regions.push_back(Region{"ram", 0, 4096, 4096, 0});
+  m.page_map = {kPageMapZero};
+  CHECK(MinimumMinorVersion(m) == 0);
+  m.skippable_sections.push_back({kSkippableSectionBit | 1, {'a', 'b', 'c'}});
+  m.skippable_sections.push_back({kSkippableSectionBit | 7, {}});
+  CHECK(MinimumMinorVersion(m) == kFormatMinorSkippableSections);
+  auto bytes = EncodeIndex(m);
+  auto d = DecodeIndex(bytes, 64, "t");
+  INFO((d.has_value() ? std::string() : d.error().message()));
+  REQUIRE(d.has_value());
+  REQUIRE(d->skippable_sections.size() == 2);
+  CHECK(d->skippable_sections[0].type == (kSkippableSectionBit | 1));
+  CHECK(d->skippable_sections[0].body == std::vector<uint8_t>{'a', 'b', 'c'});
+  CHECK(d->skippable_sections[1].body.empty());
+  CHECK(EncodeIndex(*d) == bytes);
+  SECTION("a MAC section still follows them and covers them") {
+    m.mac.present = true;
+    auto with_mac = EncodeIndex(m);
+    size_t mac_at = with_mac.size();
+    auto mac = EncodeMacSection(m.mac);
+    with_mac.insert(with_mac.end(), mac.begin(), mac.end());
+    auto dm = DecodeIndex(with_mac, 64, "t");
+    REQUIRE(dm.has_value());
+    CHECK(dm->mac.present);
+    CHECK(dm->mac_section_offset == mac_at);  // the MAC input (5.8) ends after the skippable sections
+  }
+  SECTION("an unknown type without the skippable bit is an error") {
+    m.skippable_sections[0].type = 0x7e57;
+    auto bad = DecodeIndex(EncodeIndex(m), 64, "t");
+    REQUIRE_FALSE(bad.has_value());
+    CHECK_THAT(bad.error().message(), Catch::Contains("unknown section type 32343 (not skippable"));
+  }
 }
 
 TEST_CASE("ByteCursor never reads past its input", "[format]") {

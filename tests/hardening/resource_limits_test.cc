@@ -19,6 +19,7 @@
 #include "halite/checkpoint_reader.h"
 #include "halite/checkpoint_writer.h"
 #include "halite/format_constants.h"
+#include "support/checksum_reseal.h"
 #include "support/synthetic_memory.h"
 
 // --- allocation watch ---
@@ -111,31 +112,13 @@ Parts Split(const std::vector<uint8_t>& f) {
 }
 
 // The valid file's payloads with `index` as its index, and a footer (index checksum included) to match.
-std::vector<uint8_t> Reseal(std::span<const uint8_t> index) {
-  const auto& v = Valid();
-  Parts p = Split(v);
-  std::vector<uint8_t> f(v.begin(), v.begin() + p.footer.index_offset);
-  f.insert(f.end(), index.begin(), index.end());
-  format::Footer nf = p.footer;
-  nf.index_length = index.size();
-  nf.file_size = f.size() + format::kFooterSize;
-  nf.index_checksum = codec::Xxh3_64(index, format::FileSeed(nf.file_id));
-  auto fb = format::EncodeFooter(nf);
-  f.insert(f.end(), fb.begin(), fb.end());
-  return f;
-}
+std::vector<uint8_t> Reseal(std::span<const uint8_t> index) { return testing::ResealWithIndex(Valid(), index); }
 
 // Where the body of section `type` starts inside the index.
 size_t SectionBody(const std::vector<uint8_t>& index, format::SectionType type) {
-  size_t pos = 0;
-  while (pos + 16 <= index.size()) {
-    uint32_t t = format::LoadLe32(&index[pos]);
-    uint64_t len = format::LoadLe64(&index[pos + 8]);
-    if (t == static_cast<uint32_t>(type)) return pos + 16;
-    pos += 16 + (len + 7) / 8 * 8;
-  }
-  FAIL("section not found");
-  return 0;
+  size_t at = testing::FindSectionBody(index, type);
+  if (at == SIZE_MAX) FAIL("section not found");
+  return at;
 }
 
 // Opens `file` from memory, reads everything it lets us read, and returns Open's error (or ok).

@@ -1,6 +1,7 @@
 #include "vectors/vector_builder.h"
 
 #include <cstring>
+#include <optional>
 #include <sstream>
 
 #include "codec/hashing.h"
@@ -8,6 +9,7 @@
 #include "format/envelope_codec.h"
 #include "format/index_codec.h"
 #include "halite/checkpoint_writer.h"
+#include "support/checksum_reseal.h"
 #include "support/synthetic_memory.h"
 
 namespace halite::vectors {
@@ -16,6 +18,10 @@ namespace {
 constexpr size_t kPage = 4096;
 const FileId kVectorFileId = {0x48, 0x4c, 0x54, 0x2d, 0x76, 0x65, 0x63, 0x74,
                               0x6f, 0x72, 0x2d, 0x30, 0x30, 0x30, 0x30, 0x31};
+
+// A skippable section type (5.9) no reader knows, and its body, for the skippable-section vectors.
+constexpr uint32_t kVectorSkippableType = format::kSkippableSectionBit | 0x7e57;
+const std::string kVectorSkippableText = "an optional section: readers that do not know type 0x80007e57 skip it";
 
 WriterOptions DeterministicOptions() {
   WriterOptions o;
@@ -131,34 +137,151 @@ Parts Split(const std::vector<uint8_t>& f) {
 }
 
 // Rebuilds the file with a modified index, recomputing the index checksum and footer.
-std::vector<uint8_t> WithIndex(const std::vector<uint8_t>& f, std::vector<uint8_t> index) {
-  Parts p = Split(f);
-  std::vector<uint8_t> out(f.begin(), f.begin() + long(p.footer.index_offset));
-  out.insert(out.end(), index.begin(), index.end());
-  p.footer.index_length = index.size();
-  p.footer.file_size = out.size() + 64;
-  p.footer.index_checksum = codec::Xxh3_64(index, format::FileSeed(p.footer.file_id));
-  auto fb = format::EncodeFooter(p.footer);
-  out.insert(out.end(), fb.begin(), fb.end());
+std::vector<uint8_t> WithIndex(const std::vector<uint8_t>& f, const std::vector<uint8_t>& index) {
+  return testing::ResealWithIndex(f, index);
+}
+
+size_t SectionBody(const std::vector<uint8_t>& index, format::SectionType type) {
+  return testing::FindSectionBody(index, type);
+}
+
+// One section of an index as stored: its 16-byte header, body and padding.
+struct StoredSection {
+  uint32_t type;
+  std::vector<uint8_t> bytes;
+};
+
+std::vector<StoredSection> SplitSections(const std::vector<uint8_t>& index) {
+  std::vector<StoredSection> out;
+  size_t at = 0;
+  while (at + 16 <= index.size()) {
+    uint64_t len = format::LoadLe64(&index[at + 8]);
+    size_t end = at + 16 + size_t((len + 7) / 8 * 8);
+    out.push_back({format::LoadLe32(&index[at]), std::vector<uint8_t>(index.begin() + long(at), index.begin() + long(end))});
+    at = end;
+  }
   return out;
 }
 
-// Offset of a section's body inside the index.
-size_t SectionBody(const std::vector<uint8_t>& index, format::SectionType type) {
-  size_t at = 0;
-  while (at + 16 <= index.size()) {
-    uint32_t t = format::LoadLe32(&index[at]);
-    uint64_t len = format::LoadLe64(&index[at + 8]);
-    if (t == uint32_t(type)) return at + 16;
-    at += 16 + ((len + 7) / 8) * 8;
-  }
-  return SIZE_MAX;
+std::vector<uint8_t> JoinSections(const std::vector<StoredSection>& sections) {
+  std::vector<uint8_t> out;
+  for (const auto& s : sections) out.insert(out.end(), s.bytes.begin(), s.bytes.end());
+  return out;
 }
 
-std::vector<uint8_t> RewriteHeader(std::vector<uint8_t> f, uint16_t minor, uint16_t major) {
+// The index sections of `f` in the order given by `types` (a type may repeat; missing types are dropped).
+std::vector<uint8_t> ReorderSections(const std::vector<uint8_t>& f, std::initializer_list<format::SectionType> types) {
+  auto sections = SplitSections(Split(f).index);
+  std::vector<StoredSection> out;
+  for (auto t : types) {
+    for (const auto& s : sections) {
+      if (s.type == uint32_t(t)) out.push_back(s);
+    }
+  }
+  return WithIndex(f, JoinSections(out));
+}
+
+// A skippable section (5.9) of `type` holding `text`, inserted before the section at position `before` (or at the
+// end when `before` is past the last).
+std::vector<uint8_t> WithSkippableSection(const std::vector<uint8_t>& f, uint32_t type, const std::string& text,
+                                          size_t before) {
+  auto sections = SplitSections(Split(f).index);
+  std::vector<uint8_t> bytes(16);
+  format::StoreLe32(&bytes[0], type);
+  format::StoreLe64(&bytes[8], text.size());
+  bytes.insert(bytes.end(), text.begin(), text.end());
+  bytes.resize(16 + (text.size() + 7) / 8 * 8, 0);
+  sections.insert(sections.begin() + long(std::min(before, sections.size())), StoredSection{type, bytes});
+  return WithIndex(f, JoinSections(sections));
+}
+
+// The decoded index of a valid file, to change one rule's worth and encode again.
+format::IndexModel ModelOf(const std::vector<uint8_t>& f) {
+  Parts p = Split(f);
+  auto m = format::DecodeIndex(p.index, p.footer.index_offset, "vector");
+  return m ? std::move(*m) : format::IndexModel{};
+}
+
+// `f` with its index encoded from `m` (the MAC section, if any, is carried over unchanged).
+std::vector<uint8_t> WithModel(const std::vector<uint8_t>& f, const format::IndexModel& m) {
+  std::vector<uint8_t> index = format::EncodeIndex(m);
+  if (m.mac.present) {
+    auto mac = format::EncodeMacSection(m.mac);
+    index.insert(index.end(), mac.begin(), mac.end());
+  }
+  return WithIndex(f, index);
+}
+
+// `f` with block `block`'s payload replaced by `payload` (flags kept unless given); later payloads move, and every checksum is
+// recomputed so the payload's own rule is what a reader trips on.
+std::vector<uint8_t> WithBlockPayload(const std::vector<uint8_t>& f, uint32_t block, std::vector<uint8_t> payload,
+                                      std::optional<uint32_t> flags = std::nullopt) {
+  format::IndexModel m = ModelOf(f);
+  if (flags) m.blocks[block].flags = *flags;
+  std::vector<std::vector<uint8_t>> blocks, blobs;
+  for (const auto& b : m.blocks) blocks.emplace_back(f.begin() + long(b.offset), f.begin() + long(b.offset + b.stored_length));
+  for (const auto& b : m.blobs) blobs.emplace_back(f.begin() + long(b.offset), f.begin() + long(b.offset + b.stored_length));
+  blocks[block] = std::move(payload);
+  std::vector<uint8_t> out(f.begin(), f.begin() + format::kHeaderSize);
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    m.blocks[i].offset = out.size();
+    m.blocks[i].stored_length = uint32_t(blocks[i].size());
+    out.insert(out.end(), blocks[i].begin(), blocks[i].end());
+  }
+  for (size_t i = 0; i < blobs.size(); ++i) {
+    m.blobs[i].offset = out.size();
+    m.blobs[i].stored_length = blobs[i].size();
+    out.insert(out.end(), blobs[i].begin(), blobs[i].end());
+  }
+  format::Footer footer;
+  footer.index_offset = out.size();
+  std::memcpy(footer.file_id.data(), &f[16], 16);
+  std::vector<uint8_t> index = format::EncodeIndex(m);
+  out.insert(out.end(), index.begin(), index.end());
+  footer.index_length = index.size();
+  footer.file_size = out.size() + format::kFooterSize;
+  auto fb = format::EncodeFooter(footer);
+  out.insert(out.end(), fb.begin(), fb.end());
+  testing::ResealAllChecksums(out);
+  return out;
+}
+
+// A hand-made zstd frame (RFC 8878) of one RLE block: `content_size` bytes of 'A'. `declare_size` writes the
+// Frame_Content_Size field (else a Window_Descriptor), `dict_id` (when non-zero) a one-byte Dictionary_ID.
+std::vector<uint8_t> ZstdRleFrame(uint32_t content_size, bool declare_size, uint8_t dict_id) {
+  std::vector<uint8_t> f = {0x28, 0xB5, 0x2F, 0xFD};
+  uint8_t descriptor = dict_id ? 1 : 0;                  // Dictionary_ID_Flag: 1 byte
+  if (declare_size) descriptor |= (2u << 6) | (1u << 5);  // 4-byte Frame_Content_Size, Single_Segment
+  f.push_back(descriptor);
+  if (!declare_size) f.push_back(0x18);                   // Window_Descriptor: 2^(10+3) = 8 KiB window
+  if (dict_id) f.push_back(dict_id);
+  if (declare_size) {
+    uint8_t le[4];
+    format::StoreLe32(le, content_size);
+    f.insert(f.end(), le, le + 4);
+  }
+  uint32_t block_header = 1u | (1u << 1) | (content_size << 3);  // Last_Block, RLE, Block_Size
+  f.push_back(uint8_t(block_header));
+  f.push_back(uint8_t(block_header >> 8));
+  f.push_back(uint8_t(block_header >> 16));
+  f.push_back('A');
+  return f;
+}
+
+// The first COMPRESSED block without a dictionary, and its raw size.
+std::pair<uint32_t, uint32_t> FirstCompressedBlock(const std::vector<uint8_t>& f) {
+  format::IndexModel m = ModelOf(f);
+  for (uint32_t b = 0; b < m.blocks.size(); ++b) {
+    if (m.blocks[b].compressed() && !m.blocks[b].uses_dictionary()) return {b, m.blocks[b].page_count * uint32_t(kPage)};
+  }
+  return {0, 0};
+}
+
+std::vector<uint8_t> RewriteHeader(std::vector<uint8_t> f, uint16_t minor, uint16_t major, uint32_t flags = 0) {
   format::Header h;
   h.major = major;
   h.minor = minor;
+  h.flags = flags;
   std::memcpy(h.file_id.data(), &f[16], 16);
   auto hb = format::EncodeHeader(h);
   std::copy(hb.begin(), hb.end(), f.begin());
@@ -204,12 +327,19 @@ Result<std::vector<ValidVector>> BuildValidVectors() {
   o.metadata.vmm_kind = VmmKind::kXen;
   HLT_ASSIGN_OR_RETURN(auto zero, Build("all-zero.hlt", o, FillAllZero));
   out.push_back(std::move(zero));
+
+  // 5.9: minimal.hlt plus a skippable section of a type no reader knows; version 1.1, same content.
+  std::vector<uint8_t> skippable = WithSkippableSection(RewriteHeader(out[0].bytes, 1, 1), kVectorSkippableType,
+                                                        kVectorSkippableText, SIZE_MAX);
+  out.push_back(ValidVector{"skippable-section.hlt", std::move(skippable)});
   return out;
 }
 
 Result<std::vector<InvalidVector>> BuildInvalidVectors(const std::vector<ValidVector>& valid) {
   const std::vector<uint8_t>& m = valid[0].bytes;  // minimal.hlt
   const std::vector<uint8_t>& multi = valid[1].bytes;
+  const std::vector<uint8_t>& dict = valid[2].bytes;
+  const std::vector<uint8_t>& authenticated = valid[3].bytes;
   std::vector<InvalidVector> v;
   const auto kC = StatusCode::kCorrupt;
   const auto kOk = StatusCode::kOk;
@@ -233,7 +363,7 @@ Result<std::vector<InvalidVector>> BuildInvalidVectors(const std::vector<ValidVe
     f[20] ^= 1;
     add("bad-header-checksum.hlt", f, kC, kOk, "header at offset 0x38: checksum mismatch", "a file_id byte flipped");
   }
-  add("version-1.1.hlt", RewriteHeader(m, 1, 1), StatusCode::kUnsupported, kOk, "format version 1.1",
+  add("version-1.2.hlt", RewriteHeader(m, 2, 1), StatusCode::kUnsupported, kOk, "format version 1.2",
       "a newer minor version (re-checksummed): unsupported, not corrupt");
   add("version-2.0.hlt", RewriteHeader(m, 0, 2), StatusCode::kUnsupported, kOk, "format version 2.0",
       "a newer major version");
@@ -340,6 +470,133 @@ Result<std::vector<InvalidVector>> BuildInvalidVectors(const std::vector<ValidVe
     f[p.footer.index_offset - 1] ^= 0x55;
     add("bad-blob-checksum.hlt", f, kOk, kC, "blob \"tiny\"", "a blob payload byte flipped");
   }
+
+  // --- section order (5): out of order, repeated, missing ---
+  using ST = format::SectionType;
+  {
+    // Required sections are consecutive, so a swap among them reads as "missing"; out of order proper is an
+    // optional section after a later one: DICTIONARY after MAC.
+    auto model = ModelOf(dict);
+    model.mac.present = true;
+    model.mac.block_macs.resize(model.blocks.size());
+    model.mac.blob_macs.resize(model.blobs.size());
+    std::vector<uint8_t> index = format::EncodeIndex(model);
+    auto mac = format::EncodeMacSection(model.mac);
+    index.insert(index.end(), mac.begin(), mac.end());
+    auto sections = SplitSections(index);
+    std::swap(sections[sections.size() - 2], sections[sections.size() - 1]);
+    add("section-out-of-order.hlt", WithIndex(dict, JoinSections(sections)), kC, kOk,
+        "section out of order or repeated (after MAC)", "DICTIONARY after MAC");
+  }
+  add("section-repeated.hlt",
+      ReorderSections(m, {ST::kMetadata, ST::kRegions, ST::kRegions, ST::kPageMap, ST::kBlocks, ST::kBlobs,
+                          ST::kRestoreOrder}),
+      kC, kOk, "section out of order or repeated (after REGIONS)", "REGIONS twice");
+  add("section-missing.hlt",
+      ReorderSections(m, {ST::kMetadata, ST::kRegions, ST::kPageMap, ST::kBlocks, ST::kRestoreOrder}), kC, kOk,
+      "required section BLOBS is missing", "no BLOBS section");
+  add("section-missing-last.hlt",
+      ReorderSections(m, {ST::kMetadata, ST::kRegions, ST::kPageMap, ST::kBlocks, ST::kBlobs}), kC, kOk,
+      "required section RESTORE_ORDER is missing", "the index ends before RESTORE_ORDER");
+  // --- names (5.1, 5.2, 5.5): unique and printable ---
+  {
+    auto model = ModelOf(multi);
+    model.regions[1].name = model.regions[0].name;
+    add("duplicate-region-name.hlt", WithModel(multi, model), kC, kOk, "duplicate region name \"pc.ram\"",
+        "two regions named pc.ram");
+  }
+  {
+    auto model = ModelOf(multi);
+    model.blobs[1].name = model.blobs[0].name;
+    add("duplicate-blob-name.hlt", WithModel(multi, model), kC, kOk, "duplicate blob name \"qemu.device-state\"",
+        "two blobs named qemu.device-state");
+  }
+  {
+    auto model = ModelOf(m);
+    model.regions[0].name = "r\x01m";
+    add("region-name-control.hlt", WithModel(m, model), kC, kOk, "name is not printable ASCII",
+        "a control character in a region name");
+  }
+  {
+    auto model = ModelOf(multi);
+    model.blobs[1].name = "t\xc3\xafny";  // UTF-8 is not printable ASCII
+    add("blob-name-non-ascii.hlt", WithModel(multi, model), kC, kOk, "name is not printable ASCII",
+        "a non-ASCII byte in a blob name");
+  }
+  {
+    auto model = ModelOf(m);
+    model.metadata.creator = "libhalite\ttest";
+    add("creator-control.hlt", WithModel(m, model), kC, kOk, "creator is not printable ASCII",
+        "a tab in the metadata creator string");
+  }
+  // --- dictionary (5.4, 5.7) ---
+  {
+    auto [block, raw] = FirstCompressedBlock(m);
+    add("dictionary-flag-on-raw-block.hlt",
+        WithBlockPayload(m, block, std::vector<uint8_t>(raw, 0x41), format::kBlockDictionary), kC, kOk,
+        "DICTIONARY flag on an uncompressed block", "a raw (not COMPRESSED) block flagged DICTIONARY");
+  }
+  {
+    auto model = ModelOf(m);
+    model.dictionary = ModelOf(dict).dictionary;
+    auto f = WithModel(m, model);
+    Parts p = Split(f);
+    uint64_t section_at = p.footer.index_offset + SectionBody(p.index, ST::kDictionary) - format::kSectionHeaderSize;
+    add("dictionary-unused.hlt", f, kC, kOk,
+        "index DICTIONARY at offset " + format::Hex(section_at) + ": present but no block uses it",
+        "a DICTIONARY section no block uses; the error names that section's offset");
+  }
+  {
+    auto model = ModelOf(dict);
+    model.dictionary.clear();
+    add("dictionary-absent.hlt", WithModel(dict, model), kC, kOk, "a block uses a dictionary but there is no DICTIONARY",
+        "blocks flagged DICTIONARY, no DICTIONARY section");
+  }
+  {
+    auto model = ModelOf(dict);
+    std::fill(model.dictionary.begin(), model.dictionary.begin() + 8, uint8_t{0x5a});  // the magic and dictionary ID
+    add("dictionary-no-header.hlt", WithModel(dict, model), kC, kOk, "dictionary has no zstd dictionary header",
+        "a DICTIONARY body without the zstd dictionary header (raw content)");
+  }
+  // --- AUTHENTICATED flag vs MAC section (3, 5.8) ---
+  add("authenticated-flag-without-mac.hlt", RewriteHeader(m, 0, 1, format::kHeaderAuthenticated), kC, kOk,
+      "AUTHENTICATED flag is set but the index has no MAC", "flag set, no MAC section");
+  add("mac-without-authenticated-flag.hlt", RewriteHeader(authenticated, 0, 1, 0), kC, kOk,
+      "AUTHENTICATED flag is clear but the index has a MAC", "MAC section, flag clear");
+  // --- zstd frames of COMPRESSED blocks (5.4); each frame is hand-made, checksums recomputed ---
+  {
+    auto [block, raw] = FirstCompressedBlock(m);
+    add("zstd-not-a-frame.hlt", WithBlockPayload(m, block, {'n', 'o', 't', ' ', 'z', 's', 't', 'd'}), kOk, kC,
+        "payload is not a zstd frame", "a COMPRESSED block whose payload has no zstd magic");
+    add("zstd-no-content-size.hlt", WithBlockPayload(m, block, ZstdRleFrame(raw, false, 0)), kOk, kC,
+        "zstd frame does not declare its content size", "a frame without Frame_Content_Size");
+    add("zstd-wrong-content-size.hlt", WithBlockPayload(m, block, ZstdRleFrame(raw - 1, true, 0)), kOk, kC,
+        "zstd frame declares", "a frame declaring one byte less than the block's pages");
+    auto trailing = ZstdRleFrame(raw, true, 0);
+    trailing.push_back(0);
+    add("zstd-trailing-bytes.hlt", WithBlockPayload(m, block, trailing), kOk, kC, "bytes after the zstd frame",
+        "a valid frame followed by one more byte");
+    add("zstd-dictionary-id-without-flag.hlt", WithBlockPayload(m, block, ZstdRleFrame(raw, true, 42)), kOk, kC,
+        "zstd frame needs a dictionary but none applies", "a frame naming dictionary 42 on a block without DICTIONARY");
+  }
+  // --- skippable sections (5.9) ---
+  {
+    const std::vector<uint8_t>& skippable = valid[5].bytes;
+    add("skippable-in-version-1.0.hlt", RewriteHeader(skippable, 0, 1), kC, kOk,
+        "format version 1.0 but the index uses version 1.1 features",
+        "a skippable section in a file that declares 1.0");
+    add("skippable-before-required.hlt",
+        WithSkippableSection(RewriteHeader(m, 1, 1), kVectorSkippableType, kVectorSkippableText, 4), kC, kOk,
+        "before the required section BLOBS", "a skippable section between BLOCKS and BLOBS");
+    add("skippable-after-mac.hlt",
+        WithSkippableSection(RewriteHeader(authenticated, 1, 1, format::kHeaderAuthenticated), kVectorSkippableType,
+                             kVectorSkippableText, SIZE_MAX),
+        kC, kOk, "after MAC", "a skippable section after the MAC section");
+    auto model = ModelOf(skippable);
+    model.skippable_sections.push_back(model.skippable_sections[0]);
+    add("skippable-repeated.hlt", WithModel(skippable, model), kC, kOk, "out of order or repeated",
+        "the same skippable section twice");
+  }
   return v;
 }
 
@@ -364,7 +621,7 @@ Result<std::string> Describe(const CheckpointReader& r) {
     o << "page " << g << " " << PageKindName(loc.kind);
     if (loc.kind == PageKind::kStored) {
       HLT_RETURN_IF_ERROR(r.ReadPage(g, page));
-      o << " block " << loc.block << " slot " << loc.slot_in_block << " xxh64 " << format::Hex(codec::Xxh3_64(page, 0));
+      o << " block " << loc.block << " slot " << loc.slot_in_block << " xxh3 " << format::Hex(codec::Xxh3_64(page, 0));
     }
     o << "\n";
   }
@@ -376,7 +633,7 @@ Result<std::string> Describe(const CheckpointReader& r) {
   for (size_t i = 0; i < r.blobs().size(); ++i) {
     HLT_ASSIGN_OR_RETURN(auto data, r.ReadBlob(uint32_t(i)));
     o << "blob \"" << r.blobs()[i].name << "\" raw " << data.size() << " stored " << r.blobs()[i].stored_length
-      << " xxh64 " << format::Hex(codec::Xxh3_64(data, 0)) << "\n";
+      << " xxh3 " << format::Hex(codec::Xxh3_64(data, 0)) << "\n";
   }
   o << "restore_order";
   for (uint32_t b : r.restore_order()) o << ' ' << b;

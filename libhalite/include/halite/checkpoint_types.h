@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <string>
 
+#include "halite/format_constants.h"
+
 namespace halite {
 
 using FileId = std::array<uint8_t, 16>;
@@ -44,10 +46,10 @@ struct BlockInfo {
   uint32_t flags = 0;
   uint64_t checksum = 0;
   uint64_t first_slot = 0;  // derived
-  bool compressed() const { return flags & 1u; }
-  bool uses_dictionary() const { return flags & 2u; }
-  bool hot() const { return flags & 4u; }
-  uint64_t raw_length() const { return uint64_t{page_count} * 4096; }
+  bool compressed() const { return flags & format::kBlockCompressed; }
+  bool uses_dictionary() const { return flags & format::kBlockDictionary; }
+  bool hot() const { return flags & format::kBlockHot; }
+  uint64_t raw_length() const { return uint64_t{page_count} * format::kPageSize; }
   bool operator==(const BlockInfo&) const = default;
 };
 
@@ -59,7 +61,7 @@ struct BlobInfo {
   uint64_t raw_length = 0;
   uint32_t flags = 0;
   uint64_t checksum = 0;
-  bool compressed() const { return flags & 1u; }
+  bool compressed() const { return flags & format::kBlobCompressed; }
   bool operator==(const BlobInfo&) const = default;
 };
 

@@ -7,9 +7,11 @@
 
 namespace halite::format {
 
-// Section 9: versions.
+// Section 9: versions. kFormatMinor is the highest minor this code reads; a writer writes the lowest minor whose
+// features the file uses (a file without skippable sections is a 1.0 file).
 inline constexpr uint16_t kFormatMajor = 1;
-inline constexpr uint16_t kFormatMinor = 0;
+inline constexpr uint16_t kFormatMinor = 1;
+inline constexpr uint16_t kFormatMinorSkippableSections = 1;  // 1.1 added skippable sections (5.9)
 
 // Section 1: a format page is always 4096 bytes.
 inline constexpr uint32_t kPageSize = 4096;
@@ -34,6 +36,8 @@ enum class SectionType : uint32_t {
   kDictionary = 7,
   kMac = 8,
 };
+// 5.9: a section type with this bit set is skippable: a reader that does not know it ignores it.
+inline constexpr uint32_t kSkippableSectionBit = 0x80000000u;
 inline constexpr uint32_t kSectionHeaderSize = 16;
 inline constexpr uint32_t kMetadataFixedSize = 40;      // 5.1
 inline constexpr uint32_t kRegionEntryFixedSize = 24;   // 5.2

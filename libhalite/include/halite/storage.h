@@ -68,8 +68,9 @@ struct FileSinkOptions {
 
 // Creates the file unnamed (O_TMPFILE) in the target's directory and links it into place on Commit; where the
 // file system lacks O_TMPFILE, writes a temporary name and renames it. A crash or kill at any moment leaves
-// either the previous file under `path` or nothing (see docs for the one microsecond-wide window when replacing
-// an existing file). Destroying the sink without Commit aborts.
+// either the previous file under `path` or nothing. Replacing an existing file goes through a temporary name and
+// rename(2) (linkat cannot replace), so a kill in that short window leaves a ".NAME.hlt-tmp.PID.RANDOM" file
+// beside the target (atomic_file_sink.cc). Destroying the sink without Commit aborts.
 Result<std::unique_ptr<AppendSink>> CreateAtomicFileSink(const std::string& path, FileSinkOptions options = {});
 
 // A file written at any offset, with the same all-or-nothing guarantee as the atomic sink. WriteAt is

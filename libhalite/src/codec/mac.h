@@ -8,9 +8,9 @@
 #include <span>
 #include <string_view>
 
-namespace halite::codec {
+#include "halite/authentication.h"
 
-using MacKey = std::array<uint8_t, 32>;
+namespace halite::codec {
 
 // BLAKE2b(key, tag || parts...) truncated to out.size() bytes (16..64).
 void Mac(const MacKey& key, std::string_view tag, std::span<const std::span<const uint8_t>> parts,

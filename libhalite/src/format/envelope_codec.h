@@ -15,7 +15,7 @@ namespace halite::format {
 
 struct Header {
   uint16_t major = kFormatMajor;
-  uint16_t minor = kFormatMinor;
+  uint16_t minor = 0;  // section 9: the lowest minor whose features the file uses (MinimumMinorVersion)
   FileId file_id{};
   uint32_t flags = 0;
 };

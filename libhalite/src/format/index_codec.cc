@@ -2,6 +2,8 @@
 
 #include <set>
 
+#include <fmt/format.h>
+
 #include "format/byte_order.h"
 #include "halite/format_constants.h"
 
@@ -63,7 +65,7 @@ class Decoder {
   const std::string& name_;
   IndexModel m_;
   uint64_t total_slots_ = 0;
-  uint64_t page_map_at_ = 0, blocks_at_ = 0, blobs_at_ = 0, order_at_ = 0;
+  uint64_t page_map_at_ = 0, blocks_at_ = 0, blobs_at_ = 0, order_at_ = 0, dictionary_at_ = 0;
 };
 
 const char* SectionName(uint32_t type) {
@@ -82,24 +84,47 @@ const char* SectionName(uint32_t type) {
 
 Result<IndexModel> Decoder::Run() {
   ByteCursor c(index_, index_offset_);
-  uint32_t last_type = 0;
+  uint32_t last_type = 0;       // the last non-skippable section
+  uint32_t last_skippable = 0;  // the last skippable section, 0 before the first
   while (c.remaining() > 0) {
     uint64_t at = c.file_offset();
     if (!c.Has(kSectionHeaderSize)) return Err(at, "section header", "truncated (16 bytes expected)");
     uint32_t type = c.U32();
     uint32_t flags = c.U32();
     uint64_t len = c.U64();
-    if (type < 1 || type > static_cast<uint32_t>(SectionType::kMac)) {
-      return Err(at, "section header", "unknown section type " + std::to_string(type));
+    const bool skippable = IsSkippableSection(type);
+    if (!skippable && (type < 1 || type > static_cast<uint32_t>(SectionType::kMac))) {
+      return Err(at, "section header", fmt::format("unknown section type {} (not skippable: types {:#x} and above "
+                                                   "are the skippable ones)",
+                                                   type, kSkippableSectionBit));
     }
-    std::string sname = SectionName(type);
-    if (type <= last_type) {
-      return Err(at, sname, "section out of order or repeated (after " + std::string(SectionName(last_type)) + ")");
+    std::string sname = skippable ? fmt::format("skippable section {:#x}", type) : SectionName(type);
+    if (skippable) {
+      // 5.9: skippable sections follow every required section, precede MAC, in increasing type order.
+      if (last_type < static_cast<uint32_t>(SectionType::kRestoreOrder)) {
+        return Err(at, sname, "before the required section " + std::string(SectionName(last_type + 1)) +
+                                  " (skippable sections follow every required section)");
+      }
+      if (last_type == static_cast<uint32_t>(SectionType::kMac)) {
+        return Err(at, sname, "after MAC (MAC is always the last section)");
+      }
+      if (type <= last_skippable) {
+        return Err(at, sname, fmt::format("out of order or repeated (after skippable section {:#x})", last_skippable));
+      }
+      last_skippable = type;
+    } else {
+      if (type <= last_type) {
+        return Err(at, sname, "section out of order or repeated (after " + std::string(SectionName(last_type)) + ")");
+      }
+      if (last_type + 1 != type && last_type < static_cast<uint32_t>(SectionType::kRestoreOrder)) {
+        return Err(at, sname, "required section " + std::string(SectionName(last_type + 1)) + " is missing");
+      }
+      if (last_skippable != 0 && type != static_cast<uint32_t>(SectionType::kMac)) {
+        return Err(at, sname, fmt::format("after skippable section {:#x} (only MAC may follow a skippable section)",
+                                          last_skippable));
+      }
+      last_type = type;
     }
-    if (last_type + 1 != type && last_type < static_cast<uint32_t>(SectionType::kRestoreOrder)) {
-      return Err(at, sname, "required section " + std::string(SectionName(last_type + 1)) + " is missing");
-    }
-    last_type = type;
     if (flags != 0) return Err(at + 4, sname, "reserved section flags " + Hex(flags) + " (expected 0)");
     if (len > c.remaining()) {
       return Err(at + 8, sname, "body_length " + std::to_string(len) + " exceeds the " +
@@ -109,6 +134,11 @@ Result<IndexModel> Decoder::Run() {
     auto body = c.Bytes(len);
     size_t start = c.pos() - len;
     HLT_RETURN_IF_ERROR(CheckPadding(c, start, sname));
+    if (skippable) {
+      // Not interpreted: a reader that knows the type reads it from here; every other reader ignores it.
+      m_.skippable_sections.push_back(SkippableSection{type, std::vector<uint8_t>(body.begin(), body.end())});
+      continue;
+    }
     switch (static_cast<SectionType>(type)) {
       case SectionType::kMetadata: HLT_RETURN_IF_ERROR(DecodeMetadata(body, body_at)); break;
       case SectionType::kRegions: HLT_RETURN_IF_ERROR(DecodeRegions(body, body_at)); break;
@@ -116,7 +146,10 @@ Result<IndexModel> Decoder::Run() {
       case SectionType::kBlocks: HLT_RETURN_IF_ERROR(DecodeBlocks(body, body_at)); break;
       case SectionType::kBlobs: HLT_RETURN_IF_ERROR(DecodeBlobs(body, body_at)); break;
       case SectionType::kRestoreOrder: HLT_RETURN_IF_ERROR(DecodeRestoreOrder(body, body_at)); break;
-      case SectionType::kDictionary: HLT_RETURN_IF_ERROR(DecodeDictionary(body, body_at)); break;
+      case SectionType::kDictionary:
+        dictionary_at_ = at;
+        HLT_RETURN_IF_ERROR(DecodeDictionary(body, body_at));
+        break;
       case SectionType::kMac:
         m_.mac_section_offset = size_t(at - index_offset_);
         HLT_RETURN_IF_ERROR(DecodeMac(body, body_at));
@@ -417,7 +450,7 @@ Status Decoder::CrossCheck() {
     any_dict |= m_.blocks[b].uses_dictionary();
   }
   if (any_dict && m_.dictionary.empty()) return Err(blocks_at_, "BLOCKS", "a block uses a dictionary but there is no DICTIONARY section");
-  if (!any_dict && !m_.dictionary.empty()) return Err(order_at_, "DICTIONARY", "present but no block uses it");
+  if (!any_dict && !m_.dictionary.empty()) return Err(dictionary_at_, "DICTIONARY", "present but no block uses it");
   return Status::Ok();
 }
 
@@ -510,7 +543,15 @@ std::vector<uint8_t> EncodeIndex(const IndexModel& m) {
   if (!m.dictionary.empty()) {
     WriteSection(w, SectionType::kDictionary, [&](ByteWriter& b) { b.Bytes(m.dictionary.data(), m.dictionary.size()); });
   }
+  for (const auto& section : m.skippable_sections) {
+    WriteSection(w, static_cast<SectionType>(section.type),
+                 [&](ByteWriter& b) { b.Bytes(section.body.data(), section.body.size()); });
+  }
   return out;
+}
+
+uint16_t MinimumMinorVersion(const IndexModel& model) {
+  return model.skippable_sections.empty() ? 0 : kFormatMinorSkippableSections;
 }
 
 Result<IndexModel> DecodeIndex(std::span<const uint8_t> index, uint64_t index_offset, const std::string& name) {

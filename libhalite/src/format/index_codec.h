@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "halite/checkpoint_types.h"
+#include "halite/format_constants.h"
 #include "halite/status.h"
 
 namespace halite::format {
@@ -19,6 +20,12 @@ struct MacSection {
   std::array<uint8_t, 32> index_mac{};
   std::vector<std::array<uint8_t, 16>> block_macs;
   std::vector<std::array<uint8_t, 16>> blob_macs;
+};
+
+// A section an older reader may skip (5.9): kept as bytes, interpreted only by readers that know its type.
+struct SkippableSection {
+  uint32_t type = 0;  // has kSkippableSectionBit set
+  std::vector<uint8_t> body;
 };
 
 // Everything the index says, as plain values. Derived fields (Region::first_page, BlockInfo::first_slot) are
@@ -32,12 +39,14 @@ struct IndexModel {
   std::vector<uint32_t> restore_order;
   uint32_t working_set_blocks = 0;
   std::vector<uint8_t> dictionary;  // empty when absent
+  std::vector<SkippableSection> skippable_sections;  // in file order (increasing type), before MAC (5.9)
   MacSection mac;                   // mac.present says whether the MAC section exists (5.8)
   size_t mac_section_offset = 0;    // where the MAC section starts inside the index (decode only)
   uint64_t total_pages() const { return page_map.size(); }
 };
 
-// Encodes every section but MAC (model.mac is ignored): the MAC covers these bytes.
+// Encodes every section but MAC (model.mac is ignored): the MAC covers these bytes. Skippable sections are
+// written after the required ones, in the order given (the caller keeps their types increasing).
 std::vector<uint8_t> EncodeIndex(const IndexModel& model);
 // The MAC section, to append after EncodeIndex's bytes.
 std::vector<uint8_t> EncodeMacSection(const MacSection& mac);
@@ -46,6 +55,12 @@ std::vector<uint8_t> EncodeMacSection(const MacSection& mac);
 // layout of section 2. Does not verify the index checksum (the caller does, from the footer) nor payloads.
 // `name` is used in messages; every error is kCorrupt and names the offset.
 Result<IndexModel> DecodeIndex(std::span<const uint8_t> index, uint64_t index_offset, const std::string& name);
+
+// 5.9: a section type with the high bit set may be skipped by a reader that does not know it.
+inline bool IsSkippableSection(uint32_t type) { return (type & kSkippableSectionBit) != 0; }
+
+// Section 9: the lowest minor version whose features `model` uses (1 when it has a skippable section, else 0).
+uint16_t MinimumMinorVersion(const IndexModel& model);
 
 // Checks that `s` is a valid region/blob name or metadata string (printable ASCII, length limits).
 bool IsPrintableAscii(const std::string& s);

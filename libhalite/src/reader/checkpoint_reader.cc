@@ -9,6 +9,7 @@
 #include "format/byte_order.h"
 #include "format/envelope_codec.h"
 #include "format/index_codec.h"
+#include "format/integrity_checks.h"
 #include "halite/format_constants.h"
 
 namespace halite {
@@ -42,9 +43,6 @@ class CheckpointReader::Impl {
   }
 
   Status OpenChecked();
-  Status CheckIndexMac(std::span<const uint8_t> header, std::span<const uint8_t> index) const;
-  Status CheckPayloadMac(const char* tag, uint64_t index, std::span<const uint8_t> payload,
-                         const std::array<uint8_t, 16>& stored, const std::string& where) const;
 
   std::unique_ptr<RandomAccessFile> file_;
   ReaderOptions options_;
@@ -66,31 +64,6 @@ Status CheckpointReader::Impl::Open() {
   return s;
 }
 
-Status CheckpointReader::Impl::CheckIndexMac(std::span<const uint8_t> header, std::span<const uint8_t> index) const {
-  const auto& key = *options_.mac_key;
-  if (!model_.mac.present) {
-    return Status::AuthFailed(file_->name() + ": a key was given but the checkpoint is not authenticated (no MAC)");
-  }
-  std::array<uint8_t, 32> mac;
-  std::span<const uint8_t> parts[] = {header, index.first(model_.mac_section_offset)};
-  codec::Mac(key, format::kIndexMacTag, parts, mac);
-  if (!codec::MacEqual(mac, model_.mac.index_mac)) {
-    return Status::AuthFailed(file_->name() + ": header and index MAC mismatch (tampered, or made with another key)");
-  }
-  return Status::Ok();
-}
-
-Status CheckpointReader::Impl::CheckPayloadMac(const char* tag, uint64_t index, std::span<const uint8_t> payload,
-                                               const std::array<uint8_t, 16>& stored, const std::string& where) const {
-  uint8_t le[8];
-  format::StoreLe64(le, index);
-  std::array<uint8_t, 16> mac;
-  std::span<const uint8_t> parts[] = {header_.file_id, le, payload};
-  codec::Mac(*options_.mac_key, tag, parts, mac);
-  if (!codec::MacEqual(mac, stored)) return Status::AuthFailed(where + ": MAC mismatch (tampered or misplaced)");
-  return Status::Ok();
-}
-
 Status CheckpointReader::Impl::OpenChecked() {
   const std::string& name = file_->name();
   uint64_t size = file_->size();
@@ -104,10 +77,7 @@ Status CheckpointReader::Impl::OpenChecked() {
   std::array<uint8_t, format::kHeaderSize> hb;
   HLT_RETURN_IF_ERROR(file_->ReadAt(0, hb));
   HLT_ASSIGN_OR_RETURN(header_, format::DecodeHeader(hb, name));
-  if (header_.file_id != footer_.file_id) {
-    return Status::Corrupt(name + ": footer at offset " + Hex(size - format::kFooterSize + 24) +
-                           ": file_id differs from the header's (footer of another checkpoint?)");
-  }
+  HLT_RETURN_IF_ERROR(format::CheckFileIdsAgree(header_, footer_, name));
   // The index length was bounded by the file size in DecodeFooter, so this allocation is bounded too.
   std::vector<uint8_t> index(footer_.index_length);
   HLT_RETURN_IF_ERROR(file_->ReadAt(footer_.index_offset, index));
@@ -118,10 +88,9 @@ Status CheckpointReader::Impl::OpenChecked() {
                            Hex(footer_.index_checksum) + ", computed " + Hex(computed) + ")");
   }
   HLT_ASSIGN_OR_RETURN(model_, format::DecodeIndex(index, footer_.index_offset, name));
-  if (bool(header_.flags & format::kHeaderAuthenticated) != model_.mac.present) {
-    return Status::Corrupt(name + ": header at offset 0x24: AUTHENTICATED flag disagrees with the MAC section");
-  }
-  if (options_.mac_key) HLT_RETURN_IF_ERROR(CheckIndexMac(hb, index));
+  HLT_RETURN_IF_ERROR(format::CheckMinorVersionCoversIndex(header_, model_, name));
+  HLT_RETURN_IF_ERROR(format::CheckAuthenticatedFlag(header_, model_, name));
+  if (options_.mac_key) HLT_RETURN_IF_ERROR(format::CheckIndexMac(*options_.mac_key, hb, index, model_, name));
   if (!model_.dictionary.empty()) {
     auto d = codec::Dictionary::Create(model_.dictionary, 3);
     if (!d) return d.error().WithContext(name + ": DICTIONARY section");
@@ -159,7 +128,8 @@ Status CheckpointReader::Impl::DecodeBlock(uint32_t block, std::span<const uint8
                                            std::span<uint8_t> out) const {
   const BlockInfo& b = model_.blocks[block];
   if (options_.mac_key) {
-    HLT_RETURN_IF_ERROR(CheckPayloadMac(format::kBlockMacTag, block, payload, model_.mac.block_macs[block], BlockWhere(block)));
+    HLT_RETURN_IF_ERROR(format::CheckPayloadMac(*options_.mac_key, format::kBlockMacTag, header_.file_id, block,
+                                                payload, model_.mac.block_macs[block], BlockWhere(block)));
   }
   uint64_t seed = format::BlockSeed(format::FileSeed(header_.file_id), block);
   uint64_t computed = codec::Xxh3_64(payload, seed);
@@ -226,7 +196,8 @@ Result<std::vector<uint8_t>> CheckpointReader::Impl::ReadBlob(uint32_t index) co
   std::vector<uint8_t> payload(b.stored_length);  // bounded by the file size (checked at open)
   HLT_RETURN_IF_ERROR(file_->ReadAt(b.offset, payload));
   if (options_.mac_key) {
-    HLT_RETURN_IF_ERROR(CheckPayloadMac(format::kBlobMacTag, index, payload, model_.mac.blob_macs[index], where));
+    HLT_RETURN_IF_ERROR(format::CheckPayloadMac(*options_.mac_key, format::kBlobMacTag, header_.file_id, index,
+                                                payload, model_.mac.blob_macs[index], where));
   }
   uint64_t computed = codec::Xxh3_64(payload, format::BlobSeed(format::FileSeed(header_.file_id), index));
   if (computed != b.checksum) {

@@ -14,6 +14,7 @@
 #include "format/byte_order.h"
 #include "format/envelope_codec.h"
 #include "format/index_codec.h"
+#include "format/integrity_checks.h"
 #include "halite/format_constants.h"
 #include "writer/layout_planner.h"
 #include "writer/page_store.h"
@@ -70,17 +71,6 @@ struct BlockPayload {
   uint32_t flags = 0;
   std::array<uint8_t, 16> mac{};
 };
-
-// format-spec 5.8: a payload's MAC binds it to this file and to its position.
-std::array<uint8_t, 16> PayloadMac(const codec::MacKey& key, const char* tag, const FileId& file_id, uint64_t index,
-                                   std::span<const uint8_t> payload) {
-  uint8_t le[8];
-  format::StoreLe64(le, index);
-  std::array<uint8_t, 16> mac;
-  std::span<const uint8_t> parts[] = {file_id, le, payload};
-  codec::Mac(key, tag, parts, mac);
-  return mac;
-}
 
 uint64_t NowUnixNs() {
   return uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -323,7 +313,7 @@ Status CheckpointWriter::Impl::WriteBlocks(const std::vector<BlockPlan>& blocks,
     }
     size_t index = model->blocks.size();
     const BlockPlan& b = blocks[index];
-    if (opt_.mac_key) model->mac.block_macs.push_back(PayloadMac(*opt_.mac_key, format::kBlockMacTag, file_id_, index, p.bytes));
+    if (opt_.mac_key) model->mac.block_macs.push_back(format::ComputePayloadMac(*opt_.mac_key, format::kBlockMacTag, file_id_, index, p.bytes));
     BlockInfo info;
     info.offset = sink_->position();
     info.stored_length = uint32_t(p.bytes.size());
@@ -360,7 +350,7 @@ Status CheckpointWriter::Impl::WriteBlobs(format::IndexModel* model, uint64_t fi
     info.offset = sink_->position();
     info.stored_length = payload.size();
     info.checksum = codec::Xxh3_64(payload, format::BlobSeed(file_seed, i));
-    if (opt_.mac_key) model->mac.blob_macs.push_back(PayloadMac(*opt_.mac_key, format::kBlobMacTag, file_id_, i, payload));
+    if (opt_.mac_key) model->mac.blob_macs.push_back(format::ComputePayloadMac(*opt_.mac_key, format::kBlobMacTag, file_id_, i, payload));
     HLT_RETURN_IF_ERROR(Append(payload));
     model->blobs.push_back(std::move(info));
   }
@@ -457,8 +447,7 @@ Result<WriteSummary> CheckpointWriter::Impl::Finish() {
   if (opt_.mac_key) {
     // The MAC covers the header and every index byte before the MAC section.
     model.mac.present = true;
-    std::span<const uint8_t> parts[] = {hb, index};
-    codec::Mac(*opt_.mac_key, format::kIndexMacTag, parts, model.mac.index_mac);
+    model.mac.index_mac = format::ComputeIndexMac(*opt_.mac_key, hb, index);
     auto mac_section = format::EncodeMacSection(model.mac);
     index.insert(index.end(), mac_section.begin(), mac_section.end());
   }

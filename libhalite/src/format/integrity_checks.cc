@@ -1,0 +1,75 @@
+#include "format/integrity_checks.h"
+
+#include <fmt/format.h>
+
+#include "format/byte_order.h"
+#include "halite/format_constants.h"
+
+namespace halite::format {
+
+// Byte offsets of the fields these checks name, inside the header and the footer (sections 3 and 4).
+constexpr uint64_t kHeaderFlagsOffset = 36;
+constexpr uint64_t kFooterFileIdOffset = 24;
+
+Status CheckFileIdsAgree(const Header& header, const Footer& footer, const std::string& name) {
+  if (header.file_id == footer.file_id) return Status::Ok();
+  return Status::Corrupt(fmt::format("{}: footer at offset {:#x}: file_id differs from the header's (footer of "
+                                     "another checkpoint?)",
+                                     name, footer.file_size - kFooterSize + kFooterFileIdOffset));
+}
+
+Status CheckAuthenticatedFlag(const Header& header, const IndexModel& index, const std::string& name) {
+  const bool flagged = (header.flags & kHeaderAuthenticated) != 0;
+  if (flagged == index.mac.present) return Status::Ok();
+  return Status::Corrupt(fmt::format("{}: header at offset {:#x}: AUTHENTICATED flag is {} but the index {} "
+                                     "MAC section",
+                                     name, kHeaderFlagsOffset, flagged ? "set" : "clear",
+                                     index.mac.present ? "has a" : "has no"));
+}
+
+Status CheckMinorVersionCoversIndex(const Header& header, const IndexModel& index, const std::string& name) {
+  const uint16_t needed = MinimumMinorVersion(index);
+  if (header.minor >= needed) return Status::Ok();
+  return Status::Corrupt(fmt::format("{}: header at offset 0xa: format version {}.{} but the index uses version {}.{} "
+                                     "features (skippable sections)",
+                                     name, header.major, header.minor, header.major, needed));
+}
+
+IndexMac ComputeIndexMac(const MacKey& key, std::span<const uint8_t> header_bytes,
+                         std::span<const uint8_t> index_before_mac) {
+  IndexMac mac;
+  std::span<const uint8_t> parts[] = {header_bytes, index_before_mac};
+  codec::Mac(key, kIndexMacTag, parts, mac);
+  return mac;
+}
+
+PayloadMac ComputePayloadMac(const MacKey& key, const char* tag, const FileId& file_id, uint64_t position,
+                             std::span<const uint8_t> payload) {
+  uint8_t le[8];
+  StoreLe64(le, position);
+  PayloadMac mac;
+  std::span<const uint8_t> parts[] = {file_id, le, payload};
+  codec::Mac(key, tag, parts, mac);
+  return mac;
+}
+
+Status CheckIndexMac(const MacKey& key, std::span<const uint8_t> header_bytes, std::span<const uint8_t> index,
+                     const IndexModel& model, const std::string& name) {
+  if (!model.mac.present) {
+    return Status::AuthFailed(name + ": a key was given but the checkpoint is not authenticated (no MAC)");
+  }
+  IndexMac mac = ComputeIndexMac(key, header_bytes, index.first(model.mac_section_offset));
+  if (!codec::MacEqual(mac, model.mac.index_mac)) {
+    return Status::AuthFailed(name + ": header and index MAC mismatch (tampered, or made with another key)");
+  }
+  return Status::Ok();
+}
+
+Status CheckPayloadMac(const MacKey& key, const char* tag, const FileId& file_id, uint64_t position,
+                       std::span<const uint8_t> payload, const PayloadMac& stored, const std::string& where) {
+  PayloadMac mac = ComputePayloadMac(key, tag, file_id, position, payload);
+  if (!codec::MacEqual(mac, stored)) return Status::AuthFailed(where + ": MAC mismatch (tampered or misplaced)");
+  return Status::Ok();
+}
+
+}  // namespace halite::format
