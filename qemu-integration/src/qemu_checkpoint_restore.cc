@@ -237,13 +237,27 @@ Status RestoreCheckpointIntoQemu(const CheckpointReader& reader, QmpClient& qmp,
   };
 
   if (!options.lazy) {
-    // Eager: every block (several threads), then every zero page, then the device state.
+    // Eager: every block (several threads), then every zero page, then the device state. Progress comes from a
+    // reporter thread: the loading calls below block for the whole load.
+    std::atomic<bool> loaded{false};
+    std::thread reporter;
+    if (options.on_progress && options.progress_interval_ms > 0) {
+      reporter = std::thread([&] {
+        while (!loaded.load()) {
+          options.on_progress(engine->Stats(), channel.stats(false));
+          std::this_thread::sleep_for(std::chrono::milliseconds(options.progress_interval_ms));
+        }
+      });
+    }
     s = engine->Start();
     for (uint64_t g = 0; s.ok() && g < total_pages; ++g) {
       PageRef p = reader.PageOf(g);
       if (!engine->IsInstalled(p)) s = engine->HandleFault(p).status();
     }
+    loaded = true;
+    if (reporter.joinable()) reporter.join();
     if (!s.ok()) return fail(s);
+    if (options.on_progress && options.progress_interval_ms > 0) options.on_progress(engine->Stats(), channel.stats(false));
     result->start_to_loaded_us = MicrosSince(t0);
     s = channel.Finish();
     if (!s.ok()) return fail(s);

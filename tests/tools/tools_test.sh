@@ -23,6 +23,37 @@ expect_exit() {  # expect_exit CODE DESCRIPTION -- COMMAND...
 }
 
 case "$case_name" in
+cli-ux)
+  # --version: exit 0, the library version and the format versions read and written.
+  for tool in "$save" "$restore"; do
+    expect_exit 0 "$(basename "$tool") --version" -- "$tool" --version
+    grep -q "checkpoint format: reads 1.0 to 1.1; writes 1.0" "$tmp/out" ||
+      { echo "FAIL: $(basename "$tool") --version printed: $(cat "$tmp/out")"; failures=$((failures + 1)); }
+  done
+  # `hlt-restore qemu CKPT -- BINARY ARGS`: an executable first after -- is the binary, not QEMU's first argument.
+  # A stand-in QEMU records its arguments and exits, so the launch fails after showing what it was given.
+  cat >"$tmp/fake-qemu" <<SH
+#!/bin/sh
+printf '%s\n' "\$@" >"$tmp/fake-qemu.args"
+exit 1
+SH
+  chmod +x "$tmp/fake-qemu"
+  "$mkimage" "$tmp/img" 4 1
+  "$save" raw "$tmp/img" -o "$tmp/c.hlt" >/dev/null
+  "$restore" qemu "$tmp/c.hlt" -- "$tmp/fake-qemu" -m 64M -nographic >"$tmp/out" 2>"$tmp/err"
+  if [[ ! -f $tmp/fake-qemu.args ]]; then
+    echo "FAIL: -- BINARY: the binary after -- was not run"; cat "$tmp/err"; failures=$((failures + 1))
+  elif [[ $(head -n1 "$tmp/fake-qemu.args") != "-m" ]] || grep -qx "$tmp/fake-qemu" "$tmp/fake-qemu.args"; then
+    echo "FAIL: -- BINARY: QEMU got its own path as an argument:"; cat "$tmp/fake-qemu.args"; failures=$((failures + 1))
+  fi
+  rm -f "$tmp/fake-qemu.args"
+  # The binary by name on PATH, as users type it.
+  PATH="$tmp:$PATH" "$restore" qemu "$tmp/c.hlt" -- fake-qemu -m 64M >"$tmp/out" 2>"$tmp/err"
+  [[ $(head -n1 "$tmp/fake-qemu.args" 2>/dev/null) == "-m" ]] ||
+    { echo "FAIL: -- NAME on PATH was not taken as the binary"; cat "$tmp/err"; failures=$((failures + 1)); }
+  expect_exit 2 "--qemu and a binary after --" -- "$restore" qemu "$tmp/c.hlt" --qemu "$tmp/fake-qemu" -- "$tmp/fake-qemu" -m 64M
+  grep -q "given twice" "$tmp/err" || { echo "FAIL: no 'given twice' message"; failures=$((failures + 1)); }
+  ;;
 exit-codes)
   "$mkimage" "$tmp/img" 4 1
   expect_exit 2 "hlt-save without arguments" -- "$save"

@@ -1,12 +1,18 @@
 #include "common/cli.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 
+#include <fmt/format.h>
+
 #include "halite/authentication.h"
+#include "halite/format_constants.h"
+#include "halite/version.h"
 
 namespace halite::cli {
 
@@ -132,6 +138,33 @@ void Progress::Finish() {
   shown_ = false;
 }
 
+std::string VersionText(const std::string& tool) {
+  return fmt::format(
+      "{} {} (libhalite)\n"
+      "checkpoint format: reads {}.0 to {}.{}; writes {}.0 ({}.{} when a file carries skippable sections)\n",
+      tool, LibraryVersion(), format::kFormatMajor, format::kFormatMajor, format::kFormatMinor, format::kFormatMajor,
+      format::kFormatMajor, format::kFormatMinorSkippableSections);
+}
+
+std::string FindExecutable(const std::string& arg) {
+  if (arg.empty() || arg[0] == '-') return {};
+  auto executable = [](const std::string& path) {
+    struct stat st;
+    return stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && access(path.c_str(), X_OK) == 0;
+  };
+  if (arg.find('/') != std::string::npos) return executable(arg) ? arg : std::string();
+  const char* path = std::getenv("PATH");
+  std::string_view dirs = path ? path : "/usr/local/bin:/usr/bin:/bin";
+  while (!dirs.empty()) {
+    size_t colon = dirs.find(':');
+    std::string dir(dirs.substr(0, colon));
+    dirs = colon == std::string_view::npos ? std::string_view() : dirs.substr(colon + 1);
+    std::string candidate = (dir.empty() ? std::string(".") : dir) + "/" + arg;
+    if (executable(candidate)) return candidate;
+  }
+  return {};
+}
+
 std::string HumanBytes(uint64_t b) {
   const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
   double v = double(b);
@@ -145,21 +178,8 @@ std::string HumanBytes(uint64_t b) {
   return buf;
 }
 
-std::string JsonEscape(std::string_view s) {
-  std::string o;
-  for (char c : s) {
-    if (c == '"' || c == '\\') {
-      o += '\\';
-      o += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", c);
-      o += buf;
-    } else {
-      o += c;
-    }
-  }
-  return o;
+std::string JsonText(const nlohmann::ordered_json& value) {
+  return value.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
 }
 
 }  // namespace halite::cli

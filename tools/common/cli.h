@@ -8,6 +8,8 @@
 #include <string_view>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "halite/checkpoint_reader.h"
 #include "halite/status.h"
 
@@ -68,8 +70,18 @@ class Progress {
   int64_t last_ns_ = 0;
 };
 
+// What `TOOL --version` prints: the tool's version (the library's) and the checkpoint format versions it reads
+// and writes.
+std::string VersionText(const std::string& tool);
+
+// When `arg` names an executable (a path to an executable file, or a name found on $PATH, and not an option),
+// returns its path; otherwise an empty string. Used to accept `-- qemu-system-x86_64 ARGS` as `strace --` does.
+std::string FindExecutable(const std::string& arg);
+
 std::string HumanBytes(uint64_t bytes);
-std::string JsonEscape(std::string_view s);
+// One JSON document and a newline, as every tool prints JSON. Strings that are not valid UTF-8 (file names can be
+// any bytes) have the bad bytes replaced by U+FFFD instead of failing.
+std::string JsonText(const nlohmann::ordered_json& value);
 
 }  // namespace halite::cli
 

@@ -2,9 +2,13 @@
 #include <algorithm>
 #include <cstdio>
 #include <iostream>
-#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include <fmt/format.h>
 
 #include "halite/checkpoint_reader.h"
+#include "halite/format_constants.h"
 #include "hlt-restore/restore_modes.h"
 
 namespace halite::restore {
@@ -89,34 +93,51 @@ void PrintText(const CheckpointReader& r, const Counts& c) {
 
 void PrintJson(const CheckpointReader& r, const Counts& c) {
   const Metadata& m = r.metadata();
-  std::ostringstream o;
-  o << "{\"file\":\"" << cli::JsonEscape(r.name()) << "\",\"format_version\":\"" << r.format_major() << "."
-    << r.format_minor() << "\",\"file_size\":" << r.file_size() << ",\"file_id\":\"" << HexId(r.file_id())
-    << "\",\"vmm_kind\":\"" << VmmKindName(m.vmm_kind) << "\",\"machine_type\":\"" << cli::JsonEscape(m.machine_type)
-    << "\",\"creator\":\"" << cli::JsonEscape(m.creator) << "\",\"vm_uuid\":\"" << HexId(m.vm_uuid)
-    << "\",\"created_unix_ns\":" << m.created_unix_ns << ",\"regions\":[";
-  for (size_t i = 0; i < r.regions().size(); ++i) {
-    const auto& reg = r.regions()[i];
-    o << (i ? "," : "") << "{\"name\":\"" << cli::JsonEscape(reg.name) << "\",\"guest_phys_base\":" << reg.guest_phys_base
-      << ",\"size\":" << reg.size << ",\"pages\":" << reg.page_count() << ",\"host_page_size\":" << reg.host_page_size
-      << "}";
+  const uint64_t raw = r.total_pages() * format::kPageSize;
+  nlohmann::ordered_json regions = nlohmann::ordered_json::array(), blobs = nlohmann::ordered_json::array();
+  for (const auto& reg : r.regions()) {
+    regions.push_back({{"name", reg.name},
+                       {"guest_phys_base", reg.guest_phys_base},
+                       {"size", reg.size},
+                       {"pages", reg.page_count()},
+                       {"host_page_size", reg.host_page_size}});
   }
-  uint64_t raw = r.total_pages() * 4096;
-  o << "],\"pages\":" << r.total_pages() << ",\"stored_pages\":" << c.stored << ",\"duplicate_pages\":" << c.duplicates
-    << ",\"zero_pages\":" << c.zero << ",\"absent_pages\":" << c.absent << ",\"raw_bytes\":" << raw
-    << ",\"ratio\":" << (r.file_size() ? double(raw) / double(r.file_size()) : 0.0) << ",\"blocks\":" << r.blocks().size()
-    << ",\"compressed_blocks\":" << c.compressed_blocks << ",\"dictionary_blocks\":" << c.dict_blocks
-    << ",\"hot_blocks\":" << c.hot_blocks << ",\"block_bytes\":" << c.block_bytes << ",\"min_block_pages\":"
-    << c.min_pages << ",\"max_block_pages\":" << c.max_pages << ",\"dictionary_bytes\":" << r.dictionary_size() << ",\"authenticated\":" << (r.authenticated() ? "true" : "false")
-    << ",\"blobs\":[";
-  for (size_t i = 0; i < r.blobs().size(); ++i) {
-    const auto& b = r.blobs()[i];
-    o << (i ? "," : "") << "{\"name\":\"" << cli::JsonEscape(b.name) << "\",\"raw_length\":" << b.raw_length
-      << ",\"stored_length\":" << b.stored_length << "}";
+  for (const auto& b : r.blobs()) {
+    blobs.push_back({{"name", b.name}, {"raw_length", b.raw_length}, {"stored_length", b.stored_length}});
   }
-  o << "],\"restore_order_blocks\":" << r.restore_order().size() << ",\"working_set_blocks\":" << r.working_set_blocks()
-    << ",\"index_bytes\":" << r.index_length() << "}\n";
-  std::cout << o.str();
+  nlohmann::ordered_json j = {
+      {"file", r.name()},
+      {"format_version", fmt::format("{}.{}", r.format_major(), r.format_minor())},
+      {"file_size", r.file_size()},
+      {"file_id", HexId(r.file_id())},
+      {"vmm_kind", VmmKindName(m.vmm_kind)},
+      {"machine_type", m.machine_type},
+      {"creator", m.creator},
+      {"vm_uuid", HexId(m.vm_uuid)},
+      {"created_unix_ns", m.created_unix_ns},
+      {"regions", std::move(regions)},
+      {"pages", r.total_pages()},
+      {"stored_pages", c.stored},
+      {"duplicate_pages", c.duplicates},
+      {"zero_pages", c.zero},
+      {"absent_pages", c.absent},
+      {"raw_bytes", raw},
+      {"ratio", r.file_size() ? double(raw) / double(r.file_size()) : 0.0},
+      {"blocks", r.blocks().size()},
+      {"compressed_blocks", c.compressed_blocks},
+      {"dictionary_blocks", c.dict_blocks},
+      {"hot_blocks", c.hot_blocks},
+      {"block_bytes", c.block_bytes},
+      {"min_block_pages", c.min_pages},
+      {"max_block_pages", c.max_pages},
+      {"dictionary_bytes", r.dictionary_size()},
+      {"authenticated", r.authenticated()},
+      {"blobs", std::move(blobs)},
+      {"restore_order_blocks", r.restore_order().size()},
+      {"working_set_blocks", r.working_set_blocks()},
+      {"index_bytes", r.index_length()},
+  };
+  std::cout << cli::JsonText(j);
 }
 
 }  // namespace

@@ -14,7 +14,7 @@ const char* kUsage =
     "  info CKPT [--json]       describe a checkpoint\n"
     "  verify CKPT              read every byte and check every checksum and rule\n"
     "  replay CKPT --trace F    restore lazily (userfaultfd), touch the trace's pages, check them, print stats\n"
-    "Run `hlt-restore MODE --help` for a mode's options.\n"
+    "Run `hlt-restore MODE --help` for a mode's options; `hlt-restore --version` for the versions.\n"
     "Exit codes: 0 success, 2 usage error, 3 I/O error, 4 invalid or corrupt checkpoint.\n";
 }
 
@@ -22,6 +22,10 @@ int main(int argc, char** argv) {
   if (argc < 2 || !std::strcmp(argv[1], "-h") || !std::strcmp(argv[1], "--help")) {
     (argc < 2 ? std::cerr : std::cout) << kUsage;
     return argc < 2 ? halite::cli::kExitUsage : 0;
+  }
+  if (!std::strcmp(argv[1], "--version") || !std::strcmp(argv[1], "-V")) {
+    std::cout << halite::cli::VersionText("hlt-restore");
+    return 0;
   }
   halite::cli::Args args(argc, argv, 2);
   std::string mode = argv[1];

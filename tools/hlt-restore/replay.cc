@@ -340,32 +340,47 @@ int Replay(cli::Args& args) {
   }
   uint64_t touched = log.pages.size();
   if (c.json) {
-    std::printf(
-        "{\"checkpoint\": \"%s\", \"trace\": \"%s\", \"accesses\": %zu, \"pages_touched\": %llu, "
-        "\"nonzero_pages_touched\": %llu, \"pages_prefetched\": %llu, \"threads\": %u, \"loader\": %s, \"preload_ws\": "
-        "%s, \"eager\": %s, "
-        "\"faults_blocking\": %llu, \"faults_joined\": %llu, \"faults_zero\": %llu, \"faults_present\": %llu, "
-        "\"blocks_read\": %llu, \"blocks_read_demand\": %llu, \"blocks_read_loader\": %llu, "
-        "\"blocks_read_predicted\": %llu, \"blocks_read_preload\": %llu, \"blocks_total\": %llu, "
-        "\"bytes_read\": %llu, \"bytes_decompressed\": %llu, \"pages_installed\": %llu, "
-        "\"zero_pages_installed\": %llu, \"uffd_faults\": %llu, \"seconds\": %.6f, \"open_seconds\": %.6f, "
-        "\"start_seconds\": %.6f, \"time_to_first_access_us\": %.1f, \"read_seconds\": %.6f, "
-        "\"install_seconds\": %.6f, \"fault_p50_us\": %.1f, \"fault_p90_us\": %.1f, \"fault_p99_us\": %.1f, "
-        "\"fault_max_us\": %.1f, \"blocking_p50_us\": %.1f, \"blocking_p99_us\": %.1f, \"mismatches\": %llu}\n",
-        cli::JsonEscape(c.ckpt).c_str(), cli::JsonEscape(c.trace).c_str(), trace->size(), (unsigned long long)touched,
-        (unsigned long long)check.nonzero, (unsigned long long)toucher.prefetched(), c.threads,
-        c.engine.background_loader ? "true" : "false", c.engine.preload_working_set ? "true" : "false",
-        c.engine.preload_all ? "true" : "false", (unsigned long long)st.faults_blocking,
-        (unsigned long long)st.faults_joined, (unsigned long long)st.faults_zero, (unsigned long long)st.faults_present,
-        (unsigned long long)st.blocks_read, (unsigned long long)st.blocks_read_demand,
-        (unsigned long long)st.blocks_read_loader, (unsigned long long)st.blocks_read_predicted,
-        (unsigned long long)st.blocks_read_preload, (unsigned long long)st.blocks_total,
-        (unsigned long long)st.bytes_read, (unsigned long long)st.bytes_decompressed,
-        (unsigned long long)st.pages_installed, (unsigned long long)st.zero_pages_installed,
-        (unsigned long long)ms.faults, seconds, open_seconds, start_seconds, toucher.first_access_seconds() * 1e6,
-        double(st.read_ns) / 1e9, double(st.install_ns) / 1e9, Us(st.fault_latency.p50_ns), Us(st.fault_latency.p90_ns),
-        Us(st.fault_latency.p99_ns), Us(st.fault_latency.max_ns), Us(st.blocking_latency.p50_ns),
-        Us(st.blocking_latency.p99_ns), (unsigned long long)check.mismatches);
+    nlohmann::ordered_json j = {
+        {"checkpoint", c.ckpt},
+        {"trace", c.trace},
+        {"accesses", trace->size()},
+        {"pages_touched", touched},
+        {"nonzero_pages_touched", check.nonzero},
+        {"pages_prefetched", toucher.prefetched()},
+        {"threads", c.threads},
+        {"loader", c.engine.background_loader},
+        {"preload_ws", c.engine.preload_working_set},
+        {"eager", c.engine.preload_all},
+        {"faults_blocking", st.faults_blocking},
+        {"faults_joined", st.faults_joined},
+        {"faults_zero", st.faults_zero},
+        {"faults_present", st.faults_present},
+        {"blocks_read", st.blocks_read},
+        {"blocks_read_demand", st.blocks_read_demand},
+        {"blocks_read_loader", st.blocks_read_loader},
+        {"blocks_read_predicted", st.blocks_read_predicted},
+        {"blocks_read_preload", st.blocks_read_preload},
+        {"blocks_total", st.blocks_total},
+        {"bytes_read", st.bytes_read},
+        {"bytes_decompressed", st.bytes_decompressed},
+        {"pages_installed", st.pages_installed},
+        {"zero_pages_installed", st.zero_pages_installed},
+        {"uffd_faults", ms.faults},
+        {"seconds", seconds},
+        {"open_seconds", open_seconds},
+        {"start_seconds", start_seconds},
+        {"time_to_first_access_us", toucher.first_access_seconds() * 1e6},
+        {"read_seconds", double(st.read_ns) / 1e9},
+        {"install_seconds", double(st.install_ns) / 1e9},
+        {"fault_p50_us", Us(st.fault_latency.p50_ns)},
+        {"fault_p90_us", Us(st.fault_latency.p90_ns)},
+        {"fault_p99_us", Us(st.fault_latency.p99_ns)},
+        {"fault_max_us", Us(st.fault_latency.max_ns)},
+        {"blocking_p50_us", Us(st.blocking_latency.p50_ns)},
+        {"blocking_p99_us", Us(st.blocking_latency.p99_ns)},
+        {"mismatches", check.mismatches},
+    };
+    std::cout << cli::JsonText(j);
   } else {
     std::printf("replayed %zu accesses to %llu pages (%llu non-zero) of %s with %u thread(s), loader %s%s%s\n",
                 trace->size(), (unsigned long long)touched, (unsigned long long)check.nonzero, c.ckpt.c_str(),

@@ -28,7 +28,9 @@ const char* kQemuUsage =
     "served from the checkpoint a locality block at a time while the rest is pushed in the background\n"
     "(postcopy). Exits 0 once every page is in and QEMU reports the migration completed; the guest keeps\n"
     "running.\n"
-    "  -- QEMU ARGS...        start QEMU with these arguments plus `-incoming defer` and a QMP socket of its own;\n"
+    "  -- [QEMU_BIN] ARGS...  start QEMU with these arguments plus `-incoming defer` and a QMP socket of its own;\n"
+    "                         a first argument that names an executable (qemu-system-x86_64, /path/to/qemu) is\n"
+    "                         the binary, as with `strace --` (same as --qemu BIN)\n"
     "                         serial, display and network are up to you (QEMU outlives hlt-restore, so its stdout\n"
     "                         goes to a log file: use e.g. -serial file:LOG to see the console)\n"
     "  --qmp SOCKET           or restore into a QEMU already started with `-incoming defer` (e.g. by libvirt)\n"
@@ -142,6 +144,21 @@ int RestoreQemu(cli::Args& args) {
     return cli::UsageError(tool, "give either --qmp SOCKET or -- QEMU ARGS... (one of them)", usage);
   }
   if (launch && qemu_args.empty()) return cli::UsageError(tool, "no QEMU arguments after --", usage);
+  // `-- qemu-system-x86_64 -m 1G ...`: the binary typed first, as after `strace --` or `perf record --`. QEMU's
+  // own arguments never name an executable in first place (they start with '-', or are a disk image), so an
+  // executable there is the binary; QEMU would otherwise fail with "Could not open 'qemu-system-x86_64'".
+  if (launch) {
+    std::string binary = cli::FindExecutable(qemu_args.front());
+    if (!binary.empty()) {
+      if (!qemu_bin.empty()) {
+        return cli::UsageError(tool, "the QEMU binary is given twice: --qemu " + qemu_bin + " and " + qemu_args.front() +
+                                         " after --", usage);
+      }
+      qemu_bin = binary;
+      qemu_args.erase(qemu_args.begin());
+      if (qemu_args.empty()) return cli::UsageError(tool, "no QEMU arguments after the binary " + binary, usage);
+    }
+  }
   for (const auto& a : qemu_args) {
     if (a == "-incoming" || a == "--incoming") {
       return cli::UsageError(tool, "QEMU ARGS must not contain -incoming (hlt-restore adds -incoming defer)", usage);
@@ -228,8 +245,21 @@ int RestoreQemu(cli::Args& args) {
       progress_text += line;
     };
   }
+  // An eager restore loads everything before the guest runs: show how far it is on a terminal (cli::Progress
+  // stays silent when stderr is not one).
+  cli::Progress eager_progress("loading");
+  if (!opt.lazy && !quiet) {
+    const uint64_t total_pages = r.total_pages();
+    auto log_progress = std::move(opt.on_progress);
+    opt.on_progress = [&, log_progress, total_pages](const RestoreEngineStats& e, const qemu::PushRestoreStats& c) {
+      if (log_progress) log_progress(e, c);
+      eager_progress.Update(c.preload_pages + c.request_pages + c.pushed_pages, total_pages);
+    };
+    if (opt.progress_interval_ms == 0) opt.progress_interval_ms = 100;
+  }
   qemu::CheckpointRestoreResult res;
   Status s = qemu::RestoreCheckpointIntoQemu(r, *qmp, opt, &res, proc.get());
+  eager_progress.Finish();
   if (!s.ok()) {
     // A launched QEMU is killed (it cannot continue); an attached one is left as it is.
     int rc = cli::Fail(tool, s);
@@ -257,43 +287,55 @@ int RestoreQemu(cli::Args& args) {
   const auto& e = res.engine;
   const auto& ef = res.engine_final;
   if (!stats_json.empty()) {
-    char buf[8192];
-    std::snprintf(
-        buf, sizeof buf,
-        "{\"checkpoint\": \"%s\", \"lazy\": %s, \"loader\": %s, \"preload_ws\": %s, \"tool_wall_start_us\": %lld, "
-        "\"open_done_wall_us\": %lld, \"qemu_ready_wall_us\": %lld, "
-        "\"restore_wall_start_us\": %lld, \"engine_created_wall_us\": %lld, \"running_wall_us\": %lld, "
-        "\"tool_to_running_us\": %llu, \"start_to_connect_us\": %llu, \"start_to_running_us\": %llu, "
-        "\"connect_to_running_pong_us\": %llu, \"start_to_loaded_us\": %llu, \"total_us\": %llu, "
-        "\"requests\": %llu, \"requests_already_sent\": %llu, \"requests_after_end\": %llu, \"request_pages\": %llu, "
-        "\"preload_pages\": %llu, \"pushed_pages\": %llu, \"zero_pages_sent\": %llu, \"zero_pages_unsent\": %llu, "
-        "\"bytes_sent\": %llu, \"request_latency_p50_us\": %llu, \"request_latency_p99_us\": %llu, "
-        "\"request_latency_max_us\": %llu, \"faults_blocking\": %llu, \"faults_joined\": %llu, \"faults_zero\": %llu, "
-        "\"faults_present\": %llu, \"blocks_total\": %llu, \"blocks_read_demand\": %llu, \"blocks_read_loader\": %llu, "
-        "\"blocks_read_preload\": %llu, \"bytes_read\": %llu, \"bytes_read_final\": %llu, \"sweep_blocks\": %llu, "
-        "\"blocking_p50_us\": %.1f, \"blocking_p99_us\": %.1f, \"engine_read_us\": %llu, \"engine_install_us\": %llu, "
-        "\"bytes_decompressed\": %llu, \"qemu_pid\": %d, \"qemu_dir\": \"%s\"}\n",
-        cli::JsonEscape(ckpt).c_str(), opt.lazy ? "true" : "false", loader ? "true" : "false",
-        opt.engine.preload_working_set ? "true" : "false", (long long)tool_wall_us, (long long)open_done_wall_us,
-        (long long)qemu_ready_wall_us, (long long)res.wall_start_us, (long long)res.engine_created_wall_us,
-        (long long)(res.start_to_running_us ? running_wall : 0), (unsigned long long)tool_to_running,
-        (unsigned long long)res.start_to_connect_us, (unsigned long long)res.start_to_running_us,
-        (unsigned long long)c.connect_to_running_us, (unsigned long long)res.start_to_loaded_us,
-        (unsigned long long)res.total_us, (unsigned long long)c.requests, (unsigned long long)c.requests_already_sent,
-        (unsigned long long)c.requests_after_end, (unsigned long long)c.request_pages,
-        (unsigned long long)c.preload_pages, (unsigned long long)c.pushed_pages, (unsigned long long)c.zero_pages,
-        (unsigned long long)res.zero_pages_unsent, (unsigned long long)c.bytes_sent,
-        (unsigned long long)c.request_latency_p50_us, (unsigned long long)c.request_latency_p99_us,
-        (unsigned long long)c.request_latency_max_us, (unsigned long long)e.faults_blocking,
-        (unsigned long long)e.faults_joined, (unsigned long long)e.faults_zero, (unsigned long long)e.faults_present,
-        (unsigned long long)e.blocks_total, (unsigned long long)e.blocks_read_demand,
-        (unsigned long long)e.blocks_read_loader, (unsigned long long)e.blocks_read_preload,
-        (unsigned long long)e.bytes_read, (unsigned long long)ef.bytes_read, (unsigned long long)res.sweep_blocks,
-        double(e.blocking_latency.p50_ns) / 1e3, double(e.blocking_latency.p99_ns) / 1e3,
-        (unsigned long long)(ef.read_ns / 1000), (unsigned long long)(ef.install_ns / 1000),
-        (unsigned long long)ef.bytes_decompressed, proc ? int(proc->pid()) : -1,
-        proc ? cli::JsonEscape(proc->work_dir()).c_str() : "");
-    s = WriteFile(stats_json, buf);
+    nlohmann::ordered_json j = {
+        {"checkpoint", ckpt},
+        {"lazy", opt.lazy},
+        {"loader", loader},
+        {"preload_ws", opt.engine.preload_working_set},
+        {"tool_wall_start_us", tool_wall_us},
+        {"open_done_wall_us", open_done_wall_us},
+        {"qemu_ready_wall_us", qemu_ready_wall_us},
+        {"restore_wall_start_us", res.wall_start_us},
+        {"engine_created_wall_us", res.engine_created_wall_us},
+        {"running_wall_us", res.start_to_running_us ? running_wall : 0},
+        {"tool_to_running_us", tool_to_running},
+        {"start_to_connect_us", res.start_to_connect_us},
+        {"start_to_running_us", res.start_to_running_us},
+        {"connect_to_running_pong_us", c.connect_to_running_us},
+        {"start_to_loaded_us", res.start_to_loaded_us},
+        {"total_us", res.total_us},
+        {"requests", c.requests},
+        {"requests_already_sent", c.requests_already_sent},
+        {"requests_after_end", c.requests_after_end},
+        {"request_pages", c.request_pages},
+        {"preload_pages", c.preload_pages},
+        {"pushed_pages", c.pushed_pages},
+        {"zero_pages_sent", c.zero_pages},
+        {"zero_pages_unsent", res.zero_pages_unsent},
+        {"bytes_sent", c.bytes_sent},
+        {"request_latency_p50_us", c.request_latency_p50_us},
+        {"request_latency_p99_us", c.request_latency_p99_us},
+        {"request_latency_max_us", c.request_latency_max_us},
+        {"faults_blocking", e.faults_blocking},
+        {"faults_joined", e.faults_joined},
+        {"faults_zero", e.faults_zero},
+        {"faults_present", e.faults_present},
+        {"blocks_total", e.blocks_total},
+        {"blocks_read_demand", e.blocks_read_demand},
+        {"blocks_read_loader", e.blocks_read_loader},
+        {"blocks_read_preload", e.blocks_read_preload},
+        {"bytes_read", e.bytes_read},
+        {"bytes_read_final", ef.bytes_read},
+        {"sweep_blocks", res.sweep_blocks},
+        {"blocking_p50_us", double(e.blocking_latency.p50_ns) / 1e3},
+        {"blocking_p99_us", double(e.blocking_latency.p99_ns) / 1e3},
+        {"engine_read_us", ef.read_ns / 1000},
+        {"engine_install_us", ef.install_ns / 1000},
+        {"bytes_decompressed", ef.bytes_decompressed},
+        {"qemu_pid", proc ? int(proc->pid()) : -1},
+        {"qemu_dir", proc ? proc->work_dir() : std::string()},
+    };
+    s = WriteFile(stats_json, cli::JsonText(j));
     if (!s.ok()) return cli::Fail(tool, s);
   }
   if (!quiet) {

@@ -12,7 +12,7 @@ const char* kUsage =
     "  xen STREAM -o CKPT [writer options]    save an `xl save` stream (file, FIFO or - for stdin)\n"
     "  qemu --qmp SOCKET -o CKPT [--live]     save a running QEMU through its QMP socket\n"
     "  relayout CKPT -o NEW --access-trace F  re-plan a checkpoint around a trace recorded at restore time\n"
-    "Run `hlt-save MODE --help` for a mode's options.\n"
+    "Run `hlt-save MODE --help` for a mode's options; `hlt-save --version` for the versions.\n"
     "Exit codes: 0 success, 2 usage error, 3 I/O error, 4 invalid or corrupt input.\n";
 }
 
@@ -20,6 +20,10 @@ int main(int argc, char** argv) {
   if (argc < 2 || !std::strcmp(argv[1], "-h") || !std::strcmp(argv[1], "--help")) {
     (argc < 2 ? std::cerr : std::cout) << kUsage;
     return argc < 2 ? halite::cli::kExitUsage : 0;
+  }
+  if (!std::strcmp(argv[1], "--version") || !std::strcmp(argv[1], "-V")) {
+    std::cout << halite::cli::VersionText("hlt-save");
+    return 0;
   }
   halite::cli::Args args(argc, argv, 2);
   std::string mode = argv[1];

@@ -125,6 +125,8 @@ struct CheckpointRestoreOptions {
   // Called on the calling thread once QEMU reports the guest running (its RESUME event).
   std::function<void(uint64_t start_to_running_us)> on_running;
   // Lazy: called on the calling thread about every progress_interval_ms (>= 5) while pages are being sent.
+  // Eager: called from a reporter thread every progress_interval_ms while the memory loads, then once at the end
+  // on the calling thread (never concurrently with itself).
   int progress_interval_ms = 0;
   std::function<void(const RestoreEngineStats& engine, const PushRestoreStats& channel)> on_progress;
 };

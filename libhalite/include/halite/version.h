@@ -1,0 +1,12 @@
+// The library's version (independent of the checkpoint format's version, which format_constants.h gives).
+#ifndef HALITE_VERSION_H_
+#define HALITE_VERSION_H_
+
+namespace halite {
+
+// "MAJOR.MINOR.PATCH" of the libhalite build in use, e.g. "0.1.0". A static string; thread-safe.
+const char* LibraryVersion();
+
+}  // namespace halite
+
+#endif  // HALITE_VERSION_H_
