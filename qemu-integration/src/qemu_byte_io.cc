@@ -10,13 +10,9 @@
 #include <chrono>
 #include <cstring>
 
-namespace halite::qemu {
+#include <fmt/format.h>
 
-std::string Hex(uint64_t v) {
-  char buf[24];
-  snprintf(buf, sizeof(buf), "0x%llx", static_cast<unsigned long long>(v));
-  return buf;
-}
+namespace halite::qemu {
 
 void UniqueFd::reset(int fd) {
   if (fd_ >= 0) close(fd_);
@@ -78,7 +74,7 @@ StreamInput::StreamInput(ByteSource* source, std::string name, size_t initial_bu
     : source_(source), name_(std::move(name)), buf_(std::max<size_t>(initial_buffer, 64)) {}
 
 Status StreamInput::CorruptAt(uint64_t at, const std::string& message) const {
-  return Status::Corrupt(name_ + ": offset " + Hex(at) + ": " + message);
+  return Status::Corrupt(name_ + ": offset " + fmt::format("{:#x}", at) + ": " + message);
 }
 
 Status StreamInput::Fill(size_t n, const char* what) {
@@ -98,7 +94,7 @@ Status StreamInput::Fill(size_t n, const char* what) {
     auto got = source_->ReadSome(buf_.data() + end_, buf_.size() - end_);
     if (!got.has_value()) {
       const Status& e = got.error();
-      return Status(e.code(), name_ + ": offset " + Hex(offset_ + end_) + ": reading " + what + ": " + e.message(),
+      return Status(e.code(), name_ + ": offset " + fmt::format("{:#x}", offset_ + end_) + ": reading " + what + ": " + e.message(),
                     e.sys_errno());
     }
     if (*got == 0) {
@@ -213,10 +209,10 @@ Status FdSink::WriteAll(const uint8_t* data, size_t len) {
   while (len > 0) {
     pollfd pfd{fd_, POLLOUT, 0};
     const int pr = poll(&pfd, 1, 100);
-    if (pr < 0 && errno != EINTR) return Status::IoError(name_ + ": offset " + Hex(written_) + ": poll", errno);
+    if (pr < 0 && errno != EINTR) return Status::IoError(name_ + ": offset " + fmt::format("{:#x}", written_) + ": poll", errno);
     if (pr <= 0) {
       if (stall_timeout_ms_ > 0 && Clock::now() - last_progress > std::chrono::milliseconds(stall_timeout_ms_)) {
-        return Status::IoError(name_ + ": offset " + Hex(written_) + ": peer stopped reading for " +
+        return Status::IoError(name_ + ": offset " + fmt::format("{:#x}", written_) + ": peer stopped reading for " +
                                std::to_string(stall_timeout_ms_) + " ms");
       }
       continue;
@@ -224,7 +220,7 @@ Status FdSink::WriteAll(const uint8_t* data, size_t len) {
     const ssize_t n = is_socket_ ? send(fd_, data, len, MSG_NOSIGNAL | MSG_DONTWAIT) : write(fd_, data, len);
     if (n < 0) {
       if (errno == EINTR || errno == EAGAIN) continue;
-      return Status::IoError(name_ + ": offset " + Hex(written_) + ": write", errno);
+      return Status::IoError(name_ + ": offset " + fmt::format("{:#x}", written_) + ": write", errno);
     }
     data += n;
     len -= static_cast<size_t>(n);

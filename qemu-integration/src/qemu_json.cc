@@ -7,6 +7,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include <fmt/format.h>
+
 #include "halite/qemu/qemu_byte_io.h"
 
 namespace halite::qemu {
@@ -107,7 +109,7 @@ class Parser {
   static constexpr int kMaxDepth = 256;
 
   Status Error(const std::string& msg) const {
-    return Status::Corrupt(std::string(what_) + ": offset " + Hex(pos_) + ": " + msg);
+    return Status::Corrupt(std::string(what_) + ": offset " + fmt::format("{:#x}", pos_) + ": " + msg);
   }
   void SkipWs() {
     while (pos_ < text_.size() &&
@@ -136,7 +138,7 @@ class Parser {
     if (Literal("true")) return Json(true);
     if (Literal("false")) return Json(false);
     if (Literal("null")) return Json(nullptr);
-    return Error(std::string("unexpected character '") + (c >= 0x20 && c < 0x7f ? std::string(1, c) : Hex(c & 0xff)) +
+    return Error(std::string("unexpected character '") + (c >= 0x20 && c < 0x7f ? std::string(1, c) : fmt::format("{:#x}", c & 0xff)) +
                  "', expected a value");
   }
 
@@ -241,7 +243,7 @@ class Parser {
         ++pos_;
         return Status::Ok();
       }
-      if (c < 0x20) return Error("control character " + Hex(c) + " inside a string");
+      if (c < 0x20) return Error("control character " + fmt::format("{:#x}", c) + " inside a string");
       if (c != '\\') {
         out->push_back(static_cast<char>(c));
         ++pos_;
@@ -382,7 +384,7 @@ Result<bool> JsonFramer::Next(std::string* text) {
         continue;
       }
       if (c != '{' && c != '[') {
-        return Status::Corrupt("qmp: unexpected byte " + Hex(static_cast<unsigned char>(c)) +
+        return Status::Corrupt("qmp: unexpected byte " + fmt::format("{:#x}", static_cast<unsigned char>(c)) +
                                " between messages (expected '{')");
       }
       started_ = true;

@@ -14,6 +14,8 @@
 #include <optional>
 #include <thread>
 
+#include <fmt/format.h>
+
 #include "halite/qemu/qemu_byte_io.h"
 #include "halite/qemu/qemu_restore_source.h"
 #include "halite/qemu/qemu_return_path.h"
@@ -156,7 +158,7 @@ class PostcopyDriver {
     }
     for (const auto& b : state_.ram_blocks) {
       if (b.page_size != 0 && b.page_size != 4096) {
-        return Status::Unsupported("RAMBlock " + b.name + " uses " + Hex(b.page_size) +
+        return Status::Unsupported("RAMBlock " + b.name + " uses " + fmt::format("{:#x}", b.page_size) +
                                    "-byte pages: lazy restore of huge-page-backed memory is not supported");
       }
     }
@@ -292,8 +294,8 @@ class PostcopyDriver {
       const uint64_t first = req.offset / kTargetPageSize;
       const uint64_t last = (req.offset + req.length - 1) / kTargetPageSize;
       if (req.offset % kTargetPageSize != 0 || last >= block_pages) {
-        return Status::Corrupt("return path: page request " + Hex(req.offset) + "+" + Hex(req.length) +
-                               " outside RAMBlock " + req.block_name + " (" + Hex(block_pages * kTargetPageSize) +
+        return Status::Corrupt("return path: page request " + fmt::format("{:#x}", req.offset) + "+" + fmt::format("{:#x}", req.length) +
+                               " outside RAMBlock " + req.block_name + " (" + fmt::format("{:#x}", block_pages * kTargetPageSize) +
                                " bytes)");
       }
       std::vector<PageId> ids;

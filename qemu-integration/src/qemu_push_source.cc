@@ -11,6 +11,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include <fmt/format.h>
+
 #include "halite/qemu/qemu_return_path.h"
 
 namespace halite::qemu {
@@ -124,7 +126,7 @@ Status PushRestoreChannel::Begin() {
   if (options_.lazy) {
     for (const auto& b : state_.ram_blocks) {
       if (b.page_size != 0 && b.page_size != 4096) {
-        return Status::Unsupported("RAMBlock " + b.name + " uses " + Hex(b.page_size) +
+        return Status::Unsupported("RAMBlock " + b.name + " uses " + fmt::format("{:#x}", b.page_size) +
                                    "-byte pages: lazy restore of huge-page-backed memory is not supported");
       }
     }
@@ -224,8 +226,8 @@ void PushRestoreChannel::ReturnPathLoop() {
             bad = Status::Corrupt("return path: page request for unknown RAMBlock '" + m.block_name + "'");
           } else if (m.offset % kTargetPageSize != 0 || first + count > pages) {
             bad =
-                Status::Corrupt("return path: page request " + Hex(m.offset) + "+" + Hex(m.length) +
-                                " outside RAMBlock " + m.block_name + " (" + Hex(pages * kTargetPageSize) + " bytes)");
+                Status::Corrupt("return path: page request " + fmt::format("{:#x}", m.offset) + "+" + fmt::format("{:#x}", m.length) +
+                                " outside RAMBlock " + m.block_name + " (" + fmt::format("{:#x}", pages * kTargetPageSize) + " bytes)");
           } else {
             if (stats_.requests++ == 0) stats_.pages_sent_before_first_request = pages_sent();
             request_count_.fetch_add(1, std::memory_order_relaxed);
@@ -290,7 +292,7 @@ void PushRestoreChannel::WorkerLoop() {
         s = Status::Ok();
       }
       if (!s.ok()) {
-        Fail(s.WithContext("answering QEMU's request for page " + Hex(p * kTargetPageSize) + " of " +
+        Fail(s.WithContext("answering QEMU's request for page " + fmt::format("{:#x}", p * kTargetPageSize) + " of " +
                            state_.ram_blocks[r.block].name));
         return;
       }

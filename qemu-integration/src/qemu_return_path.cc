@@ -1,5 +1,7 @@
 #include "halite/qemu/qemu_return_path.h"
 
+#include <fmt/format.h>
+
 namespace halite::qemu {
 
 ReturnPathReader::ReturnPathReader(ByteSource* source, std::string name, uint64_t max_bitmap_bytes)
@@ -61,7 +63,7 @@ Result<std::optional<ReturnPathMessage>> ReturnPathReader::Next() {
       const uint64_t end_at = in_.offset();
       HLT_ASSIGN_OR_RETURN(uint64_t ending, in_.Be64("bitmap end marker"));
       if (ending != kRecvBitmapEnding) {
-        return in_.CorruptAt(end_at, "bitmap end marker " + Hex(ending) + " (expected 0x123456789abcdef)");
+        return in_.CorruptAt(end_at, "bitmap end marker " + fmt::format("{:#x}", ending) + " (expected 0x123456789abcdef)");
       }
       return std::optional(std::move(m));
     }

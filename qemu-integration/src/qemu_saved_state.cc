@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include <fmt/format.h>
+
 #include "halite/qemu/qemu_byte_io.h"
 
 namespace halite::qemu {
@@ -28,7 +30,7 @@ class BlobReader {
  public:
   BlobReader(std::string_view data, std::string_view name) : data_(data), name_(name) {}
   Status Error(const std::string& what) const {
-    return Status::Corrupt(std::string(name_) + ": offset " + Hex(pos_) + ": " + what);
+    return Status::Corrupt(std::string(name_) + ": offset " + fmt::format("{:#x}", pos_) + ": " + what);
   }
   Result<uint64_t> Le(int bytes, const char* what) {
     if (data_.size() - pos_ < static_cast<size_t>(bytes)) return Error(std::string("truncated reading ") + what);
@@ -120,7 +122,7 @@ Result<SavedVmState> DecodeSavedVmState(std::string_view blob, std::string_view 
     HLT_ASSIGN_OR_RETURN(b.used_length, r.Le(8, "block used length"));
     HLT_ASSIGN_OR_RETURN(b.page_size, r.Le(8, "block page size"));
     if (b.used_length % kTargetPageSize != 0) {
-      return r.Error("block " + b.name + " used length " + Hex(b.used_length) + " is not a multiple of 4096");
+      return r.Error("block " + b.name + " used length " + fmt::format("{:#x}", b.used_length) + " is not a multiple of 4096");
     }
     s.ram_blocks.push_back(std::move(b));
   }
@@ -138,20 +140,20 @@ Status CheckRamBlocksCompatible(const std::vector<RamBlockInfo>& saved, const st
     }
     if (d == nullptr) {
       return Status::InvalidArgument("destination has no RAMBlock " + b.name + " (the checkpoint's is " +
-                                     Hex(b.used_length) +
+                                     fmt::format("{:#x}", b.used_length) +
                                      " bytes): start QEMU with the same machine type, -m and memory devices");
     }
     // QEMU resizes a resizeable block (used < max) on load; any other size difference fails the load.
     const bool resizeable = d->max_length > d->used_length;
     const bool fits = resizeable ? b.used_length <= d->max_length : b.used_length == d->used_length;
     if (!fits) {
-      return Status::InvalidArgument("destination RAMBlock " + b.name + " is " + Hex(d->used_length) +
-                                     " bytes, the checkpoint's is " + Hex(b.used_length) +
+      return Status::InvalidArgument("destination RAMBlock " + b.name + " is " + fmt::format("{:#x}", d->used_length) +
+                                     " bytes, the checkpoint's is " + fmt::format("{:#x}", b.used_length) +
                                      ": start QEMU with the same -m and memory devices");
     }
     if (b.page_size != 0 && d->page_size != 0 && b.page_size != d->page_size) {
-      return Status::InvalidArgument("destination RAMBlock " + b.name + " uses " + Hex(d->page_size) +
-                                     "-byte pages, the checkpoint's used " + Hex(b.page_size) +
+      return Status::InvalidArgument("destination RAMBlock " + b.name + " uses " + fmt::format("{:#x}", d->page_size) +
+                                     "-byte pages, the checkpoint's used " + fmt::format("{:#x}", b.page_size) +
                                      ": back guest memory the same way (hugepages or not)");
     }
   }

@@ -2,6 +2,8 @@
 
 #include <bit>
 
+#include <fmt/format.h>
+
 #include "halite/qemu/qemu_json.h"
 
 namespace halite::qemu {
@@ -27,7 +29,7 @@ std::string UnsupportedFlagNames(uint64_t flags) {
   add(kRamFlagMultifdFlush, "MULTIFD_FLUSH (turn off the multifd capability)");
   if (flags) {
     if (!s.empty()) s += ", ";
-    s += "unknown bits " + Hex(flags);
+    s += "unknown bits " + fmt::format("{:#x}", flags);
   }
   return s;
 }
@@ -73,13 +75,13 @@ Status MigrationStreamReader::Run() {
         std::string name;
         HLT_RETURN_IF_ERROR(ParseSectionHeader(tag, &id, &name, &instance, &version));
         if (name != kRamSectionName) {
-          return Status::Unsupported(options_.stream_name + ": offset " + Hex(tag_offset) + ": iterative section '" +
+          return Status::Unsupported(options_.stream_name + ": offset " + fmt::format("{:#x}", tag_offset) + ": iterative section '" +
                                      name + "' (only RAM is supported: turn off block migration and dirty-bitmap "
                                      "migration)");
         }
         if (ram_started_) return in_.CorruptAt(tag_offset, "second RAM section START");
         if (version != kRamSectionVersion) {
-          return Status::Unsupported(options_.stream_name + ": offset " + Hex(tag_offset) + ": RAM section version " +
+          return Status::Unsupported(options_.stream_name + ": offset " + fmt::format("{:#x}", tag_offset) + ": RAM section version " +
                                      std::to_string(version) + " (expected 4)");
         }
         ram_started_ = true;
@@ -113,7 +115,7 @@ Status MigrationStreamReader::Run() {
         stats_.bytes = in_.offset();
         return Status::Ok();
       default:
-        return in_.CorruptAt(tag_offset, "unknown record tag " + Hex(tag) +
+        return in_.CorruptAt(tag_offset, "unknown record tag " + fmt::format("{:#x}", tag) +
                                              " (expected configuration 0x07, command 0x08, section 0x01-0x04 or EOF 0x00)");
     }
   }
@@ -121,7 +123,7 @@ Status MigrationStreamReader::Run() {
 
 Status MigrationStreamReader::ParseHeader() {
   HLT_ASSIGN_OR_RETURN(uint32_t magic, in_.Be32("magic"));
-  if (magic != kStreamMagic) return in_.CorruptAt(0, "magic " + Hex(magic) + " (expected 0x5145564d \"QEVM\")");
+  if (magic != kStreamMagic) return in_.CorruptAt(0, "magic " + fmt::format("{:#x}", magic) + " (expected 0x5145564d \"QEVM\")");
   HLT_ASSIGN_OR_RETURN(uint32_t version, in_.Be32("version"));
   if (version != kStreamVersion) {
     return Status::Unsupported(options_.stream_name + ": offset 0x4: stream version " + std::to_string(version) +
@@ -161,7 +163,7 @@ Status MigrationStreamReader::ParseConfiguration() {
       HLT_ASSIGN_OR_RETURN(uint32_t bits, in_.Be32("target page bits"));
       PutBe32(&raw, bits);
       if (bits != 12) {
-        return Status::Unsupported(options_.stream_name + ": offset " + Hex(sub_offset) + ": target page bits " +
+        return Status::Unsupported(options_.stream_name + ": offset " + fmt::format("{:#x}", sub_offset) + ": target page bits " +
                                    std::to_string(bits) + " (this reader handles 4 KiB target pages)");
       }
     } else if (sub == "configuration/capabilities") {
@@ -179,7 +181,7 @@ Status MigrationStreamReader::ParseConfiguration() {
         if (cap == "x-ignore-shared") ignore_shared_ = true;
       }
     } else {
-      return Status::Unsupported(options_.stream_name + ": offset " + Hex(sub_offset) + ": configuration subsection '" +
+      return Status::Unsupported(options_.stream_name + ": offset " + fmt::format("{:#x}", sub_offset) + ": configuration subsection '" +
                                  sub + "'");
     }
   }
@@ -205,7 +207,7 @@ Status MigrationStreamReader::ParseCommand() {
       return Status::Ok();
     default:
       if (cmd >= 1 && cmd <= 10) {
-        return Status::Unsupported(options_.stream_name + ": offset " + Hex(at) + ": command " + CommandName(cmd) +
+        return Status::Unsupported(options_.stream_name + ": offset " + fmt::format("{:#x}", at) + ": command " + CommandName(cmd) +
                                    " in a saved stream (the source switched to postcopy or COLO: save with precopy)");
       }
       return in_.CorruptAt(at, "unknown command " + std::to_string(cmd) + " (expected 1..10)");
@@ -226,7 +228,7 @@ Status MigrationStreamReader::ParseFooter(uint32_t section_id) {
   const uint64_t at = in_.offset();
   HLT_ASSIGN_OR_RETURN(uint8_t f, in_.U8("section footer"));
   if (f != kTagSectionFooter) {
-    return in_.CorruptAt(at, "section " + std::to_string(section_id) + " footer " + Hex(f) + " (expected 0x7e)");
+    return in_.CorruptAt(at, "section " + std::to_string(section_id) + " footer " + fmt::format("{:#x}", f) + " (expected 0x7e)");
   }
   HLT_ASSIGN_OR_RETURN(uint32_t id, in_.Be32("footer section id"));
   if (id != section_id) {
@@ -246,12 +248,12 @@ Status MigrationStreamReader::ParseBlockList(uint64_t total_bytes) {
     if (nlen == 0) return in_.CorruptAt(at, "RAMBlock with an empty name");
     if (state_.FindBlock(b.name) >= 0) return in_.CorruptAt(at, "RAMBlock " + b.name + " listed twice");
     if (b.used_length == 0 || b.used_length % kTargetPageSize != 0) {
-      return in_.CorruptAt(at, "RAMBlock " + b.name + " used length " + Hex(b.used_length) +
+      return in_.CorruptAt(at, "RAMBlock " + b.name + " used length " + fmt::format("{:#x}", b.used_length) +
                                    " (expected a non-zero multiple of 4096)");
     }
     if (b.used_length > remaining) {
-      return in_.CorruptAt(at, "RAMBlock " + b.name + " (" + Hex(b.used_length) + " bytes) overruns the announced total " +
-                                   Hex(total_bytes) + " by " + Hex(b.used_length - remaining));
+      return in_.CorruptAt(at, "RAMBlock " + b.name + " (" + fmt::format("{:#x}", b.used_length) + " bytes) overruns the announced total " +
+                                   fmt::format("{:#x}", total_bytes) + " by " + fmt::format("{:#x}", b.used_length - remaining));
     }
     remaining -= b.used_length;
     if (auto it = options_.block_page_sizes.find(b.name); it != options_.block_page_sizes.end()) b.page_size = it->second;
@@ -259,7 +261,7 @@ Status MigrationStreamReader::ParseBlockList(uint64_t total_bytes) {
     if (stats_.postcopy_advised && b.page_size != 0 && b.page_size != options_.source_host_page_size) {
       HLT_ASSIGN_OR_RETURN(uint64_t ps, in_.Be64("RAMBlock page size"));
       if (ps != b.page_size) {
-        return in_.CorruptAt(at, "RAMBlock " + b.name + " page size " + Hex(ps) + " (expected " + Hex(b.page_size) + ")");
+        return in_.CorruptAt(at, "RAMBlock " + b.name + " page size " + fmt::format("{:#x}", ps) + " (expected " + fmt::format("{:#x}", b.page_size) + ")");
       }
     }
     if (ignore_shared_) {
@@ -283,7 +285,7 @@ Status MigrationStreamReader::ParseRamBody(uint8_t tag, uint32_t section_id) {
     const uint64_t flags = word & ~kTargetPageMask;
     const uint64_t addr = word & kTargetPageMask;
     if (flags & ~kKnownRamFlags) {
-      return Status::Unsupported(options_.stream_name + ": offset " + Hex(at) + ": RAM record flags " + Hex(flags) +
+      return Status::Unsupported(options_.stream_name + ": offset " + fmt::format("{:#x}", at) + ": RAM record flags " + fmt::format("{:#x}", flags) +
                                  ": " + UnsupportedFlagNames(flags & ~kKnownRamFlags));
     }
     const uint64_t kind = flags & ~kRamFlagContinue;
@@ -298,7 +300,7 @@ Status MigrationStreamReader::ParseRamBody(uint8_t tag, uint32_t section_id) {
       continue;
     }
     if (kind != kRamFlagPage && kind != kRamFlagZero) {
-      return in_.CorruptAt(at, "RAM record flags " + Hex(flags) +
+      return in_.CorruptAt(at, "RAM record flags " + fmt::format("{:#x}", flags) +
                                    " (expected exactly one of ZERO 0x2, MEM_SIZE 0x4, PAGE 0x8, EOS 0x10, plus CONTINUE 0x20)");
     }
     first = false;
@@ -317,8 +319,8 @@ Status MigrationStreamReader::ParseRamBody(uint8_t tag, uint32_t section_id) {
     }
     const RamBlockInfo& b = state_.ram_blocks[block];
     if (addr >= b.used_length) {
-      return in_.CorruptAt(at, "page offset " + Hex(addr) + " beyond RAMBlock " + b.name + "'s used length " +
-                                   Hex(b.used_length));
+      return in_.CorruptAt(at, "page offset " + fmt::format("{:#x}", addr) + " beyond RAMBlock " + b.name + "'s used length " +
+                                   fmt::format("{:#x}", b.used_length));
     }
     if (kind == kRamFlagZero) {
       HLT_ASSIGN_OR_RETURN(uint8_t fill, in_.U8("zero page fill byte"));
@@ -424,7 +426,7 @@ Status SplitDeviceStateTail(std::string_view tail, uint64_t base, const std::str
     return Status::Ok();
   }
   if (require_vmdesc) {
-    return Status::Corrupt(stream_name + ": offset " + Hex(base) + ": the " + std::to_string(n) +
+    return Status::Corrupt(stream_name + ": offset " + fmt::format("{:#x}", base) + ": the " + std::to_string(n) +
                            " bytes after the RAM do not end with EOF (0x00) + VMDESC (0x06, be32 length, JSON): "
                            "stream truncated?");
   }
@@ -433,7 +435,7 @@ Status SplitDeviceStateTail(std::string_view tail, uint64_t base, const std::str
     vmdesc->clear();
     return Status::Ok();
   }
-  return Status::Corrupt(stream_name + ": offset " + Hex(base) + ": the " + std::to_string(n) +
+  return Status::Corrupt(stream_name + ": offset " + fmt::format("{:#x}", base) + ": the " + std::to_string(n) +
                          " bytes after the RAM do not end with EOF (0x00), optionally followed by VMDESC (0x06, be32 "
                          "length, JSON)");
 }

@@ -1,5 +1,7 @@
 #include "halite/qemu/qemu_stream_writer.h"
 
+#include <fmt/format.h>
+
 namespace halite::qemu {
 namespace {
 
@@ -120,7 +122,7 @@ Status MigrationStreamWriter::WritePostcopyRamDiscard(uint32_t block,
     for (size_t i = first; i < ranges.size() && i < first + kMaxDiscardRanges; ++i) {
       const auto [start, len] = ranges[i];
       if (start % kTargetPageSize || len % kTargetPageSize || start + len > blk.used_length || start + len < start) {
-        return Status::Internal("discard range " + Hex(start) + "+" + Hex(len) + " outside block " + blk.name);
+        return Status::Internal("discard range " + fmt::format("{:#x}", start) + "+" + fmt::format("{:#x}", len) + " outside block " + blk.name);
       }
       PutBe64(&p, start);
       PutBe64(&p, len);
@@ -217,7 +219,7 @@ Status MigrationStreamWriter::PageHeader(PageId page, uint64_t flag, std::string
                             " is outside the saved RAMBlocks");
   }
   if (IsSent(page)) {
-    return Status::Internal("page " + Hex(page.page * kTargetPageSize) + " of " + state_->ram_blocks[page.block].name +
+    return Status::Internal("page " + fmt::format("{:#x}", page.page * kTargetPageSize) + " of " + state_->ram_blocks[page.block].name +
                             " sent twice (QEMU refuses a page already placed)");
   }
   sent_[page.block][page.page / 64] |= uint64_t{1} << (page.page % 64);

@@ -8,10 +8,13 @@
 // A transient error means at most max_read_attempts reads of the block, and a block that still failed is tried
 // again by the next fault.
 #include <catch2/catch.hpp>
+
 #include <cinttypes>
 #include <cstdio>
 #include <future>
 #include <random>
+
+#include <fmt/format.h>
 
 #include "engine_test_util.h"
 #include "halite/fault_injection.h"
@@ -86,12 +89,6 @@ PageRef StoredPageIn(const CheckpointReader& reader, uint32_t region) {
 
 uint32_t BlockOf(const CheckpointReader& reader, PageRef p) { return reader.Locate(reader.GlobalPage(p)).block; }
 
-std::string HexOffset(uint64_t offset) {
-  char text[32];
-  std::snprintf(text, sizeof text, "0x%" PRIx64, offset);
-  return text;
-}
-
 // The error of a fault on `page` names the region and page, the block and the block's file offset.
 void CheckNamesPlace(const Status& e, const MemCheckpoint& m, PageRef page, const CheckpointReader& reader,
                      uint32_t block) {
@@ -99,7 +96,7 @@ void CheckNamesPlace(const Status& e, const MemCheckpoint& m, PageRef page, cons
   CHECK_THAT(e.message(),
              Catch::Contains("region \"" + m.regions[page.region].name + "\" page " + std::to_string(page.page)));
   CHECK_THAT(e.message(), Catch::Contains("block " + std::to_string(block)));
-  CHECK_THAT(e.message(), Catch::Contains(HexOffset(reader.blocks()[block].offset)));
+  CHECK_THAT(e.message(), Catch::Contains(fmt::format("{:#x}", reader.blocks()[block].offset)));
 }
 
 // Every page the sink was given holds exactly the saved bytes, and none was given twice.
@@ -341,7 +338,7 @@ TEST_CASE("the background loader goes around a block whose transient errors outl
       INFO(loader.ToString());
       CHECK(loader.code() == StatusCode::kIoError);
       CHECK_THAT(loader.message(), Catch::Contains("block " + std::to_string(b)));
-      CHECK_THAT(loader.message(), Catch::Contains(HexOffset(in.reader->blocks()[b].offset)));
+      CHECK_THAT(loader.message(), Catch::Contains(fmt::format("{:#x}", in.reader->blocks()[b].offset)));
       size_t blocks = in.reader->blocks().size();
       CHECK(in.injector->operations() == blocks - 1 + kAttempts);
       CHECK((*engine)->Stats().read_retries == kAttempts - 1);
@@ -423,7 +420,7 @@ TEST_CASE("the background loader reports a flipped bit as corruption and install
   INFO(loader.ToString());
   CHECK(loader.code() == StatusCode::kCorrupt);
   CHECK_THAT(loader.message(), Catch::Contains("block " + std::to_string(b)));
-  CHECK_THAT(loader.message(), Catch::Contains(HexOffset(in.reader->blocks()[b].offset)));
+  CHECK_THAT(loader.message(), Catch::Contains(fmt::format("{:#x}", in.reader->blocks()[b].offset)));
   size_t blocks = in.reader->blocks().size();
   auto st = (*engine)->Stats();
   CHECK(st.read_retries == 0);
@@ -530,7 +527,7 @@ TEST_CASE("a preload that meets a read error fails Start, installs nothing of th
   INFO(started.ToString());
   CHECK(started.code() == StatusCode::kIoError);
   CHECK_THAT(started.message(), Catch::Contains("block " + std::to_string(b) + " "));
-  CHECK_THAT(started.message(), Catch::Contains(HexOffset(in.reader->blocks()[b].offset)));
+  CHECK_THAT(started.message(), Catch::Contains(fmt::format("{:#x}", in.reader->blocks()[b].offset)));
   CheckBlockNotInstalled(sink, *in.reader, b, **engine);
   // The loader never started, so there is nothing to wait for: WaitForLoader returns (with the failure) rather
   // than block a caller forever. Stop() releases it should it wait anyway, so a regression fails instead of hanging.

@@ -4,6 +4,8 @@
 #include <optional>
 #include <sstream>
 
+#include <fmt/format.h>
+
 #include "codec/hashing.h"
 #include "format/byte_order.h"
 #include "format/envelope_codec.h"
@@ -543,7 +545,7 @@ Result<std::vector<InvalidVector>> BuildInvalidVectors(const std::vector<ValidVe
     Parts p = Split(f);
     uint64_t section_at = p.footer.index_offset + SectionBody(p.index, ST::kDictionary) - format::kSectionHeaderSize;
     add("dictionary-unused.hlt", f, kC, kOk,
-        "index DICTIONARY at offset " + format::Hex(section_at) + ": present but no block uses it",
+        "index DICTIONARY at offset " + fmt::format("{:#x}", section_at) + ": present but no block uses it",
         "a DICTIONARY section no block uses; the error names that section's offset");
   }
   {
@@ -612,7 +614,7 @@ Result<std::string> Describe(const CheckpointReader& r) {
   for (uint8_t b : m.vm_uuid) o << ' ' << int(b);
   o << "\n";
   for (const auto& reg : r.regions()) {
-    o << "region \"" << reg.name << "\" base " << format::Hex(reg.guest_phys_base) << " size " << reg.size
+    o << "region \"" << reg.name << "\" base " << fmt::format("{:#x}", reg.guest_phys_base) << " size " << reg.size
       << " host_page_size " << reg.host_page_size << " first_page " << reg.first_page << "\n";
   }
   std::vector<uint8_t> page(kPage);
@@ -621,7 +623,7 @@ Result<std::string> Describe(const CheckpointReader& r) {
     o << "page " << g << " " << PageKindName(loc.kind);
     if (loc.kind == PageKind::kStored) {
       HLT_RETURN_IF_ERROR(r.ReadPage(g, page));
-      o << " block " << loc.block << " slot " << loc.slot_in_block << " xxh3 " << format::Hex(codec::Xxh3_64(page, 0));
+      o << " block " << loc.block << " slot " << loc.slot_in_block << " xxh3 " << fmt::format("{:#x}", codec::Xxh3_64(page, 0));
     }
     o << "\n";
   }
@@ -633,7 +635,7 @@ Result<std::string> Describe(const CheckpointReader& r) {
   for (size_t i = 0; i < r.blobs().size(); ++i) {
     HLT_ASSIGN_OR_RETURN(auto data, r.ReadBlob(uint32_t(i)));
     o << "blob \"" << r.blobs()[i].name << "\" raw " << data.size() << " stored " << r.blobs()[i].stored_length
-      << " xxh3 " << format::Hex(codec::Xxh3_64(data, 0)) << "\n";
+      << " xxh3 " << fmt::format("{:#x}", codec::Xxh3_64(data, 0)) << "\n";
   }
   o << "restore_order";
   for (uint32_t b : r.restore_order()) o << ' ' << b;

@@ -3,22 +3,18 @@
 #include <cinttypes>
 #include <cstdio>
 
+#include <fmt/format.h>
+
 #include "halite/xen/xen_checkpoint.h"
 
 namespace halite::xen::pager {
 namespace {
 
-std::string Hex(uint64_t v) {
-  char buf[24];
-  std::snprintf(buf, sizeof buf, "0x%" PRIx64, v);
-  return buf;
-}
-
 // Export never asks the skeleton for data: it has none.
 class NoPages final : public PageSource {
  public:
   Status ReadPages(std::span<const uint64_t> pfns, uint8_t*) override {
-    return Status::Internal("skeleton export asked for page data (pfn " + Hex(pfns.empty() ? 0 : pfns[0]) + ")");
+    return Status::Internal("skeleton export asked for page data (pfn " + fmt::format("{:#x}", pfns.empty() ? 0 : pfns[0]) + ")");
   }
 };
 

@@ -11,16 +11,12 @@
 #include <unordered_set>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "halite/xen/xen_checkpoint.h"
 
 namespace halite::xen {
 namespace {
-
-std::string Hex(uint64_t v) {
-  char buf[24];
-  std::snprintf(buf, sizeof buf, "0x%" PRIx64, v);
-  return buf;
-}
 
 // Serves pages from decoded blocks. The export's page order is known in advance (the layout), so the cache
 // evicts the block needed again farthest in the future (Belady's rule, optimal for a known sequence) and drops
@@ -37,8 +33,8 @@ class CheckpointPages final : public PageSource {
     for (size_t b = 0; b < image.pages.batch_count(); ++b) {
       for (const PageRun& run : image.pages.batch(b)) {
         if (run.first_pfn >= pages || run.count > pages - run.first_pfn) {
-          return Status::Corrupt(reader_.name() + ": the Xen layout names pfns " + Hex(run.first_pfn) + ".." +
-                                 Hex(run.first_pfn + run.count - 1) + " beyond region \"" + region_.name + "\" (" +
+          return Status::Corrupt(reader_.name() + ": the Xen layout names pfns " + fmt::format("{:#x}", run.first_pfn) + ".." +
+                                 fmt::format("{:#x}", run.first_pfn + run.count - 1) + " beyond region \"" + region_.name + "\" (" +
                                  std::to_string(pages) + " pages)");
         }
         if (!PageTypeHasData(static_cast<uint8_t>(run.type))) continue;
@@ -46,7 +42,7 @@ class CheckpointPages final : public PageSource {
           const uint64_t pfn = run.first_pfn + i;
           PageLocation loc = reader_.Locate(region_.first_page + pfn);
           if (loc.kind == PageKind::kAbsent) {
-            return Status::Corrupt(reader_.name() + ": pfn " + Hex(pfn) + " carries data in the Xen layout (" +
+            return Status::Corrupt(reader_.name() + ": pfn " + fmt::format("{:#x}", pfn) + " carries data in the Xen layout (" +
                                    "PAGE_DATA batch " + std::to_string(b) + ") but is absent from the checkpoint");
           }
           if (sequence_.size() >= kNever) return Status::Unsupported(reader_.name() + ": too many pages to export");
@@ -134,10 +130,10 @@ class CheckpointPages final : public PageSource {
     PageLocation loc = reader_.Locate(region_.first_page + pfn);
     const uint32_t block = loc.kind == PageKind::kStored ? loc.block : kNever;
     if (block != sequence_[pos]) {
-      return Status::Internal("xen export: pfn " + Hex(pfn) + " requested out of the layout's order");
+      return Status::Internal("xen export: pfn " + fmt::format("{:#x}", pfn) + " requested out of the layout's order");
     }
     if (loc.kind == PageKind::kAbsent) {
-      return Status::Corrupt(reader_.name() + ": pfn " + Hex(pfn) + " is absent from the checkpoint");
+      return Status::Corrupt(reader_.name() + ": pfn " + fmt::format("{:#x}", pfn) + " is absent from the checkpoint");
     }
     if (loc.kind == PageKind::kZero) {
       std::memset(dst, 0, kPageSize);
@@ -203,7 +199,7 @@ Status ExportCheckpointToStream(const CheckpointReader& reader, ByteSink& out, c
   const Region& region = reader.regions()[*region_index];
   if (region.guest_phys_base != 0) {
     return Status::Corrupt(name + ": region \"" + kXenRegionName + "\" starts at guest-physical " +
-                           Hex(region.guest_phys_base) + " (a Xen physmap starts at 0)");
+                           fmt::format("{:#x}", region.guest_phys_base) + " (a Xen physmap starts at 0)");
   }
   auto blob = reader.ReadBlob(kXenStateBlobName);
   if (!blob) {

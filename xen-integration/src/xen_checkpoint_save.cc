@@ -18,6 +18,8 @@
 #include <unordered_set>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "halite/xen/xen_checkpoint.h"
 #include "halite/xen/xen_hvm_context.h"
 
@@ -26,12 +28,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 double Since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-
-std::string Hex(uint64_t v) {
-  char buf[24];
-  std::snprintf(buf, sizeof buf, "0x%" PRIx64, v);
-  return buf;
-}
 
 // Gives back the bytes format detection consumed, then the rest of the input.
 class PrefixedSource final : public ByteSource {
@@ -101,8 +97,8 @@ Status PreadAll(int fd, uint8_t* p, size_t n, uint64_t offset, const std::string
   while (n > 0) {
     ssize_t got = ::pread(fd, p, n, off_t(offset));
     if (got < 0 && errno == EINTR) continue;
-    if (got < 0) return Status::IoError(name + ": read at offset " + Hex(offset) + " failed", errno);
-    if (got == 0) return Status::IoError(name + ": unexpected end of file at offset " + Hex(offset));
+    if (got < 0) return Status::IoError(name + ": read at offset " + fmt::format("{:#x}", offset) + " failed", errno);
+    if (got == 0) return Status::IoError(name + ": unexpected end of file at offset " + fmt::format("{:#x}", offset));
     p += got;
     n -= size_t(got);
     offset += uint64_t(got);
@@ -114,7 +110,7 @@ Status PwriteAll(int fd, const uint8_t* p, size_t n, uint64_t offset, const std:
   while (n > 0) {
     ssize_t put = ::pwrite(fd, p, n, off_t(offset));
     if (put < 0 && errno == EINTR) continue;
-    if (put < 0) return Status::IoError(name + ": write at offset " + Hex(offset) + " failed", errno);
+    if (put < 0) return Status::IoError(name + ": write at offset " + fmt::format("{:#x}", offset) + " failed", errno);
     p += put;
     n -= size_t(put);
     offset += uint64_t(put);
@@ -232,8 +228,8 @@ class IndexingSink final : public PageSink {
           std::array<uint8_t, kPageSize> again;
           HLT_RETURN_IF_ERROR(backing_->Read(in_input, again.data(), kPageSize));
           if (std::memcmp(again.data(), e.data, kPageSize) != 0) {
-            return Status::IoError(backing_->name() + ": page data of pfn " + Hex(e.pfn) + " at offset " +
-                                   Hex(in_input) + " reads back differently (input modified while read?)");
+            return Status::IoError(backing_->name() + ": page data of pfn " + fmt::format("{:#x}", e.pfn) + " at offset " +
+                                   fmt::format("{:#x}", in_input) + " reads back differently (input modified while read?)");
           }
         }
       }
@@ -362,12 +358,12 @@ class Saver {
   Status CheckRegionSize() {
     region_pages_ = sink_->named() ? sink_->max_pfn() + 1 : 1;
     if (region_pages_ > (uint64_t{1} << 31)) {
-      return Status::Unsupported(opt_.read.source_name + ": pfn " + Hex(sink_->max_pfn()) +
+      return Status::Unsupported(opt_.read.source_name + ": pfn " + fmt::format("{:#x}", sink_->max_pfn()) +
                                  " is beyond what a checkpoint region holds (2^31 pages, 8 TiB)");
     }
     if (region_pages_ > opt_.max_sparse_region_pages && region_pages_ / 16 > sink_->named()) {
       return Status::Unsupported(opt_.read.source_name + ": the stream names " + std::to_string(sink_->named()) +
-                                 " pfns up to " + Hex(sink_->max_pfn()) +
+                                 " pfns up to " + fmt::format("{:#x}", sink_->max_pfn()) +
                                  ": a physmap this sparse would cost the writer ~25 bytes for each of " +
                                  std::to_string(region_pages_) + " pages");
     }

@@ -9,6 +9,8 @@
 #include <utility>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "xen_endian.h"
 
 namespace halite::xen {
@@ -22,17 +24,11 @@ using internal::LoadLe32;
 using internal::LoadLe64;
 using internal::PaddingFor;
 
-std::string Hex(uint64_t v) {
-  char buf[24];
-  std::snprintf(buf, sizeof buf, "0x%" PRIx64, v);
-  return buf;
-}
-
 enum class Layer { kLibxl, kLibxc };
 
 std::string TypeName(Layer layer, uint32_t type) {
   const char* name = layer == Layer::kLibxc ? LibxcRecordName(type) : LibxlRecordName(type);
-  if (std::strncmp(name, "UNKNOWN", 7) == 0) return std::string(name) + " " + Hex(type);
+  if (std::strncmp(name, "UNKNOWN", 7) == 0) return std::string(name) + " " + fmt::format("{:#x}", type);
   return name;
 }
 
@@ -71,7 +67,7 @@ class Reader {
   }
   static std::string RecordWhere(Layer layer, uint32_t index, uint32_t type, uint64_t offset) {
     return std::string(layer == Layer::kLibxc ? "libxc" : "libxl") + " record " + std::to_string(index) + " (" +
-           TypeName(layer, type) + ") at offset " + Hex(offset);
+           TypeName(layer, type) + ") at offset " + fmt::format("{:#x}", offset);
   }
   static std::string RecordWhere(Layer layer, const RawRecord& r) {
     return RecordWhere(layer, r.index, r.type, r.offset);
@@ -83,9 +79,9 @@ class Reader {
     size_t got = 0;
     while (got < n) {
       auto r = source_.Read(p + got, n - got);
-      if (!r) return r.error().WithContext(opt_.source_name + ": " + where + " at offset " + Hex(offset_ + got));
+      if (!r) return r.error().WithContext(opt_.source_name + ": " + where + " at offset " + fmt::format("{:#x}", offset_ + got));
       if (*r == 0) {
-        return Corrupt(where, "truncated: input ends at offset " + Hex(offset_ + got) + " after " +
+        return Corrupt(where, "truncated: input ends at offset " + fmt::format("{:#x}", offset_ + got) + " after " +
                                   std::to_string(got) + " of " + std::to_string(n) + " bytes of the " + what);
       }
       got += *r;
@@ -103,9 +99,9 @@ class Reader {
       size_t chunk = std::min(n - have, std::max<size_t>(have, 1u << 20));
       if (body_.size() < have + chunk) body_.resize(have + chunk);
       auto r = source_.Read(body_.data() + have, chunk);
-      if (!r) return r.error().WithContext(opt_.source_name + ": " + where + " at offset " + Hex(start + have));
+      if (!r) return r.error().WithContext(opt_.source_name + ": " + where + " at offset " + fmt::format("{:#x}", start + have));
       if (*r == 0) {
-        return Corrupt(where, "truncated: input ends at offset " + Hex(start + have) + " after " +
+        return Corrupt(where, "truncated: input ends at offset " + fmt::format("{:#x}", start + have) + " after " +
                                   std::to_string(have) + " of " + std::to_string(n) + " bytes of the " + what);
       }
       have += *r;
@@ -120,7 +116,7 @@ class Reader {
     auto r = source_.Read(&byte, 1);
     if (!r) return r.error().WithContext(opt_.source_name);
     if (*r != 0) {
-      return Corrupt("end of stream at offset " + Hex(offset_),
+      return Corrupt("end of stream at offset " + fmt::format("{:#x}", offset_),
                      "unexpected data after the END record (a save image ends there)");
     }
     return Status::Ok();
@@ -132,22 +128,22 @@ class Reader {
     rec->offset = offset_;
     uint8_t hdr[kRecordHeaderSize];
     std::string header_where = std::string(layer == Layer::kLibxc ? "libxc" : "libxl") + " record " +
-                               std::to_string(index) + " header at offset " + Hex(offset_);
+                               std::to_string(index) + " header at offset " + fmt::format("{:#x}", offset_);
     HLT_RETURN_IF_ERROR(ReadExact(hdr, sizeof hdr, header_where, "record header (an END record was expected "
                                                                  "before the input ends)"));
     rec->type = LoadLe32(hdr);
     uint32_t length = LoadLe32(hdr + 4);
     if (length > opt_.max_record_length) {
-      return Corrupt(RecordWhere(layer, *rec), "body length " + Hex(length) + " exceeds the limit " +
-                                                   Hex(opt_.max_record_length) + " (Xen's restorer refuses it)");
+      return Corrupt(RecordWhere(layer, *rec), "body length " + fmt::format("{:#x}", length) + " exceeds the limit " +
+                                                   fmt::format("{:#x}", opt_.max_record_length) + " (Xen's restorer refuses it)");
     }
     uint32_t padded = length + PaddingFor(length);
     HLT_RETURN_IF_ERROR(ReadBody(padded, RecordWhere(layer, *rec), "record body and padding"));
     for (uint32_t i = length; i < padded; ++i) {
       if (body_[i] != 0) {
         return Corrupt(RecordWhere(layer, *rec), "padding byte at offset " +
-                                                     Hex(rec->offset + kRecordHeaderSize + i) + " is " +
-                                                     Hex(body_[i]) + " (padding must be zero)");
+                                                     fmt::format("{:#x}", rec->offset + kRecordHeaderSize + i) + " is " +
+                                                     fmt::format("{:#x}", body_[i]) + " (padding must be zero)");
       }
     }
     rec->body = std::span<const uint8_t>(body_.data(), length);
@@ -173,17 +169,17 @@ class Reader {
       return Unsupported(where, "byte order marker 0x04030201: written on a big-endian host (not supported)");
     }
     if (byteorder != kXlByteOrderValue) {
-      return Corrupt(where, "byte order marker " + Hex(byteorder) + " (expected 0x1020304)");
+      return Corrupt(where, "byte order marker " + fmt::format("{:#x}", byteorder) + " (expected 0x1020304)");
     }
     XlHeader xl;
     xl.mandatory_flags = LoadLe32(hdr + 36);
     xl.optional_flags = LoadLe32(hdr + 40);
     uint32_t optional_len = LoadLe32(hdr + 44);
     if (uint32_t unknown = xl.mandatory_flags & ~kXlMandatoryKnown) {
-      return Unsupported(where, "unknown mandatory flags " + Hex(unknown) + " (known: 0x3; a newer xl wrote this)");
+      return Unsupported(where, "unknown mandatory flags " + fmt::format("{:#x}", unknown) + " (known: 0x3; a newer xl wrote this)");
     }
     if (!(xl.mandatory_flags & kXlMandatoryStreamV2)) {
-      return Unsupported(where, "mandatory flags " + Hex(xl.mandatory_flags) +
+      return Unsupported(where, "mandatory flags " + fmt::format("{:#x}", xl.mandatory_flags) +
                                     " lack STREAMv2 (bit 1): a legacy pre-4.6 image; convert it with Xen's "
                                     "convert-legacy-stream first");
     }
@@ -213,11 +209,11 @@ class Reader {
 
   // ---- libxl stream ----
   Status ReadLibxl() {
-    const std::string where = "libxl header at offset " + Hex(offset_);
+    const std::string where = "libxl header at offset " + fmt::format("{:#x}", offset_);
     uint8_t hdr[kLibxlHeaderSize];
     HLT_RETURN_IF_ERROR(ReadExact(hdr, sizeof hdr, where, "libxl header"));
     if (uint64_t ident = LoadBe64(hdr); ident != kLibxlIdent) {
-      return Corrupt(where, "ident " + Hex(ident) + " (expected 0x4c6962786c466d74, \"LibxlFmt\")");
+      return Corrupt(where, "ident " + fmt::format("{:#x}", ident) + " (expected 0x4c6962786c466d74, \"LibxlFmt\")");
     }
     if (uint32_t version = LoadBe32(hdr + 8); version != kLibxlVersion) {
       return Unsupported(where, "version " + std::to_string(version) + " (expected 2)");
@@ -228,7 +224,7 @@ class Reader {
       return Unsupported(where, "big-endian stream (options bit 0 set): not supported, as by libxl itself");
     }
     if (uint32_t reserved = header.options & ~kLibxlOptKnown) {
-      return Corrupt(where, "reserved option bits " + Hex(reserved) + " set (must be zero)");
+      return Corrupt(where, "reserved option bits " + fmt::format("{:#x}", reserved) + " set (must be zero)");
     }
     HLT_RETURN_IF_ERROR(visitor_.OnLibxlHeader(header));
 
@@ -278,7 +274,7 @@ class Reader {
     }
     uint32_t emulator = LoadLe32(r.body.data());
     if (emulator > kEmulatorQemuUpstream) {
-      return Corrupt(where, "emulator id " + Hex(emulator) + " (expected 0 unknown, 1 qemu-trad or 2 qemu)");
+      return Corrupt(where, "emulator id " + fmt::format("{:#x}", emulator) + " (expected 0 unknown, 1 qemu-trad or 2 qemu)");
     }
     if (r.type == kLibxlEmulatorXenstoreData && r.body.size() > kLibxlEmulatorHeaderSize) {
       // Packed NUL-terminated key and value strings: the data ends in NUL and holds an even number of them.
@@ -297,14 +293,14 @@ class Reader {
   Status ReadLibxc() {
     LibxcHeaders h;
     h.offset = offset_;
-    std::string where = "libxc image header at offset " + Hex(offset_);
+    std::string where = "libxc image header at offset " + fmt::format("{:#x}", offset_);
     uint8_t ihdr[kLibxcImageHeaderSize];
     HLT_RETURN_IF_ERROR(ReadExact(ihdr, sizeof ihdr, where, "libxc image header"));
     if (uint64_t marker = LoadBe64(ihdr); marker != kLibxcMarker) {
-      return Corrupt(where, "marker " + Hex(marker) + " (expected all ones; zero bits mean a legacy image)");
+      return Corrupt(where, "marker " + fmt::format("{:#x}", marker) + " (expected all ones; zero bits mean a legacy image)");
     }
     if (uint32_t id = LoadBe32(ihdr + 8); id != kLibxcId) {
-      return Corrupt(where, "id " + Hex(id) + " (expected 0x58454e46, \"XENF\")");
+      return Corrupt(where, "id " + fmt::format("{:#x}", id) + " (expected 0x58454e46, \"XENF\")");
     }
     h.version = LoadBe32(ihdr + 12);
     if (h.version < kLibxcVersionMin || h.version > kLibxcVersion) {
@@ -315,11 +311,11 @@ class Reader {
     if (h.options & kLibxcOptBigEndian) {
       return Unsupported(where, "big-endian stream (options bit 0 set): not supported, as by Xen's restorer");
     }
-    if (h.options != 0) return Corrupt(where, "reserved option bits " + Hex(h.options) + " set (must be zero)");
+    if (h.options != 0) return Corrupt(where, "reserved option bits " + fmt::format("{:#x}", h.options) + " set (must be zero)");
     if (LoadBe16(ihdr + 18) != 0 || LoadBe32(ihdr + 20) != 0) {
       return Corrupt(where, "reserved bytes 18-23 not zero");
     }
-    where = "libxc domain header at offset " + Hex(offset_);
+    where = "libxc domain header at offset " + fmt::format("{:#x}", offset_);
     uint8_t dhdr[kLibxcDomainHeaderSize];
     HLT_RETURN_IF_ERROR(ReadExact(dhdr, sizeof dhdr, where, "libxc domain header"));
     h.domain_type = LoadLe32(dhdr);
@@ -330,7 +326,7 @@ class Reader {
       return Unsupported(where, "x86 PV guest (type 1): only x86 HVM streams are supported");
     }
     if (h.domain_type != kDomainTypeX86Hvm) {
-      return Corrupt(where, "domain type " + Hex(h.domain_type) + " (expected 2, x86 HVM)");
+      return Corrupt(where, "domain type " + fmt::format("{:#x}", h.domain_type) + " (expected 2, x86 HVM)");
     }
     if (h.page_shift != kPageShift) {
       return Corrupt(where, "page shift " + std::to_string(h.page_shift) + " (expected 12)");
@@ -449,7 +445,7 @@ class Reader {
                                 std::to_string(opt_.max_pfns_per_record) + ")");
     }
     if (uint32_t reserved = LoadLe32(body + 4); reserved != 0) {
-      return Corrupt(where, "reserved field " + Hex(reserved) + " (must be zero)");
+      return Corrupt(where, "reserved field " + fmt::format("{:#x}", reserved) + " (must be zero)");
     }
     const uint64_t table_end = kPageDataHeaderSize + uint64_t{count} * 8;
     if (length < table_end) {
@@ -462,11 +458,11 @@ class Reader {
       uint64_t raw = LoadLe64(body + kPageDataHeaderSize + 8 * uint64_t{i});
       uint8_t type = static_cast<uint8_t>(raw >> kPfnTypeShift);
       uint64_t pfn = raw & kPfnMask;
-      std::string entry = "pfn entry " + std::to_string(i) + " (" + Hex(raw) + ")";
+      std::string entry = "pfn entry " + std::to_string(i) + " (" + fmt::format("{:#x}", raw) + ")";
       if (raw & kPfnReservedMask) return Corrupt(where, entry + ": reserved bits 52-59 set");
-      if (!IsKnownPageType(type)) return Corrupt(where, entry + ": page type " + Hex(type) + " is reserved");
+      if (!IsKnownPageType(type)) return Corrupt(where, entry + ": page type " + fmt::format("{:#x}", type) + " is reserved");
       if (pfn > opt_.max_pfn) {
-        return Corrupt(where, entry + ": pfn " + Hex(pfn) + " beyond the limit " + Hex(opt_.max_pfn));
+        return Corrupt(where, entry + ": pfn " + fmt::format("{:#x}", pfn) + " beyond the limit " + fmt::format("{:#x}", opt_.max_pfn));
       }
       entries_[i] = PageEntry{pfn, static_cast<PageType>(type), nullptr};
       if (PageTypeHasData(type)) ++with_data;
@@ -496,7 +492,7 @@ class Reader {
     std::sort(sorted_.begin(), sorted_.end());
     for (size_t i = 1; i < sorted_.size(); ++i) {
       if (sorted_[i].first == sorted_[i - 1].first) {
-        return Corrupt(where, "pfn " + Hex(sorted_[i].first) + " appears twice (entries " +
+        return Corrupt(where, "pfn " + fmt::format("{:#x}", sorted_[i].first) + " appears twice (entries " +
                                   std::to_string(sorted_[i - 1].second) + " and " +
                                   std::to_string(sorted_[i].second) + "); a batch holds each pfn once");
       }

@@ -4,6 +4,8 @@
 #include <cstring>
 #include <thread>
 
+#include <fmt/format.h>
+
 #include "engine/engine_impl.h"
 #include "format/byte_order.h"
 
@@ -11,7 +13,6 @@ namespace halite {
 namespace {
 
 constexpr uint64_t kPage = 4096;
-using format::Hex;
 
 // The loader may run ahead of its rate by one tenth of a second or one block, whichever is more: no more, since
 // a burst right after the guest starts competes with exactly the faults that matter most.
@@ -170,7 +171,7 @@ Status RestoreEngine::Impl::LoadBlock(uint32_t b, Cause cause) {
   uint64_t t_install = NowNs();
   c_.read_ns.fetch_add(t_install - t_read, std::memory_order_relaxed);
   if (!s.ok()) {
-    Status named = s.WithContext("block " + std::to_string(b) + " at offset " + Hex(info.offset) + " (" +
+    Status named = s.WithContext("block " + std::to_string(b) + " at offset " + fmt::format("{:#x}", info.offset) + " (" +
                                  std::to_string(info.stored_length) + " bytes)");
     RecordFailure(b, named);
     if (s.retryable()) {

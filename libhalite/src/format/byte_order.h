@@ -99,9 +99,6 @@ class ByteCursor {
   bool ok_ = true;
 };
 
-// "0x1a3c0": offsets in error messages are hexadecimal.
-std::string Hex(uint64_t v);
-
 }  // namespace halite::format
 
 #endif  // HALITE_FORMAT_BYTE_ORDER_H_

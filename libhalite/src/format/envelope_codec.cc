@@ -2,16 +2,12 @@
 
 #include <cstring>
 
+#include <fmt/format.h>
+
 #include "codec/hashing.h"
 #include "format/byte_order.h"
 
 namespace halite::format {
-
-std::string Hex(uint64_t v) {
-  char buf[24];
-  std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(v));
-  return buf;
-}
 
 uint64_t FileSeed(const FileId& id) { return LoadLe64(id.data()) ^ LoadLe64(id.data() + 8); }
 uint64_t BlockSeed(uint64_t file_seed, uint64_t block_index) {
@@ -36,14 +32,14 @@ std::array<uint8_t, kHeaderSize> EncodeHeader(const Header& h) {
 
 Result<Header> DecodeHeader(std::span<const uint8_t> b, const std::string& name) {
   auto err = [&](uint64_t off, const std::string& what) {
-    return Status::Corrupt(name + ": header at offset " + Hex(off) + ": " + what);
+    return Status::Corrupt(name + ": header at offset " + fmt::format("{:#x}", off) + ": " + what);
   };
   if (b.size() != kHeaderSize) return err(0, "expected 64 bytes");
   if (std::memcmp(b.data(), kHeaderMagic, 8) != 0) return err(0, "bad magic (expected \"HLTCKPT\\0\")");
   uint64_t stored = LoadLe64(&b[56]);
   uint64_t computed = codec::Xxh3_64(b.first(56), 0);
   if (stored != computed) {
-    return err(56, "checksum mismatch (stored " + Hex(stored) + ", computed " + Hex(computed) + ")");
+    return err(56, "checksum mismatch (stored " + fmt::format("{:#x}", stored) + ", computed " + fmt::format("{:#x}", computed) + ")");
   }
   Header h;
   h.major = LoadLe16(&b[8]);
@@ -60,7 +56,7 @@ Result<Header> DecodeHeader(std::span<const uint8_t> b, const std::string& name)
     return err(32, "page_size " + std::to_string(LoadLe32(&b[32])) + " (expected 4096)");
   }
   h.flags = LoadLe32(&b[36]);
-  if (h.flags & ~kHeaderKnownFlags) return err(36, "unknown flags " + Hex(h.flags));
+  if (h.flags & ~kHeaderKnownFlags) return err(36, "unknown flags " + fmt::format("{:#x}", h.flags));
   for (int i = 40; i < 56; ++i) {
     if (b[i] != 0) return err(i, "reserved byte is not zero");
   }
@@ -82,7 +78,7 @@ std::array<uint8_t, kFooterSize> EncodeFooter(const Footer& f) {
 Result<Footer> DecodeFooter(std::span<const uint8_t> b, uint64_t actual_file_size, const std::string& name) {
   uint64_t base = actual_file_size >= kFooterSize ? actual_file_size - kFooterSize : 0;
   auto err = [&](uint64_t off, const std::string& what) {
-    return Status::Corrupt(name + ": footer at offset " + Hex(base + off) + ": " + what);
+    return Status::Corrupt(name + ": footer at offset " + fmt::format("{:#x}", base + off) + ": " + what);
   };
   if (actual_file_size < kHeaderSize + kFooterSize) {
     return Status::Corrupt(name + ": file is " + std::to_string(actual_file_size) +
@@ -101,7 +97,7 @@ Result<Footer> DecodeFooter(std::span<const uint8_t> b, uint64_t actual_file_siz
   uint64_t stored = LoadLe64(&b[48]);
   uint64_t computed = codec::Xxh3_64(b.first(48), FileSeed(f.file_id));
   if (stored != computed) {
-    return err(48, "checksum mismatch (stored " + Hex(stored) + ", computed " + Hex(computed) + ")");
+    return err(48, "checksum mismatch (stored " + fmt::format("{:#x}", stored) + ", computed " + fmt::format("{:#x}", computed) + ")");
   }
   if (f.file_size != actual_file_size) {
     return err(16, "file_size " + std::to_string(f.file_size) + " but the file has " +
@@ -113,8 +109,8 @@ Result<Footer> DecodeFooter(std::span<const uint8_t> b, uint64_t actual_file_siz
                       std::to_string(max_index) + ")");
   }
   if (f.index_offset != actual_file_size - kFooterSize - f.index_length) {
-    return err(0, "index_offset " + Hex(f.index_offset) + " (expected " +
-                      Hex(actual_file_size - kFooterSize - f.index_length) + ": the index ends at the footer)");
+    return err(0, "index_offset " + fmt::format("{:#x}", f.index_offset) + " (expected " +
+                      fmt::format("{:#x}", actual_file_size - kFooterSize - f.index_length) + ": the index ends at the footer)");
   }
   return f;
 }

@@ -34,7 +34,7 @@ class Decoder {
 
  private:
   Status Err(uint64_t file_offset, const std::string& section, const std::string& what) const {
-    return Status::Corrupt(name_ + ": index " + section + " at offset " + Hex(file_offset) + ": " + what);
+    return Status::Corrupt(name_ + ": index " + section + " at offset " + fmt::format("{:#x}", file_offset) + ": " + what);
   }
   Status CheckZero(ByteCursor& c, size_t n, const std::string& section, const char* field) {
     uint64_t at = c.file_offset();
@@ -125,7 +125,7 @@ Result<IndexModel> Decoder::Run() {
       }
       last_type = type;
     }
-    if (flags != 0) return Err(at + 4, sname, "reserved section flags " + Hex(flags) + " (expected 0)");
+    if (flags != 0) return Err(at + 4, sname, "reserved section flags " + fmt::format("{:#x}", flags) + " (expected 0)");
     if (len > c.remaining()) {
       return Err(at + 8, sname, "body_length " + std::to_string(len) + " exceeds the " +
                                     std::to_string(c.remaining()) + " bytes left in the index");
@@ -211,7 +211,7 @@ Status Decoder::DecodeRegions(std::span<const uint8_t> body, uint64_t at) {
     r.host_page_size = c.U32();
     uint16_t flags = c.U16();
     uint16_t nlen = c.U16();
-    if (flags != 0) return Err(eat + 20, es, "reserved flags " + Hex(flags) + " (expected 0)");
+    if (flags != 0) return Err(eat + 20, es, "reserved flags " + fmt::format("{:#x}", flags) + " (expected 0)");
     if (nlen < 1 || nlen > kMaxNameLength) return Err(eat + 22, es, "name_length " + std::to_string(nlen) + " (expected 1..255)");
     if (!c.Has(nlen)) return Err(eat + 24, es, "truncated name");
     r.name = c.Str(nlen);
@@ -222,9 +222,9 @@ Status Decoder::DecodeRegions(std::span<const uint8_t> body, uint64_t at) {
     if (hps < kMinHostPageSize || hps > kMaxHostPageSize || (hps & (hps - 1)) != 0) {
       return Err(eat + 16, es, "host_page_size " + std::to_string(hps) + " (expected a power of two, 4096..2^30)");
     }
-    if (r.guest_phys_base % kPageSize != 0) return Err(eat, es, "guest_phys_base " + Hex(r.guest_phys_base) + " is not 4096-aligned");
+    if (r.guest_phys_base % kPageSize != 0) return Err(eat, es, "guest_phys_base " + fmt::format("{:#x}", r.guest_phys_base) + " is not 4096-aligned");
     if (r.size == 0 || r.size % hps != 0) {
-      return Err(eat + 8, es, "size " + Hex(r.size) + " (expected > 0 and a multiple of host_page_size)");
+      return Err(eat + 8, es, "size " + fmt::format("{:#x}", r.size) + " (expected > 0 and a multiple of host_page_size)");
     }
     if (r.guest_phys_base + r.size < r.guest_phys_base) return Err(eat, es, "guest_phys_base + size overflows");
     r.first_page = total_pages;
@@ -276,12 +276,12 @@ Status Decoder::DecodeBlocks(std::span<const uint8_t> body, uint64_t at) {
     uint32_t reserved = c.U32();
     b.checksum = c.U64();
     if (reserved != 0) return Err(eat + 20, es, "reserved field is not zero");
-    if (b.flags & ~kBlockKnownFlags) return Err(eat + 16, es, "unknown flags " + Hex(b.flags));
+    if (b.flags & ~kBlockKnownFlags) return Err(eat + 16, es, "unknown flags " + fmt::format("{:#x}", b.flags));
     if (b.page_count < 1 || b.page_count > kMaxBlockPages) {
       return Err(eat + 12, es, "page_count " + std::to_string(b.page_count) + " (expected 1..4096)");
     }
     if (b.offset != expect_offset) {
-      return Err(eat, es, "offset " + Hex(b.offset) + " (expected " + Hex(expect_offset) + ": payloads are contiguous)");
+      return Err(eat, es, "offset " + fmt::format("{:#x}", b.offset) + " (expected " + fmt::format("{:#x}", expect_offset) + ": payloads are contiguous)");
     }
     uint64_t raw = b.raw_length();
     if (b.compressed()) {
@@ -298,7 +298,7 @@ Status Decoder::DecodeBlocks(std::span<const uint8_t> body, uint64_t at) {
     b.first_slot = total_slots_;
     total_slots_ += b.page_count;
     expect_offset += b.stored_length;
-    if (expect_offset > index_offset_) return Err(eat, es, "payload runs past the index at " + Hex(index_offset_));
+    if (expect_offset > index_offset_) return Err(eat, es, "payload runs past the index at " + fmt::format("{:#x}", index_offset_));
   }
   return Status::Ok();
 }
@@ -328,7 +328,7 @@ Status Decoder::DecodeBlobs(std::span<const uint8_t> body, uint64_t at) {
     uint16_t reserved = c.U16();
     b.checksum = c.U64();
     if (reserved != 0) return Err(eat + 30, es, "reserved field is not zero");
-    if (b.flags & ~kBlobCompressed) return Err(eat + 24, es, "unknown flags " + Hex(b.flags));
+    if (b.flags & ~kBlobCompressed) return Err(eat + 24, es, "unknown flags " + fmt::format("{:#x}", b.flags));
     if (nlen < 1 || nlen > kMaxNameLength) return Err(eat + 28, es, "name_length " + std::to_string(nlen) + " (expected 1..255)");
     if (!c.Has(nlen)) return Err(eat + 40, es, "truncated name");
     b.name = c.Str(nlen);
@@ -344,17 +344,17 @@ Status Decoder::DecodeBlobs(std::span<const uint8_t> body, uint64_t at) {
       return Err(eat + 8, es, "raw stored_length " + std::to_string(b.stored_length) + " != raw_length " + std::to_string(b.raw_length));
     }
     if (b.offset != expect_offset) {
-      return Err(eat, es, "offset " + Hex(b.offset) + " (expected " + Hex(expect_offset) + ": payloads are contiguous)");
+      return Err(eat, es, "offset " + fmt::format("{:#x}", b.offset) + " (expected " + fmt::format("{:#x}", expect_offset) + ": payloads are contiguous)");
     }
     if (b.stored_length > index_offset_ - expect_offset) {
-      return Err(eat, es, "payload runs past the index at " + Hex(index_offset_));
+      return Err(eat, es, "payload runs past the index at " + fmt::format("{:#x}", index_offset_));
     }
     expect_offset += b.stored_length;
     m_.blobs.push_back(std::move(b));
   }
   if (c.remaining() != 0) return Err(c.file_offset(), s, std::to_string(c.remaining()) + " bytes after the last entry");
   if (expect_offset != index_offset_) {
-    return Err(at, s, "payloads end at " + Hex(expect_offset) + " but the index starts at " + Hex(index_offset_) +
+    return Err(at, s, "payloads end at " + fmt::format("{:#x}", expect_offset) + " but the index starts at " + fmt::format("{:#x}", index_offset_) +
                           " (unaccounted bytes)");
   }
   return Status::Ok();

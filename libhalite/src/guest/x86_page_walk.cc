@@ -10,6 +10,8 @@
 #include <string>
 #include <unordered_set>
 
+#include <fmt/format.h>
+
 namespace halite::x86 {
 namespace {
 
@@ -77,21 +79,15 @@ class Walker {
       return Status::InvalidArgument("page walk: " + std::to_string(root.levels) + " paging levels (expected 4 or 5)");
     }
     if (root.table_pfn > lim_.max_pfn) {
-      return Status::NotFound("page walk: root table pfn " + Hex(root.table_pfn) + " is beyond the guest's memory");
+      return Status::NotFound("page walk: root table pfn " + fmt::format("{:#x}", root.table_pfn) + " is beyond the guest's memory");
     }
     HLT_ASSIGN_OR_RETURN(bool present, ReadTable(root.table_pfn, root.levels));
-    if (!present) return Status::NotFound("page walk: root table pfn " + Hex(root.table_pfn) + " is not in memory");
+    if (!present) return Status::NotFound("page walk: root table pfn " + fmt::format("{:#x}", root.table_pfn) + " is not in memory");
     return Table(root.levels, 0, lim_.user_half_only);
   }
 
  private:
-  static std::string Hex(uint64_t v) {
-    char buf[24];
-    std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(v));
-    return buf;
-  }
-
-  // Reads table `pfn` for `level` into pages_[level]; false when absent, already walked or a limit was hit.
+    // Reads table `pfn` for `level` into pages_[level]; false when absent, already walked or a limit was hit.
   Result<bool> ReadTable(uint64_t pfn, int level) {
     if (!visited_.insert((pfn << 3) | uint64_t(level)).second) {
       ++out_->stats.revisited_tables;

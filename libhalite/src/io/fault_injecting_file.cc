@@ -5,11 +5,11 @@
 #include <algorithm>
 #include <cerrno>
 
+#include <fmt/format.h>
+
 #include "format/byte_order.h"
 
 namespace halite {
-
-using format::Hex;
 
 const char* FaultName(Fault fault) {
   switch (fault) {
@@ -105,7 +105,7 @@ class FaultInjectingFile final : public RandomAccessFile {
         return base_->ReadAt(offset, buffer);
       case FaultInjector::Decision::kDeadDevice:
         return Status::IoError(name() + ": read of " + std::to_string(buffer.size()) + " bytes at offset " +
-                                   Hex(offset) + " failed (device failed after an injected fault)",
+                                   fmt::format("{:#x}", offset) + " failed (device failed after an injected fault)",
                                EIO);
       case FaultInjector::Decision::kFault:
         break;
@@ -113,7 +113,7 @@ class FaultInjectingFile final : public RandomAccessFile {
     switch (injector_->plan().fault) {
       case Fault::kShortTransfer: {
         if (keep > 0) HLT_RETURN_IF_ERROR(base_->ReadAt(offset, buffer.first(keep)));
-        return Status::IoError(name() + ": short read at offset " + Hex(offset + keep) + ": " +
+        return Status::IoError(name() + ": short read at offset " + fmt::format("{:#x}", offset + keep) + ": " +
                                std::to_string(keep) + " of " + std::to_string(buffer.size()) +
                                " bytes (injected)")
             .set_retryable(transient);
@@ -125,7 +125,7 @@ class FaultInjectingFile final : public RandomAccessFile {
       }
       default:
         return Status::IoError(name() + ": read of " + std::to_string(buffer.size()) + " bytes at offset " +
-                                   Hex(offset) + " failed (injected EIO)",
+                                   fmt::format("{:#x}", offset) + " failed (injected EIO)",
                                EIO)
             .set_retryable(transient);
     }
@@ -156,7 +156,7 @@ class FaultInjectingSink final : public AppendSink {
         return base_->Append(data);
       case FaultInjector::Decision::kDeadDevice:
         return Status::IoError(name() + ": write of " + std::to_string(data.size()) + " bytes at offset " +
-                                   Hex(at) + " failed (device failed after an injected fault)",
+                                   fmt::format("{:#x}", at) + " failed (device failed after an injected fault)",
                                EIO);
       case FaultInjector::Decision::kFault:
         break;
@@ -164,7 +164,7 @@ class FaultInjectingSink final : public AppendSink {
     switch (injector_->plan().fault) {
       case Fault::kShortTransfer: {
         if (keep > 0) HLT_RETURN_IF_ERROR(base_->Append(data.first(keep)));
-        return Status::IoError(name() + ": short write at offset " + Hex(at + keep) + ": " + std::to_string(keep) +
+        return Status::IoError(name() + ": short write at offset " + fmt::format("{:#x}", at + keep) + ": " + std::to_string(keep) +
                                    " of " + std::to_string(data.size()) + " bytes (injected)",
                                ENOSPC)
             .set_retryable(transient);
@@ -177,7 +177,7 @@ class FaultInjectingSink final : public AppendSink {
       }
       default:
         return Status::IoError(name() + ": write of " + std::to_string(data.size()) + " bytes at offset " +
-                                   Hex(at) + " failed (injected EIO)",
+                                   fmt::format("{:#x}", at) + " failed (injected EIO)",
                                EIO)
             .set_retryable(transient);
     }

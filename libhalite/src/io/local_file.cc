@@ -7,6 +7,8 @@
 #include <cerrno>
 #include <mutex>
 
+#include <fmt/format.h>
+
 #include "format/byte_order.h"
 #include "halite/storage.h"
 #include "io/posix_io.h"
@@ -37,7 +39,7 @@ class LocalFile final : public RandomAccessFile {
   Status ReadAt(uint64_t offset, std::span<uint8_t> buf) override {
     if (offset > size_ || buf.size() > size_ - offset) {
       return Status::InvalidArgument(name_ + ": read of " + std::to_string(buf.size()) + " bytes at offset " +
-                                     format::Hex(offset) + " is outside the file (" + std::to_string(size_) + " bytes)");
+                                     fmt::format("{:#x}", offset) + " is outside the file (" + std::to_string(size_) + " bytes)");
     }
     return io::PreadFull(fd_, buf, offset, name_);
   }
@@ -68,7 +70,7 @@ class MemoryFile final : public RandomAccessFile {
   uint64_t size() const override { return bytes_.size(); }
   Status ReadAt(uint64_t offset, std::span<uint8_t> buf) override {
     if (offset > bytes_.size() || buf.size() > bytes_.size() - offset) {
-      return Status::InvalidArgument(name_ + ": read at offset " + format::Hex(offset) + " is outside the file");
+      return Status::InvalidArgument(name_ + ": read at offset " + fmt::format("{:#x}", offset) + " is outside the file");
     }
     std::copy_n(bytes_.begin() + offset, buf.size(), buf.begin());
     return Status::Ok();

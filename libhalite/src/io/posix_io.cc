@@ -4,6 +4,8 @@
 
 #include <cerrno>
 
+#include <fmt/format.h>
+
 #include "format/byte_order.h"
 
 namespace halite::io {
@@ -18,11 +20,11 @@ Status PreadFull(int fd, std::span<uint8_t> buf, uint64_t offset, const std::str
     if (n < 0) {
       if (errno == EINTR) continue;
       int e = errno;
-      return Status::IoError(name + ": read at offset " + format::Hex(offset + done) + " failed", e)
+      return Status::IoError(name + ": read at offset " + fmt::format("{:#x}", offset + done) + " failed", e)
           .set_retryable(TransientErrno(e));
     }
     if (n == 0) {
-      return Status::IoError(name + ": short read at offset " + format::Hex(offset + done) + " (file changed?)")
+      return Status::IoError(name + ": short read at offset " + fmt::format("{:#x}", offset + done) + " (file changed?)")
           .set_retryable(true);
     }
     done += size_t(n);
@@ -37,10 +39,10 @@ Status PwriteFull(int fd, std::span<const uint8_t> data, uint64_t offset, const 
     if (n < 0) {
       if (errno == EINTR) continue;
       int e = errno;
-      return Status::IoError(name + ": write at offset " + format::Hex(offset + done) + " failed", e)
+      return Status::IoError(name + ": write at offset " + fmt::format("{:#x}", offset + done) + " failed", e)
           .set_retryable(TransientErrno(e));
     }
-    if (n == 0) return Status::IoError(name + ": write at offset " + format::Hex(offset + done) + " wrote nothing");
+    if (n == 0) return Status::IoError(name + ": write at offset " + fmt::format("{:#x}", offset + done) + " wrote nothing");
     done += size_t(n);
   }
   return Status::Ok();

@@ -10,6 +10,8 @@
 
 #ifdef HALITE_HAVE_URING
 #include <liburing.h>
+
+#include <fmt/format.h>
 #endif
 
 namespace halite::io {
@@ -66,11 +68,11 @@ class RingReader final : public UringBatchReader {
             pending.push_back(i);
             continue;
           }
-          r.status = Status::IoError(name + ": read at offset " + format::Hex(r.offset + done[i]) + " failed", -cqe->res)
+          r.status = Status::IoError(name + ": read at offset " + fmt::format("{:#x}", r.offset + done[i]) + " failed", -cqe->res)
                          .set_retryable(cqe->res == -EIO);
           if (first.ok()) first = r.status;
         } else if (cqe->res == 0) {
-          r.status = Status::IoError(name + ": short read at offset " + format::Hex(r.offset + done[i])).set_retryable(true);
+          r.status = Status::IoError(name + ": short read at offset " + fmt::format("{:#x}", r.offset + done[i])).set_retryable(true);
           if (first.ok()) first = r.status;
         } else {
           done[i] += size_t(cqe->res);
@@ -152,10 +154,10 @@ class RingAppender final : public UringAppender {
       std::unique_ptr<Pending> p(static_cast<Pending*>(io_uring_cqe_get_data(cqe)));
       if (cqe->res < 0) {
         if (error_.ok()) {
-          error_ = Status::IoError(name + ": write at offset " + format::Hex(p->offset + p->done) + " failed", -cqe->res);
+          error_ = Status::IoError(name + ": write at offset " + fmt::format("{:#x}", p->offset + p->done) + " failed", -cqe->res);
         }
       } else if (cqe->res == 0) {
-        if (error_.ok()) error_ = Status::IoError(name + ": write at offset " + format::Hex(p->offset + p->done) + " wrote nothing");
+        if (error_.ok()) error_ = Status::IoError(name + ": write at offset " + fmt::format("{:#x}", p->offset + p->done) + " wrote nothing");
       } else {
         p->done += size_t(cqe->res);
         if (p->done < p->bytes.size()) retry.push_back(std::move(p));  // short write: send the rest

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include <fmt/format.h>
+
 #include "codec/hashing.h"
 #include "codec/mac.h"
 #include "codec/zstd_codec.h"
@@ -14,7 +16,6 @@
 
 namespace halite {
 
-using format::Hex;
 using format::kPageSize;
 
 class CheckpointReader::Impl {
@@ -39,7 +40,7 @@ class CheckpointReader::Impl {
   }
 
   std::string BlockWhere(uint32_t b) const {
-    return file_->name() + ": block " + std::to_string(b) + " at offset " + Hex(model_.blocks[b].offset);
+    return file_->name() + ": block " + std::to_string(b) + " at offset " + fmt::format("{:#x}", model_.blocks[b].offset);
   }
 
   Status OpenChecked();
@@ -84,8 +85,8 @@ Status CheckpointReader::Impl::OpenChecked() {
   uint64_t seed = format::FileSeed(header_.file_id);
   uint64_t computed = codec::Xxh3_64(index, seed);
   if (computed != footer_.index_checksum) {
-    return Status::Corrupt(name + ": index at offset " + Hex(footer_.index_offset) + ": checksum mismatch (stored " +
-                           Hex(footer_.index_checksum) + ", computed " + Hex(computed) + ")");
+    return Status::Corrupt(name + ": index at offset " + fmt::format("{:#x}", footer_.index_offset) + ": checksum mismatch (stored " +
+                           fmt::format("{:#x}", footer_.index_checksum) + ", computed " + fmt::format("{:#x}", computed) + ")");
   }
   HLT_ASSIGN_OR_RETURN(model_, format::DecodeIndex(index, footer_.index_offset, name));
   HLT_RETURN_IF_ERROR(format::CheckMinorVersionCoversIndex(header_, model_, name));
@@ -134,8 +135,8 @@ Status CheckpointReader::Impl::DecodeBlock(uint32_t block, std::span<const uint8
   uint64_t seed = format::BlockSeed(format::FileSeed(header_.file_id), block);
   uint64_t computed = codec::Xxh3_64(payload, seed);
   if (computed != b.checksum) {
-    return Status::Corrupt(BlockWhere(block) + ": checksum mismatch (stored " + Hex(b.checksum) + ", computed " +
-                           Hex(computed) + ")");
+    return Status::Corrupt(BlockWhere(block) + ": checksum mismatch (stored " + fmt::format("{:#x}", b.checksum) + ", computed " +
+                           fmt::format("{:#x}", computed) + ")");
   }
   if (!b.compressed()) {
     if (payload.data() != out.data()) std::memcpy(out.data(), payload.data(), out.size());
@@ -192,7 +193,7 @@ Status CheckpointReader::Impl::ReadBlocks(std::span<const uint32_t> blocks, std:
 Result<std::vector<uint8_t>> CheckpointReader::Impl::ReadBlob(uint32_t index) const {
   if (index >= model_.blobs.size()) return Status::NotFound(file_->name() + ": no blob " + std::to_string(index));
   const BlobInfo& b = model_.blobs[index];
-  std::string where = file_->name() + ": blob \"" + b.name + "\" at offset " + Hex(b.offset);
+  std::string where = file_->name() + ": blob \"" + b.name + "\" at offset " + fmt::format("{:#x}", b.offset);
   std::vector<uint8_t> payload(b.stored_length);  // bounded by the file size (checked at open)
   HLT_RETURN_IF_ERROR(file_->ReadAt(b.offset, payload));
   if (options_.mac_key) {
@@ -201,7 +202,7 @@ Result<std::vector<uint8_t>> CheckpointReader::Impl::ReadBlob(uint32_t index) co
   }
   uint64_t computed = codec::Xxh3_64(payload, format::BlobSeed(format::FileSeed(header_.file_id), index));
   if (computed != b.checksum) {
-    return Status::Corrupt(where + ": checksum mismatch (stored " + Hex(b.checksum) + ", computed " + Hex(computed) + ")");
+    return Status::Corrupt(where + ": checksum mismatch (stored " + fmt::format("{:#x}", b.checksum) + ", computed " + fmt::format("{:#x}", computed) + ")");
   }
   if (!b.compressed()) return payload;
   // The checksum proves nothing against a hostile writer: check the frame agrees on the size before allocating.

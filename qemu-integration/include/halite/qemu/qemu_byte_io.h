@@ -175,9 +175,6 @@ class UniqueFd {
   int fd_ = -1;
 };
 
-// "0x1f00"
-std::string Hex(uint64_t v);
-
 }  // namespace halite::qemu
 
 #endif  // HALITE_QEMU_QEMU_BYTE_IO_H_
