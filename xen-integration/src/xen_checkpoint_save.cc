@@ -19,6 +19,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "halite/xen/xen_checkpoint.h"
 #include "halite/xen/xen_hvm_context.h"
@@ -263,27 +264,38 @@ std::string OutputDir(const std::string& path) {
   return slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
 }
 
-// The VM's UUID from the libxl JSON config ("uuid": "xxxxxxxx-xxxx-..."), when present and well formed.
+// The VM's UUID from the libxl JSON config ({"c_info": {"uuid": "xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx"}}), when the
+// config parses as JSON and the UUID is well formed; otherwise none (the checkpoint then records no UUID).
 std::optional<Uuid> ConfigUuid(const std::vector<uint8_t>& config) {
-  std::string_view text(reinterpret_cast<const char*>(config.data()), config.size());
-  auto key = text.find("\"uuid\"");
-  if (key == std::string_view::npos) return std::nullopt;
-  auto open = text.find('"', text.find(':', key));
-  if (open == std::string_view::npos || open + 37 >= text.size() || text[open + 37] != '"') return std::nullopt;
+  // libxl stores the config NUL-terminated. No exceptions: a config that does not parse is a "discarded" value.
+  auto end = config.end();
+  while (end != config.begin() && end[-1] == 0) --end;
+  const auto json = nlohmann::json::parse(config.begin(), end, nullptr, /*allow_exceptions=*/false);
+  if (!json.is_object()) return std::nullopt;
+  auto c_info = json.find("c_info");
+  if (c_info == json.end() || !c_info->is_object()) return std::nullopt;
+  auto uuid = c_info->find("uuid");
+  if (uuid == c_info->end() || !uuid->is_string()) return std::nullopt;
+  const std::string& text = uuid->get_ref<const std::string&>();
+  // 8-4-4-4-12 hexadecimal digits.
+  if (text.size() != 36) return std::nullopt;
   Uuid u{};
   size_t n = 0;
-  for (size_t i = open + 1; i < open + 37; ++i) {
-    char c = text[i];
-    if (c == '-') continue;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    const bool dash_position = i == 8 || i == 13 || i == 18 || i == 23;
+    if (dash_position) {
+      if (c != '-') return std::nullopt;
+      continue;
+    }
     int v = -1;
     if (c >= '0' && c <= '9') v = c - '0';
     if (c >= 'a' && c <= 'f') v = c - 'a' + 10;
     if (c >= 'A' && c <= 'F') v = c - 'A' + 10;
-    if (v < 0 || n >= 32) return std::nullopt;
+    if (v < 0) return std::nullopt;
     u[n / 2] = uint8_t(u[n / 2] << 4 | v);
     ++n;
   }
-  if (n != 32) return std::nullopt;
   return u;
 }
 

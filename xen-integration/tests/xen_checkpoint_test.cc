@@ -376,3 +376,31 @@ TEST_CASE("xen checkpoint: metadata takes the VM's UUID from the xl config", "[x
   CHECK(saved->va.skipped.find("paging is off") != std::string::npos);  // the synthetic vCPU is in real mode
   CHECK(Export(dir / "u.hlt") == sink.data());
 }
+
+TEST_CASE("xen checkpoint: the UUID is c_info's, read by a JSON parser, not the first text that looks like one",
+          "[xen][checkpoint]") {
+  TempDir dir;
+  auto uuid_of = [&](const std::string& config) {
+    XenSaveImage image = testing::MakeSynthImage(64);
+    image.config.assign(config.begin(), config.end());
+    image.config.push_back(0);
+    testing::SynthPageSource synth;
+    VectorByteSink sink;
+    REQUIRE(ExportSaveStream(image, synth, sink).ok());
+    auto saved = SavePipe(sink.data(), dir / "v.hlt");
+    REQUIRE(saved);
+    auto reader = CheckpointReader::Open(dir / "v.hlt");
+    REQUIRE(reader);
+    return (*reader)->metadata().vm_uuid;
+  };
+  // A string value and another object mention "uuid" before c_info does.
+  const Uuid want = {0xab, 0xcd, 0xef, 0x01, 0x23, 0x45, 0x67, 0x89, 0xab, 0xcd, 0xef, 0x01, 0x23, 0x45, 0x67, 0x89};
+  CHECK(uuid_of(R"({"b_info":{"cmdline":"\"uuid\": \"11111111-2222-3333-4444-555555555555\"",)"
+                R"("uuid":"99999999-9999-9999-9999-999999999999"},)"
+                R"("c_info":{"name":"web2","uuid":"abcdef01-2345-6789-ABCD-ef0123456789"}})") == want);
+  // Malformed UUIDs and configs that are not JSON record no UUID rather than a wrong one.
+  CHECK(uuid_of(R"({"c_info":{"uuid":"abcdef0123456789abcdef0123456789abcd"}})") == Uuid{});
+  CHECK(uuid_of(R"({"c_info":{"uuid":"abcdef01-2345-6789-ABCD-ef012345678g"}})") == Uuid{});
+  CHECK(uuid_of(R"({"c_info":{"uuid":42}})") == Uuid{});
+  CHECK(uuid_of(R"({"c_info":{"uuid":"abcdef01-2345-6789-ABCD-ef0123456789")") == Uuid{});
+}
