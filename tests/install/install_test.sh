@@ -25,5 +25,11 @@ ninja -C "$tmp/consumer" >/dev/null
 export PKG_CONFIG_PATH="$libdir/pkgconfig"
 # shellcheck disable=SC2046
 cc -std=c11 -Wall $san_flags -o "$tmp/c_consumer" "$src/tests/install/consumer.c" $(pkg-config --cflags --libs --static halite)
-"$tmp/c_consumer" "$tmp/c.hlt"
+rc=0
+"$tmp/c_consumer" "$tmp/c.hlt" || rc=$?
+if ((rc == 77)); then
+  echo "install test: everything but the C lazy restore passed; that part was SKIPPED (see above)"
+  exit 77
+fi
+((rc == 0)) || { echo "install test: the C consumer failed ($rc)"; exit 1; }
 echo "install test: OK"

@@ -80,6 +80,79 @@ int hlt_writer_finish(hlt_writer* w);
 /* Discards everything (no file is left). */
 void hlt_writer_abort(hlt_writer* w);
 
+/* --- lazy restore into the caller's memory (userfaultfd) ---
+ *
+ * A C VMM restores a guest lazily: the guest runs at once on memory that is filled on first touch, one locality
+ * block per fault, while a background loader streams the rest in the checkpoint's restore order.
+ *
+ *   hlt_restore* rs;
+ *   hlt_restore_create(reader, &rs);                          // reader must outlive rs
+ *   hlt_restore_set_param(rs, HLT_RESTORE_LOADER_RATE, 64 << 20);
+ *   hlt_restore_start(rs, bases, region_count);               // your guest RAM, one mapping per region
+ *   ... run the guest ...
+ *   hlt_restore_wait(rs);                                     // every stored page is in
+ *   hlt_restore_get_stat(rs, HLT_RESTORE_STAT_FAULTS_BLOCKING, &n);
+ *   hlt_restore_destroy(rs);                                  // memory becomes ordinary memory again
+ *
+ * Parameters and statistics are set and read one at a time by enum (zstd's ZSTD_CCtx_setParameter style): a later
+ * version adds values without changing any structure, so the ABI stays stable. Unknown values are HLT_EINVAL.
+ * Thread-safety: hlt_restore_get_stat from any thread; everything else from one controlling thread. */
+typedef struct hlt_restore hlt_restore;
+
+typedef enum hlt_restore_param {
+  HLT_RESTORE_BACKGROUND_LOADER = 1,     /* 1 (default): stream the blocks not asked for; 0: faults only */
+  HLT_RESTORE_LOADER_RATE = 2,           /* bytes of stored payload per second the loader reads; 0 = unlimited */
+  HLT_RESTORE_PRELOAD_WORKING_SET = 3,   /* 1: start loads the working set before it returns; default 0 */
+  HLT_RESTORE_PRELOAD_ALL = 4,           /* 1: start loads everything before it returns (eager); default 0 */
+  HLT_RESTORE_HANDLER_THREADS = 5,       /* threads reading faults, 1..64; default 4 */
+  HLT_RESTORE_ZERO_WINDOW_PAGES = 6,     /* zero pages installed around a zero fault, power of two 1..512 */
+  HLT_RESTORE_PREDICT_SEGMENT_PAGES = 7, /* Twinkle demand prediction: segment size in pages; 0 = off */
+  HLT_RESTORE_PREDICT_THRESHOLD = 8,     /* faults in a segment before the rest of it is fetched */
+  HLT_RESTORE_MAX_READ_ATTEMPTS = 9,     /* attempts per block read on transient I/O errors, >= 1 */
+} hlt_restore_param;
+
+typedef enum hlt_restore_stat {
+  HLT_RESTORE_STAT_FAULTS_BLOCKING = 1, /* faults that waited for their block */
+  HLT_RESTORE_STAT_FAULTS_ZERO = 2,     /* faults on zero or absent pages (no I/O) */
+  HLT_RESTORE_STAT_FAULTS_PRESENT = 3,  /* faults on pages already in */
+  HLT_RESTORE_STAT_FAULTS_FAILED = 4,
+  HLT_RESTORE_STAT_BLOCKS_TOTAL = 5,
+  HLT_RESTORE_STAT_BLOCKS_READ = 6,
+  HLT_RESTORE_STAT_BLOCKS_READ_DEMAND = 7,
+  HLT_RESTORE_STAT_BLOCKS_READ_LOADER = 8,
+  HLT_RESTORE_STAT_BYTES_READ = 9,      /* stored payload bytes read from the checkpoint */
+  HLT_RESTORE_STAT_PAGES_INSTALLED = 10,
+  HLT_RESTORE_STAT_ZERO_PAGES_INSTALLED = 11,
+  HLT_RESTORE_STAT_UFFD_FAULTS = 12,    /* page faults the kernel reported */
+  HLT_RESTORE_STAT_LOADER_DONE = 13,    /* 1 once the loader went through every block */
+} hlt_restore_stat;
+
+/* 0 when userfaultfd can be used by this process; HLT_EUNSUPPORTED otherwise (hlt_last_error says why and what
+ * would enable it, e.g. vm.unprivileged_userfaultfd=1). */
+int hlt_restore_probe(void);
+/* A restore of `reader`'s memory with default parameters. `reader` is borrowed and must outlive *out. */
+int hlt_restore_create(const hlt_reader* reader, hlt_restore** out);
+/* Sets one parameter; only before hlt_restore_start (HLT_EINVAL after, or for an unknown parameter or value). */
+int hlt_restore_set_param(hlt_restore* rs, hlt_restore_param param, int64_t value);
+/* Registers guest memory and starts serving it. `bases` holds one mapping per region of the checkpoint
+ * (hlt_reader_region gives each size), page-aligned, private anonymous or shared memfd memory, which the caller
+ * keeps mapped until hlt_restore_destroy; pages already populated are left as they are. With bases == NULL the
+ * library maps anonymous memory itself (hlt_restore_region_base gives it). Runs a requested preload, then returns:
+ * the guest may run. Errors: HLT_EUNSUPPORTED (no userfaultfd), HLT_EINVAL (count or alignment), HLT_EIO,
+ * HLT_ECORRUPT (a preloaded block failed verification). */
+int hlt_restore_start(hlt_restore* rs, void* const* bases, uint32_t base_count);
+/* The memory of region i (the caller's mapping, or the library's); NULL before start or for a bad index. */
+void* hlt_restore_region_base(const hlt_restore* rs, uint32_t region);
+/* Blocks until the loader has gone through every block (every stored page is then in; zero pages still come on
+ * first touch); at once when the loader is off. Returns 0, or the first error the loader met (the blocks it could
+ * not load fail their faults). */
+int hlt_restore_wait(hlt_restore* rs);
+/* One statistic, read at any time after create. */
+int hlt_restore_get_stat(const hlt_restore* rs, hlt_restore_stat stat, uint64_t* value);
+/* Stops serving and frees everything; the memory becomes ordinary memory (pages never restored read as zero).
+ * NULL is ignored. */
+void hlt_restore_destroy(hlt_restore* rs);
+
 #ifdef __cplusplus
 }
 #endif

@@ -7,40 +7,15 @@
 
 #include "halite/checkpoint_reader.h"
 #include "halite/checkpoint_writer.h"
+#include "capi/capi_internal.h"
 
-struct hlt_reader {
-  std::unique_ptr<halite::CheckpointReader> reader;
-};
 struct hlt_writer {
   std::unique_ptr<halite::CheckpointWriter> writer;
 };
 
-namespace {
 
-thread_local std::string last_error;
-
-int Code(const halite::Status& s) {
-  using halite::StatusCode;
-  if (s.ok()) return HLT_OK;
-  last_error = s.ToString();
-  switch (s.code()) {
-    case StatusCode::kInvalidArgument: return HLT_EINVAL;
-    case StatusCode::kIoError: return HLT_EIO;
-    case StatusCode::kCorrupt: return HLT_ECORRUPT;
-    case StatusCode::kUnsupported: return HLT_EUNSUPPORTED;
-    case StatusCode::kNotFound: return HLT_ENOTFOUND;
-    case StatusCode::kAuthFailed: return HLT_EAUTH;
-    case StatusCode::kAborted: return HLT_EABORTED;
-    default: return HLT_EINTERNAL;
-  }
-}
-
-int Invalid(const char* what) {
-  last_error = std::string("invalid-argument: ") + what;
-  return HLT_EINVAL;
-}
-
-}  // namespace
+using halite::capi::Code;
+using halite::capi::Invalid;
 
 extern "C" {
 
@@ -59,7 +34,7 @@ const char* hlt_strerror(int code) {
   return "unknown error code";
 }
 
-const char* hlt_last_error(void) { return last_error.c_str(); }
+const char* hlt_last_error(void) { return halite::capi::LastError().c_str(); }
 
 int hlt_reader_open(const char* path, hlt_reader** out) {
   if (!path || !out) return Invalid("hlt_reader_open: NULL argument");
