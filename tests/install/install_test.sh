@@ -23,6 +23,8 @@ cmake -S "$src/tests/install/consumer" -B "$tmp/consumer" -G Ninja -DCMAKE_PREFI
 ninja -C "$tmp/consumer" >/dev/null
 "$tmp/consumer/consumer" "$tmp/cpp.hlt"
 export PKG_CONFIG_PATH="$libdir/pkgconfig"
+# The consumers link the installed libhalite.so, which is not on the loader's default path.
+export LD_LIBRARY_PATH="$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 # shellcheck disable=SC2046
 cc -std=c11 -Wall $san_flags -o "$tmp/c_consumer" "$src/tests/install/consumer.c" $(pkg-config --cflags --libs --static halite)
 rc=0

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <string>
 
+#include "halite/export.h"
 #include "halite/status.h"
 
 namespace halite {
@@ -15,7 +16,7 @@ using MacKey = std::array<uint8_t, 32>;
 
 // Reads a key file: exactly 32 bytes, or 64 hexadecimal digits (an optional trailing newline allowed).
 // Errors: kIoError (cannot read), kInvalidArgument (wrong length or characters), naming the file.
-Result<MacKey> ReadMacKeyFile(const std::string& path);
+HALITE_EXPORT Result<MacKey> ReadMacKeyFile(const std::string& path);
 
 }  // namespace halite
 

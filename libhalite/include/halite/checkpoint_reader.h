@@ -20,13 +20,14 @@
 #include <string_view>
 #include <vector>
 
+#include "halite/export.h"
 #include "halite/checkpoint_types.h"
 #include "halite/status.h"
 #include "halite/storage.h"
 
 namespace halite {
 
-struct ReaderOptions {
+struct HALITE_EXPORT ReaderOptions {
   FileOpenOptions file;
   // When set, the checkpoint must be authenticated with this key (format-spec 5.8): Open() checks the header and
   // index MAC, ReadBlock/ReadBlob check each payload's MAC before using a byte of it, and every failure (a MAC
@@ -35,16 +36,16 @@ struct ReaderOptions {
 };
 
 // A page of a block: which global page it is, and which slot of the block holds its content.
-struct BlockMember {
+struct HALITE_EXPORT BlockMember {
   uint32_t page = 0;  // global page number
   uint32_t slot = 0;  // slot within the block
 };
 
-struct VerifyProgress {
+struct HALITE_EXPORT VerifyProgress {
   uint64_t blocks_done = 0, blocks_total = 0;
 };
 
-class CheckpointReader {
+class HALITE_EXPORT CheckpointReader {
  public:
   // Errors: kIoError (cannot read), kCorrupt (any rule broken), kUnsupported (newer format version).
   static Result<std::unique_ptr<CheckpointReader>> Open(const std::string& path, ReaderOptions options = {});

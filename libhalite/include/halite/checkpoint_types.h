@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string>
 
+#include "halite/export.h"
 #include "halite/format_constants.h"
 
 namespace halite {
@@ -15,9 +16,9 @@ using Uuid = std::array<uint8_t, 16>;
 
 // Which VMM produced the checkpoint (format-spec 5.1).
 enum class VmmKind : uint32_t { kRaw = 0, kQemu = 1, kXen = 2, kOther = 3 };
-const char* VmmKindName(VmmKind kind);
+HALITE_EXPORT const char* VmmKindName(VmmKind kind);
 
-struct Metadata {
+struct HALITE_EXPORT Metadata {
   VmmKind vmm_kind = VmmKind::kRaw;
   Uuid vm_uuid{};
   uint64_t created_unix_ns = 0;
@@ -28,7 +29,7 @@ struct Metadata {
 
 // A named range of guest memory (format-spec 5.2). Pages are 4096 bytes; host_page_size records what the
 // restorer must install at once (e.g. 2 MiB for hugepage-backed memory).
-struct Region {
+struct HALITE_EXPORT Region {
   std::string name;
   uint64_t guest_phys_base = 0;
   uint64_t size = 0;
@@ -39,7 +40,7 @@ struct Region {
 };
 
 // One locality block (format-spec 5.4).
-struct BlockInfo {
+struct HALITE_EXPORT BlockInfo {
   uint64_t offset = 0;
   uint32_t stored_length = 0;
   uint32_t page_count = 0;
@@ -54,7 +55,7 @@ struct BlockInfo {
 };
 
 // One device-state blob (format-spec 5.5).
-struct BlobInfo {
+struct HALITE_EXPORT BlobInfo {
   std::string name;
   uint64_t offset = 0;
   uint64_t stored_length = 0;
@@ -67,16 +68,16 @@ struct BlobInfo {
 
 // Where a page's content lives.
 enum class PageKind : uint8_t { kAbsent = 0, kZero = 1, kStored = 2 };
-const char* PageKindName(PageKind kind);
+HALITE_EXPORT const char* PageKindName(PageKind kind);
 
-struct PageLocation {
+struct HALITE_EXPORT PageLocation {
   PageKind kind = PageKind::kAbsent;
   uint32_t block = 0;  // valid when kind == kStored
   uint32_t slot_in_block = 0;
 };
 
 // A page named by region and page number within it.
-struct PageRef {
+struct HALITE_EXPORT PageRef {
   uint32_t region = 0;
   uint64_t page = 0;
   bool operator==(const PageRef&) const = default;

@@ -24,6 +24,7 @@
 #include <string_view>
 #include <vector>
 
+#include "halite/export.h"
 #include "halite/checkpoint_types.h"
 #include "halite/hint_files.h"
 #include "halite/status.h"
@@ -38,8 +39,8 @@ enum class LayoutPolicy {
   kVa,        // virtual-address adjacency, then physical order
   kPhysical,  // physical order only
 };
-Result<LayoutPolicy> ParseLayoutPolicy(std::string_view name);
-const char* LayoutPolicyName(LayoutPolicy policy);
+HALITE_EXPORT Result<LayoutPolicy> ParseLayoutPolicy(std::string_view name);
+HALITE_EXPORT const char* LayoutPolicyName(LayoutPolicy policy);
 
 // Whether blocks are compressed with a zstd dictionary trained on sampled pages.
 enum class DictionaryMode {
@@ -47,14 +48,14 @@ enum class DictionaryMode {
   kOff,
   kOn,  // always, when training succeeds
 };
-Result<DictionaryMode> ParseDictionaryMode(std::string_view name);
+HALITE_EXPORT Result<DictionaryMode> ParseDictionaryMode(std::string_view name);
 
-struct WriteProgress {
+struct HALITE_EXPORT WriteProgress {
   uint64_t blocks_done = 0, blocks_total = 0;
   uint64_t raw_bytes_done = 0, raw_bytes_total = 0;
 };
 
-struct WriterOptions {
+struct HALITE_EXPORT WriterOptions {
   // Default chosen from bench/ (see bench/README.md): 64 pages (256 KiB raw) keeps compression within a few
   // percent of whole-file zstd while one fault reads ~60-100 KiB and decompresses in well under a millisecond.
   uint32_t block_pages = 64;
@@ -72,7 +73,7 @@ struct WriterOptions {
   std::function<void(const WriteProgress&)> progress;  // called from the writing thread
 };
 
-struct WriteSummary {
+struct HALITE_EXPORT WriteSummary {
   uint64_t pages = 0;            // all pages of all regions
   uint64_t zero_pages = 0;       // all-zero pages (not stored)
   uint64_t absent_pages = 0;     // pages never given
@@ -91,7 +92,7 @@ struct WriteSummary {
   double ratio() const { return file_bytes ? double(raw_bytes) / double(file_bytes) : 0; }
 };
 
-class CheckpointWriter {
+class HALITE_EXPORT CheckpointWriter {
  public:
   // Output goes to `path` through a crash-safe atomic file sink.
   static Result<std::unique_ptr<CheckpointWriter>> Create(const std::string& path, WriterOptions options);

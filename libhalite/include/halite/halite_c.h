@@ -9,6 +9,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "halite/export.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -33,28 +35,28 @@ typedef struct hlt_reader hlt_reader;
 typedef struct hlt_writer hlt_writer;
 
 /* Static text for a code. */
-const char* hlt_strerror(int code);
+HALITE_EXPORT const char* hlt_strerror(int code);
 /* The detailed message of this thread's last failed call ("" if none). Valid until the next call. */
-const char* hlt_last_error(void);
+HALITE_EXPORT const char* hlt_last_error(void);
 
 /* --- reading --- */
-int hlt_reader_open(const char* path, hlt_reader** out);
-void hlt_reader_close(hlt_reader* r);
-uint32_t hlt_reader_region_count(const hlt_reader* r);
+HALITE_EXPORT int hlt_reader_open(const char* path, hlt_reader** out);
+HALITE_EXPORT void hlt_reader_close(hlt_reader* r);
+HALITE_EXPORT uint32_t hlt_reader_region_count(const hlt_reader* r);
 /* Region i's name (owned by the reader), guest-physical base, size in bytes. */
-int hlt_reader_region(const hlt_reader* r, uint32_t i, const char** name, uint64_t* base, uint64_t* size);
-uint32_t hlt_reader_block_count(const hlt_reader* r);
+HALITE_EXPORT int hlt_reader_region(const hlt_reader* r, uint32_t i, const char** name, uint64_t* base, uint64_t* size);
+HALITE_EXPORT uint32_t hlt_reader_block_count(const hlt_reader* r);
 /* Bytes a block decompresses to (page_count * 4096). */
-uint64_t hlt_reader_block_size(const hlt_reader* r, uint32_t block);
+HALITE_EXPORT uint64_t hlt_reader_block_size(const hlt_reader* r, uint32_t block);
 /* Where page `page` of region `region` lives: *kind is HLT_PAGE_*, *block and *slot valid for STORED. */
-int hlt_reader_lookup(const hlt_reader* r, uint32_t region, uint64_t page, int* kind, uint32_t* block,
+HALITE_EXPORT int hlt_reader_lookup(const hlt_reader* r, uint32_t region, uint64_t page, int* kind, uint32_t* block,
                       uint32_t* slot);
 /* Reads, verifies and decompresses a block into buf (buf_len must equal hlt_reader_block_size). */
-int hlt_reader_read_block(const hlt_reader* r, uint32_t block, void* buf, size_t buf_len);
+HALITE_EXPORT int hlt_reader_read_block(const hlt_reader* r, uint32_t block, void* buf, size_t buf_len);
 /* Reads one page (zero and absent pages read as zeros) into buf[4096]. */
-int hlt_reader_read_page(const hlt_reader* r, uint32_t region, uint64_t page, void* buf);
+HALITE_EXPORT int hlt_reader_read_page(const hlt_reader* r, uint32_t region, uint64_t page, void* buf);
 /* Reads the named blob into a malloc'ed buffer the caller frees. */
-int hlt_reader_read_blob(const hlt_reader* r, const char* name, void** data, size_t* len);
+HALITE_EXPORT int hlt_reader_read_blob(const hlt_reader* r, const char* name, void** data, size_t* len);
 
 /* --- writing --- */
 typedef struct hlt_writer_options {
@@ -67,18 +69,18 @@ typedef struct hlt_writer_options {
   uint32_t vmm_kind;         /* 0 raw, 1 QEMU, 2 Xen, 3 other */
 } hlt_writer_options;
 
-int hlt_writer_create(const char* path, const hlt_writer_options* options, hlt_writer** out);
+HALITE_EXPORT int hlt_writer_create(const char* path, const hlt_writer_options* options, hlt_writer** out);
 /* Adds a region; *region_out receives its index. */
-int hlt_writer_add_region(hlt_writer* w, const char* name, uint64_t base, uint64_t size, uint32_t* region_out);
-int hlt_writer_put_page(hlt_writer* w, uint32_t region, uint64_t page, const void* data);
-int hlt_writer_put_zero_pages(hlt_writer* w, uint32_t region, uint64_t first, uint64_t count);
+HALITE_EXPORT int hlt_writer_add_region(hlt_writer* w, const char* name, uint64_t base, uint64_t size, uint32_t* region_out);
+HALITE_EXPORT int hlt_writer_put_page(hlt_writer* w, uint32_t region, uint64_t page, const void* data);
+HALITE_EXPORT int hlt_writer_put_zero_pages(hlt_writer* w, uint32_t region, uint64_t first, uint64_t count);
 /* Save-time access hint: pages in the order the guest touched them. */
-int hlt_writer_add_accessed(hlt_writer* w, uint32_t region, uint64_t first, uint64_t count);
-int hlt_writer_add_blob(hlt_writer* w, const char* name, const void* data, size_t len);
+HALITE_EXPORT int hlt_writer_add_accessed(hlt_writer* w, uint32_t region, uint64_t first, uint64_t count);
+HALITE_EXPORT int hlt_writer_add_blob(hlt_writer* w, const char* name, const void* data, size_t len);
 /* Writes everything and puts the file in place. The writer is freed whatever the result. */
-int hlt_writer_finish(hlt_writer* w);
+HALITE_EXPORT int hlt_writer_finish(hlt_writer* w);
 /* Discards everything (no file is left). */
-void hlt_writer_abort(hlt_writer* w);
+HALITE_EXPORT void hlt_writer_abort(hlt_writer* w);
 
 /* --- lazy restore into the caller's memory (userfaultfd) ---
  *
@@ -129,29 +131,29 @@ typedef enum hlt_restore_stat {
 
 /* 0 when userfaultfd can be used by this process; HLT_EUNSUPPORTED otherwise (hlt_last_error says why and what
  * would enable it, e.g. vm.unprivileged_userfaultfd=1). */
-int hlt_restore_probe(void);
+HALITE_EXPORT int hlt_restore_probe(void);
 /* A restore of `reader`'s memory with default parameters. `reader` is borrowed and must outlive *out. */
-int hlt_restore_create(const hlt_reader* reader, hlt_restore** out);
+HALITE_EXPORT int hlt_restore_create(const hlt_reader* reader, hlt_restore** out);
 /* Sets one parameter; only before hlt_restore_start (HLT_EINVAL after, or for an unknown parameter or value). */
-int hlt_restore_set_param(hlt_restore* rs, hlt_restore_param param, int64_t value);
+HALITE_EXPORT int hlt_restore_set_param(hlt_restore* rs, hlt_restore_param param, int64_t value);
 /* Registers guest memory and starts serving it. `bases` holds one mapping per region of the checkpoint
  * (hlt_reader_region gives each size), page-aligned, private anonymous or shared memfd memory, which the caller
  * keeps mapped until hlt_restore_destroy; pages already populated are left as they are. With bases == NULL the
  * library maps anonymous memory itself (hlt_restore_region_base gives it). Runs a requested preload, then returns:
  * the guest may run. Errors: HLT_EUNSUPPORTED (no userfaultfd), HLT_EINVAL (count or alignment), HLT_EIO,
  * HLT_ECORRUPT (a preloaded block failed verification). */
-int hlt_restore_start(hlt_restore* rs, void* const* bases, uint32_t base_count);
+HALITE_EXPORT int hlt_restore_start(hlt_restore* rs, void* const* bases, uint32_t base_count);
 /* The memory of region i (the caller's mapping, or the library's); NULL before start or for a bad index. */
-void* hlt_restore_region_base(const hlt_restore* rs, uint32_t region);
+HALITE_EXPORT void* hlt_restore_region_base(const hlt_restore* rs, uint32_t region);
 /* Blocks until the loader has gone through every block (every stored page is then in; zero pages still come on
  * first touch); at once when the loader is off. Returns 0, or the first error the loader met (the blocks it could
  * not load fail their faults). */
-int hlt_restore_wait(hlt_restore* rs);
+HALITE_EXPORT int hlt_restore_wait(hlt_restore* rs);
 /* One statistic, read at any time after create. */
-int hlt_restore_get_stat(const hlt_restore* rs, hlt_restore_stat stat, uint64_t* value);
+HALITE_EXPORT int hlt_restore_get_stat(const hlt_restore* rs, hlt_restore_stat stat, uint64_t* value);
 /* Stops serving and frees everything; the memory becomes ordinary memory (pages never restored read as zero).
  * NULL is ignored. */
-void hlt_restore_destroy(hlt_restore* rs);
+HALITE_EXPORT void hlt_restore_destroy(hlt_restore* rs);
 
 #ifdef __cplusplus
 }

@@ -12,39 +12,40 @@
 #include <string_view>
 #include <vector>
 
+#include "halite/export.h"
 #include "halite/checkpoint_types.h"
 #include "halite/status.h"
 
 namespace halite {
 
-struct PageRun {
+struct HALITE_EXPORT PageRun {
   PageRef first;
   uint64_t count = 1;
   uint32_t address_space = 0;  // VA hints: which address space (0, 1, ... in file order)
   bool operator==(const PageRun&) const = default;
 };
 
-struct TraceAccess {
+struct HALITE_EXPORT TraceAccess {
   PageRef page;
   bool write = false;
   bool operator==(const TraceAccess&) const = default;
 };
 
 // Access trace: `PAGE` or `PAGE COUNT` lines in the order the guest touched them (repeats allowed).
-Result<std::vector<PageRun>> ParseAccessTrace(std::string_view text, const std::string& file_name,
+HALITE_EXPORT Result<std::vector<PageRun>> ParseAccessTrace(std::string_view text, const std::string& file_name,
                                               std::span<const Region> regions);
 // VA hints: `PAGE` or `PAGE COUNT` lines in virtual-address order; a blank line starts a new address space.
-Result<std::vector<PageRun>> ParseVaHints(std::string_view text, const std::string& file_name,
+HALITE_EXPORT Result<std::vector<PageRun>> ParseVaHints(std::string_view text, const std::string& file_name,
                                           std::span<const Region> regions);
 // Replay trace: `PAGE` or `PAGE w` (a write) lines.
-Result<std::vector<TraceAccess>> ParseReplayTrace(std::string_view text, const std::string& file_name,
+HALITE_EXPORT Result<std::vector<TraceAccess>> ParseReplayTrace(std::string_view text, const std::string& file_name,
                                                   std::span<const Region> regions);
 
 // Writes accesses as an access-trace file (one `REGION:PAGE` line each, with a header comment).
-std::string FormatAccessTrace(std::span<const PageRef> pages, std::span<const Region> regions);
+HALITE_EXPORT std::string FormatAccessTrace(std::span<const PageRef> pages, std::span<const Region> regions);
 
 // Reads a whole file (hint files are small). Errors: kIoError naming the path.
-Result<std::string> ReadTextFile(const std::string& path);
+HALITE_EXPORT Result<std::string> ReadTextFile(const std::string& path);
 
 }  // namespace halite
 

@@ -39,6 +39,7 @@
 #include <string>
 #include <vector>
 
+#include "halite/export.h"
 #include "halite/checkpoint_types.h"
 #include "halite/page_sink.h"
 #include "halite/restore_engine.h"
@@ -58,7 +59,7 @@ enum class FaultErrorAction {
   kRetry,     // ask the engine again (after a millisecond)
 };
 
-struct LazyMemoryOptions {
+struct HALITE_EXPORT LazyMemoryOptions {
   LazyBacking backing = LazyBacking::kAnonymous;
   // Threads reading the userfaultfd. Faults on different blocks are served in parallel up to this many.
   unsigned handler_threads = 4;
@@ -66,7 +67,7 @@ struct LazyMemoryOptions {
   std::function<FaultErrorAction(PageRef page, const Status& error)> on_fault_error;
 };
 
-struct LazyMemoryStats {
+struct HALITE_EXPORT LazyMemoryStats {
   uint64_t faults = 0;            // page-fault messages read from the userfaultfd
   uint64_t faults_done = 0;       // ... of which the handlers have finished (their statistics are complete)
   uint64_t write_faults = 0;      // ... of which write faults
@@ -81,7 +82,7 @@ struct LazyMemoryStats {
   uint64_t errors = 0;            // faults the engine failed
 };
 
-class LazyMemory {
+class HALITE_EXPORT LazyMemory {
  public:
   // Ok when userfaultfd can be used here; otherwise kUnsupported explaining why and what would enable it.
   // `mode` (optional) receives how it is opened: "syscall", "/dev/userfaultfd" or "syscall user-mode-only".

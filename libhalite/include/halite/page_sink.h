@@ -20,12 +20,13 @@
 #include <cstdint>
 #include <span>
 
+#include "halite/export.h"
 #include "halite/checkpoint_types.h"
 #include "halite/status.h"
 
 namespace halite {
 
-class PageSink {
+class HALITE_EXPORT PageSink {
  public:
   virtual ~PageSink() = default;
 

@@ -6,12 +6,13 @@
 #include <functional>
 #include <string>
 
+#include "halite/export.h"
 #include "halite/checkpoint_reader.h"
 #include "halite/status.h"
 
 namespace halite {
 
-struct RawExportOptions {
+struct HALITE_EXPORT RawExportOptions {
   unsigned threads = 0;  // 0 = one per CPU
   bool sync = true;
   std::function<void(uint64_t blocks_done, uint64_t blocks_total)> progress;  // from the calling thread
@@ -20,7 +21,7 @@ struct RawExportOptions {
 // Writes every region, in region order, one after another (page g at offset g*4096) to `path`. Zero and absent
 // pages become holes (read back as zeros). The output appears under `path` only when complete and synced; on
 // any error nothing is left behind. Errors: those of ReadBlock, and kIoError for the output.
-Status ExportRawImage(const CheckpointReader& reader, const std::string& path, const RawExportOptions& options = {});
+HALITE_EXPORT Status ExportRawImage(const CheckpointReader& reader, const std::string& path, const RawExportOptions& options = {});
 
 }  // namespace halite
 

@@ -30,6 +30,7 @@
 #include <string>
 #include <vector>
 
+#include "halite/export.h"
 #include "halite/checkpoint_reader.h"
 #include "halite/checkpoint_types.h"
 #include "halite/page_sink.h"
@@ -37,7 +38,7 @@
 
 namespace halite {
 
-struct RestoreEngineOptions {
+struct HALITE_EXPORT RestoreEngineOptions {
   // Stream the blocks not yet loaded, in restore order, on a background thread after Start().
   bool background_loader = true;
   // Bytes of stored (compressed) block payload per second the loader may read; 0 = unlimited. Demand faults
@@ -78,9 +79,9 @@ enum class FaultKind : uint8_t {
   kPresent = 1,   // already installed (prefetched by the loader or a prediction, or by another fault's block)
   kBlocking = 2,  // waited for its block to be read: read it itself, or joined a read already in flight
 };
-const char* FaultKindName(FaultKind kind);
+HALITE_EXPORT const char* FaultKindName(FaultKind kind);
 
-struct FaultOutcome {
+struct HALITE_EXPORT FaultOutcome {
   FaultKind kind = FaultKind::kZero;
   bool joined = false;      // kBlocking: another thread's read of the block served it
   uint32_t block = 0;       // the block holding the page (stored pages only)
@@ -88,7 +89,7 @@ struct FaultOutcome {
 };
 
 // Percentiles of a latency histogram (log-linear buckets, within ~6%; max is exact).
-struct LatencySummary {
+struct HALITE_EXPORT LatencySummary {
   uint64_t count = 0;
   uint64_t p50_ns = 0;
   uint64_t p90_ns = 0;
@@ -98,7 +99,7 @@ struct LatencySummary {
 };
 
 // Everything counted by the engine itself. A snapshot; counters only grow.
-struct RestoreEngineStats {
+struct HALITE_EXPORT RestoreEngineStats {
   uint64_t faults_zero = 0;
   uint64_t faults_present = 0;
   uint64_t faults_blocking = 0;
@@ -142,9 +143,9 @@ enum class EngineEventKind : uint8_t {
   kPredictedBlock = 5,  // demand prediction loaded a block
   kPreloadBlock = 6,    // Start() loaded a block
 };
-const char* EngineEventKindName(EngineEventKind kind);
+HALITE_EXPORT const char* EngineEventKindName(EngineEventKind kind);
 
-struct EngineEvent {
+struct HALITE_EXPORT EngineEvent {
   uint64_t time_ns = 0;  // since the engine was created
   PageRef page;          // the faulting page; for block loads, the block's first member
   EngineEventKind kind = EngineEventKind::kFaultZero;
@@ -153,13 +154,13 @@ struct EngineEvent {
 };
 
 // A block that failed verification (or kept failing to read), as reported to the faults that needed it.
-struct BlockFailure {
+struct HALITE_EXPORT BlockFailure {
   uint32_t block = 0;
   uint64_t offset = 0;  // file offset of its payload
   Status status;
 };
 
-class RestoreEngine {
+class HALITE_EXPORT RestoreEngine {
  public:
   // Borrows `reader` and `sink` (both must outlive the engine). Nothing is read or installed yet.
   // Errors: kInvalidArgument for inconsistent options; kUnsupported when a region's host page size is not

@@ -12,6 +12,8 @@
 #include <utility>
 #include <variant>
 
+#include "halite/export.h"
+
 namespace halite {
 
 enum class StatusCode : int {
@@ -27,7 +29,7 @@ enum class StatusCode : int {
 };
 
 // A short stable name for a code ("io-error", "corrupt", ...).
-const char* StatusCodeName(StatusCode code);
+HALITE_EXPORT const char* StatusCodeName(StatusCode code);
 
 class [[nodiscard]] Status {
  public:

@@ -12,11 +12,12 @@
 #include <string>
 #include <vector>
 
+#include "halite/export.h"
 #include "halite/status.h"
 
 namespace halite {
 
-struct ReadRequest {
+struct HALITE_EXPORT ReadRequest {
   uint64_t offset = 0;
   std::span<uint8_t> buffer;  // filled completely on success
   Status status;              // set by ReadBatch
@@ -24,7 +25,7 @@ struct ReadRequest {
 
 // A file that can be read at any offset. Implementations are thread-safe: ReadAt and ReadBatch may be called
 // from several threads at once.
-class RandomAccessFile {
+class HALITE_EXPORT RandomAccessFile {
  public:
   virtual ~RandomAccessFile() = default;
   virtual const std::string& name() const = 0;
@@ -37,17 +38,17 @@ class RandomAccessFile {
   virtual Status ReadBatch(std::span<ReadRequest> requests);
 };
 
-struct FileOpenOptions {
+struct HALITE_EXPORT FileOpenOptions {
   bool use_io_uring = true;  // for ReadBatch; falls back to pread when io_uring is unavailable
 };
 
 // Opens a local file for reading. Errors: kIoError naming the path.
-Result<std::unique_ptr<RandomAccessFile>> OpenLocalFile(const std::string& path, FileOpenOptions options = {});
+HALITE_EXPORT Result<std::unique_ptr<RandomAccessFile>> OpenLocalFile(const std::string& path, FileOpenOptions options = {});
 // A file held in memory (tests, fuzzers, checkpoints received over a network).
-std::unique_ptr<RandomAccessFile> NewMemoryFile(std::string name, std::vector<uint8_t> bytes);
+HALITE_EXPORT std::unique_ptr<RandomAccessFile> NewMemoryFile(std::string name, std::vector<uint8_t> bytes);
 
 // An append-only destination. Not thread-safe: one writer thread appends.
-class AppendSink {
+class HALITE_EXPORT AppendSink {
  public:
   virtual ~AppendSink() = default;
   virtual const std::string& name() const = 0;
@@ -61,7 +62,7 @@ class AppendSink {
   virtual void Abort() = 0;
 };
 
-struct FileSinkOptions {
+struct HALITE_EXPORT FileSinkOptions {
   bool use_io_uring = true;  // queue writes through io_uring when available
   bool sync = true;          // fsync the file and its directory on Commit
 };
@@ -71,11 +72,11 @@ struct FileSinkOptions {
 // either the previous file under `path` or nothing. Replacing an existing file goes through a temporary name and
 // rename(2) (linkat cannot replace), so a kill in that short window leaves a ".NAME.hlt-tmp.PID.RANDOM" file
 // beside the target (atomic_file_sink.cc). Destroying the sink without Commit aborts.
-Result<std::unique_ptr<AppendSink>> CreateAtomicFileSink(const std::string& path, FileSinkOptions options = {});
+HALITE_EXPORT Result<std::unique_ptr<AppendSink>> CreateAtomicFileSink(const std::string& path, FileSinkOptions options = {});
 
 // A file written at any offset, with the same all-or-nothing guarantee as the atomic sink. WriteAt is
 // thread-safe (pwrite). The file starts as `size` bytes of zeros (sparse).
-class PositionalOutputFile {
+class HALITE_EXPORT PositionalOutputFile {
  public:
   virtual ~PositionalOutputFile() = default;
   virtual const std::string& name() const = 0;
@@ -83,11 +84,11 @@ class PositionalOutputFile {
   virtual Status Commit() = 0;
   virtual void Abort() = 0;
 };
-Result<std::unique_ptr<PositionalOutputFile>> CreateAtomicOutputFile(const std::string& path, uint64_t size,
+HALITE_EXPORT Result<std::unique_ptr<PositionalOutputFile>> CreateAtomicOutputFile(const std::string& path, uint64_t size,
                                                                      bool sync = true);
 
 // Appends to memory; Commit makes `*out` hold the bytes. `out` must outlive the sink.
-std::unique_ptr<AppendSink> NewMemorySink(std::string name, std::vector<uint8_t>* out);
+HALITE_EXPORT std::unique_ptr<AppendSink> NewMemorySink(std::string name, std::vector<uint8_t>* out);
 
 }  // namespace halite
 

@@ -2,10 +2,12 @@
 #ifndef HALITE_VERSION_H_
 #define HALITE_VERSION_H_
 
+#include "halite/export.h"
+
 namespace halite {
 
 // "MAJOR.MINOR.PATCH" of the libhalite build in use, e.g. "0.1.0". A static string; thread-safe.
-const char* LibraryVersion();
+HALITE_EXPORT const char* LibraryVersion();
 
 }  // namespace halite
 

@@ -25,6 +25,7 @@
 #include <span>
 #include <vector>
 
+#include "halite/export.h"
 #include "halite/checkpoint_types.h"
 #include "halite/hint_files.h"
 #include "halite/status.h"
@@ -38,7 +39,7 @@ inline constexpr uint64_t kGuestPageSize = 4096;
 using GuestPageReader = std::function<Result<bool>(uint64_t pfn, std::span<uint8_t, kGuestPageSize> out)>;
 
 // The top-level table of one address space.
-struct PagingRoot {
+struct HALITE_EXPORT PagingRoot {
   uint64_t table_pfn = 0;  // the PML4 (4 levels) or PML5 (5 levels) page
   int levels = 4;          // 4 or 5
   bool operator==(const PagingRoot&) const = default;
@@ -47,9 +48,9 @@ struct PagingRoot {
 // From a vCPU's control registers: paging on (CR0.PG), long mode active (EFER.LMA), CR4.LA57 selects 5 levels.
 // The PCID bits (CR3 11:0) and CR3 bit 63 are masked. Errors: kUnsupported naming the mode (paging off, 32-bit
 // or PAE paging), kCorrupt for inconsistent registers (LMA without PAE, CR3 beyond 52 bits).
-Result<PagingRoot> PagingRootFromRegisters(uint64_t cr0, uint64_t cr3, uint64_t cr4, uint64_t efer);
+HALITE_EXPORT Result<PagingRoot> PagingRootFromRegisters(uint64_t cr0, uint64_t cr3, uint64_t cr4, uint64_t efer);
 
-struct WalkLimits {
+struct HALITE_EXPORT WalkLimits {
   // Highest guest page that exists. Entries naming a table above it are skipped as bad; leaves above it
   // (MMIO, framebuffers) are dropped, and large leaves are clipped at it.
   uint64_t max_pfn = (uint64_t{1} << 40) - 1;
@@ -62,7 +63,7 @@ struct WalkLimits {
 
 // Guest-physical pages pfn..pfn+pages-1 mapped at va..va+pages*4096-1. Runs are maximal: two leaves of the same
 // size that continue each other in both spaces are one run.
-struct VaRun {
+struct HALITE_EXPORT VaRun {
   uint64_t va = 0;          // canonical (sign-extended)
   uint64_t pfn = 0;
   uint64_t pages = 0;
@@ -71,7 +72,7 @@ struct VaRun {
   bool operator==(const VaRun&) const = default;
 };
 
-struct WalkStats {
+struct HALITE_EXPORT WalkStats {
   uint64_t tables = 0;            // table pages read, the top level included
   uint64_t missing_tables = 0;    // entries naming a table page the reader does not have
   uint64_t bad_entries = 0;       // present entries skipped: reserved bits set, or naming a table beyond max_pfn
@@ -82,7 +83,7 @@ struct WalkStats {
   bool truncated = false;         // a limit stopped the walk early
 };
 
-struct AddressSpaceWalk {
+struct HALITE_EXPORT AddressSpaceWalk {
   PagingRoot root;
   bool user_half_only = false;
   std::vector<VaRun> runs;          // ascending virtual-address order (user half first, then the kernel half)
@@ -92,7 +93,7 @@ struct AddressSpaceWalk {
 
 // Enumerates the present mappings of one address space. Errors: those of the reader, and kNotFound when the root
 // table itself is absent. Hostile tables cannot make it loop or exceed the limits (it stops and sets truncated).
-Result<AddressSpaceWalk> WalkAddressSpace(const GuestPageReader& read, const PagingRoot& root,
+HALITE_EXPORT Result<AddressSpaceWalk> WalkAddressSpace(const GuestPageReader& read, const PagingRoot& root,
                                           const WalkLimits& limits = {});
 
 // ---- Other address spaces: top-level tables that share the kernel half of a known one ----
@@ -100,19 +101,19 @@ Result<AddressSpaceWalk> WalkAddressSpace(const GuestPageReader& read, const Pag
 // True when `page` can be a top-level table: every entry is zero or present with a target at most max_pfn and
 // no page-size bit, and at least one entry of the kernel half (256..511) is present. Cheap (stops at the first
 // bad entry): meant to pre-filter every page of guest memory while it streams by.
-bool LooksLikeTopLevelTable(std::span<const uint8_t, kGuestPageSize> page, uint64_t max_pfn);
+HALITE_EXPORT bool LooksLikeTopLevelTable(std::span<const uint8_t, kGuestPageSize> page, uint64_t max_pfn);
 // A hash of entries 256..511 with the accessed bit masked (hardware sets it per copy). Equal kernel halves have
 // equal fingerprints; callers confirm a match by comparing the entries (FindSharedKernelRoots does).
-uint64_t KernelHalfFingerprint(std::span<const uint8_t, kGuestPageSize> page);
+HALITE_EXPORT uint64_t KernelHalfFingerprint(std::span<const uint8_t, kGuestPageSize> page);
 
-struct RootScanLimits {
+struct HALITE_EXPORT RootScanLimits {
   uint64_t max_pfn = (uint64_t{1} << 40) - 1;
   uint32_t max_roots = 1024;          // new roots returned at most
   uint32_t min_kernel_entries = 2;    // a known root whose kernel half has fewer present entries is not matched
   uint32_t max_checked_subtables = 16;  // user-half entries of a candidate whose table is checked to look valid
 };
 
-struct RootScan {
+struct HALITE_EXPORT RootScan {
   std::vector<PagingRoot> roots;  // new roots, in candidate order
   uint64_t candidates = 0;        // distinct candidate pages examined
   uint64_t not_tables = 0;        // did not look like a top-level table (or a sub-table did not look valid)
@@ -126,12 +127,12 @@ struct RootScan {
 // LooksLikeTopLevelTable while streaming) and keeps those whose kernel half equals a known root's and whose user
 // half maps something through tables that look valid. The new roots take the levels of the root they match.
 // Errors: the reader's.
-Result<RootScan> FindSharedKernelRoots(const GuestPageReader& read, std::span<const PagingRoot> known,
+HALITE_EXPORT Result<RootScan> FindSharedKernelRoots(const GuestPageReader& read, std::span<const PagingRoot> known,
                                        std::span<const uint64_t> candidate_pfns, const RootScanLimits& limits = {});
 
 // ---- All of it in one call ----
 
-struct GuestWalkOptions {
+struct HALITE_EXPORT GuestWalkOptions {
   WalkLimits limits;                 // per address space; max_pfn also bounds the root scan
   bool find_shared_kernel_roots = true;
   uint32_t max_roots = 1024;         // roots found by the scan, on top of the vCPUs'
@@ -142,7 +143,7 @@ struct GuestWalkOptions {
   bool prefer_pti_kernel_copy = true;
 };
 
-struct GuestWalk {
+struct HALITE_EXPORT GuestWalk {
   std::vector<AddressSpaceWalk> spaces;  // vCPU roots first (deduplicated), then the roots the scan found
   uint32_t cpu_roots = 0;                // distinct roots from the vCPUs
   uint32_t pti_kernel_copies = 0;        // vCPU roots replaced by their PTI kernel copy
@@ -153,7 +154,7 @@ struct GuestWalk {
 // Walks every vCPU root (duplicates dropped), then looks for other address spaces among `candidate_pfns` (empty:
 // no scan) and walks them too. The kernel half shared by several roots is walked once, with the first root that
 // has it; the others get their user half only. Errors: the reader's; kNotFound when no vCPU root table exists.
-Result<GuestWalk> WalkGuestAddressSpaces(const GuestPageReader& read, std::span<const PagingRoot> cpu_roots,
+HALITE_EXPORT Result<GuestWalk> WalkGuestAddressSpaces(const GuestPageReader& read, std::span<const PagingRoot> cpu_roots,
                                          std::span<const uint64_t> candidate_pfns,
                                          const GuestWalkOptions& options = {});
 
@@ -165,12 +166,12 @@ Result<GuestWalk> WalkGuestAddressSpaces(const GuestPageReader& read, std::span<
 // spaces (each in VA order), then the kernel halves' 4 KiB mappings, then their large-page mappings last (the
 // kernel's direct map of all memory in 2 MiB/1 GiB pages would otherwise claim every page in physical order
 // before any process's mappings are seen).
-std::vector<PageRun> ToPageRuns(std::span<const AddressSpaceWalk> walks, std::span<const Region> regions);
+HALITE_EXPORT std::vector<PageRun> ToPageRuns(std::span<const AddressSpaceWalk> walks, std::span<const Region> regions);
 
 // Distinct guest pages mapped by any walk for which `count(pfn)` is true (e.g. "the page is not all zeros"):
 // the numerator of VA coverage. Without `kernel_large_pages`, the kernel half's 2 MiB and 1 GiB mappings are
 // left out: on Linux they map all memory (the direct map), so they say little about locality.
-uint64_t CountMappedPages(std::span<const AddressSpaceWalk> walks, const std::function<bool(uint64_t pfn)>& count,
+HALITE_EXPORT uint64_t CountMappedPages(std::span<const AddressSpaceWalk> walks, const std::function<bool(uint64_t pfn)>& count,
                           bool kernel_large_pages = true);
 
 }  // namespace halite::x86

@@ -31,7 +31,7 @@
 
 namespace halite {
 
-class RestoreEngine::Impl {
+class HALITE_HIDDEN RestoreEngine::Impl {
  public:
   Impl(const CheckpointReader& reader, PageSink& sink, RestoreEngineOptions options);
   ~Impl();

@@ -36,7 +36,7 @@ thread_local Batch tl_batch;
 
 }  // namespace
 
-class LazyMemory::Impl final : public PageSink {
+class HALITE_HIDDEN LazyMemory::Impl final : public PageSink {
  public:
   struct Area {
     uint8_t* base = nullptr;

@@ -18,7 +18,7 @@ namespace halite {
 
 using format::kPageSize;
 
-class CheckpointReader::Impl {
+class HALITE_HIDDEN CheckpointReader::Impl {
  public:
   Impl(std::unique_ptr<RandomAccessFile> file, ReaderOptions options)
       : file_(std::move(file)), options_(std::move(options)) {}

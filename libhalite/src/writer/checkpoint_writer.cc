@@ -91,7 +91,7 @@ FileId RandomFileId() {
 
 }  // namespace
 
-class CheckpointWriter::Impl {
+class HALITE_HIDDEN CheckpointWriter::Impl {
  public:
   Impl(std::unique_ptr<AppendSink> sink, WriterOptions opt, std::string staging_dir)
       : sink_(std::move(sink)), opt_(std::move(opt)), staging_dir_(std::move(staging_dir)) {}

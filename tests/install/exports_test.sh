@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# libhalite.so exports only the public API: C functions hlt_*, and C++ symbols of namespace halite that are not
+# in one of the library's internal namespaces (src/: capi, codec, engine, format, io, writer) and are not a
+# private Impl. Prints the count, so a change in the exported surface shows in the test log.
+#   exports_test.sh LIBHALITE_SO
+set -euo pipefail
+lib=$1
+command -v nm >/dev/null && command -v c++filt >/dev/null || { echo "SKIPPED: nm or c++filt missing"; exit 77; }
+symbols=$(nm -D --defined-only "$lib" | awk '{print $3}' | c++filt)
+count=$(wc -l <<<"$symbols")
+echo "$lib exports $count symbols"
+bad=$(grep -vE '^(hlt_[a-z_]+$|halite::|typeinfo for halite::|typeinfo name for halite::|vtable for halite::)' <<<"$symbols" || true)
+internal=$(grep -E 'halite::(capi|codec|engine|format|io|writer)::|::Impl::' <<<"$symbols" || true)
+if [[ -n $bad || -n $internal ]]; then
+  echo "FAIL: symbols outside the public API:"
+  printf '%s\n' "$bad" "$internal" | grep -v '^$' | head -50
+  exit 1
+fi
+grep -q '^hlt_restore_start$' <<<"$symbols" || { echo "FAIL: the C API is not exported (hlt_restore_start)"; exit 1; }
+grep -q '^halite::CheckpointReader::Open' <<<"$symbols" || { echo "FAIL: CheckpointReader::Open is not exported"; exit 1; }
+echo "exports: OK (public API only)"
