@@ -23,7 +23,7 @@ namespace halite::restore {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-constexpr uint64_t kPage = 4096;
+constexpr uint64_t kPage = format::kPageSize;
 
 const char* kReplayUsage =
     "usage: hlt-restore replay CKPT --trace FILE [--threads N] [--loader on|off] [--preload-ws] [--eager]\n"

@@ -21,7 +21,7 @@
 namespace halite {
 namespace {
 
-constexpr uint64_t kPage = 4096;
+constexpr uint64_t kPage = format::kPageSize;
 // How long a copy keeps retrying while the address space is changing (an UNMAP or REMOVE event not yet read).
 constexpr auto kEagainPatience = std::chrono::seconds(10);
 
