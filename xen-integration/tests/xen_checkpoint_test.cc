@@ -356,17 +356,23 @@ TEST_CASE("xen checkpoint: export refuses checkpoints that are not Xen's or disa
   CHECK(export_status().ok());
 }
 
-TEST_CASE("xen checkpoint: metadata takes the VM's UUID from the xl config", "[xen][checkpoint]") {
-  TempDir dir;
+// A synthetic guest whose xl config is `config` (NUL-terminated, as libxl stores it), exported as a save stream
+// into `stream`, and saved to `out`.
+Result<SaveResult> SaveWithConfig(const std::string& config, const std::string& out, VectorByteSink& stream) {
   XenSaveImage image = testing::MakeSynthImage(64);
-  const std::string config =
-      R"({"c_info":{"type":"hvm","name":"web1","uuid":"12345678-9abc-DEF0-1234-56789abcdef0"},"b_info":{}})";
   image.config.assign(config.begin(), config.end());
   image.config.push_back(0);
   testing::SynthPageSource synth;
+  HLT_RETURN_IF_ERROR(ExportSaveStream(image, synth, stream));
+  return SavePipe(stream.data(), out);
+}
+
+TEST_CASE("xen checkpoint: metadata takes the VM's UUID from the xl config", "[xen][checkpoint]") {
+  TempDir dir;
   VectorByteSink sink;
-  REQUIRE(ExportSaveStream(image, synth, sink).ok());
-  auto saved = SavePipe(sink.data(), dir / "u.hlt");
+  auto saved = SaveWithConfig(
+      R"({"c_info":{"type":"hvm","name":"web1","uuid":"12345678-9abc-DEF0-1234-56789abcdef0"},"b_info":{}})",
+      dir / "u.hlt", sink);
   REQUIRE(saved);
   auto reader = CheckpointReader::Open(dir / "u.hlt");
   REQUIRE(reader);
@@ -381,14 +387,8 @@ TEST_CASE("xen checkpoint: the UUID is c_info's, read by a JSON parser, not the 
           "[xen][checkpoint]") {
   TempDir dir;
   auto uuid_of = [&](const std::string& config) {
-    XenSaveImage image = testing::MakeSynthImage(64);
-    image.config.assign(config.begin(), config.end());
-    image.config.push_back(0);
-    testing::SynthPageSource synth;
     VectorByteSink sink;
-    REQUIRE(ExportSaveStream(image, synth, sink).ok());
-    auto saved = SavePipe(sink.data(), dir / "v.hlt");
-    REQUIRE(saved);
+    REQUIRE(SaveWithConfig(config, dir / "v.hlt", sink));
     auto reader = CheckpointReader::Open(dir / "v.hlt");
     REQUIRE(reader);
     return (*reader)->metadata().vm_uuid;
