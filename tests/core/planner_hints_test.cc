@@ -8,21 +8,21 @@ using namespace halite;
 using halite::writer::GlobalRun;
 
 TEST_CASE("planner orders access, then VA, then physical", "[planner]") {
-  std::vector<bool> storable(20, true);
-  storable[3] = false;  // zero or absent
+  std::vector<writer::PlannedPageKind> storable(20, writer::PlannedPageKind::kContent);
+  storable[3] = writer::PlannedPageKind::kZero;
   std::vector<GlobalRun> access = {{10, 2}, {3, 1}, {5, 1}, {10, 1}};
   std::vector<GlobalRun> va = {{15, 3}, {0, 2}, {11, 1}};
-  auto halite = writer::PlanLayout(LayoutPolicy::kHalite, storable, access, va);
+  auto halite = writer::PlanPageOrder(LayoutPolicy::kHalite, storable, access, va);
   CHECK(halite.accessed == 3);
   std::vector<uint32_t> head(halite.order.begin(), halite.order.begin() + 8);
   CHECK(head == std::vector<uint32_t>{10, 11, 5, 15, 16, 17, 0, 1});
   CHECK(halite.order.size() == 19);
-  auto access_only = writer::PlanLayout(LayoutPolicy::kAccess, storable, access, va);
+  auto access_only = writer::PlanPageOrder(LayoutPolicy::kAccess, storable, access, va);
   CHECK(access_only.order[3] == 0);  // then physical
-  auto va_only = writer::PlanLayout(LayoutPolicy::kVa, storable, access, va);
+  auto va_only = writer::PlanPageOrder(LayoutPolicy::kVa, storable, access, va);
   CHECK(va_only.accessed == 0);
   CHECK(va_only.order[0] == 15);
-  auto phys = writer::PlanLayout(LayoutPolicy::kPhysical, storable, access, va);
+  auto phys = writer::PlanPageOrder(LayoutPolicy::kPhysical, storable, access, va);
   CHECK(phys.order[0] == 0);
   CHECK(phys.order[3] == 4);
 }

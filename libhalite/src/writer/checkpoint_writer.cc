@@ -4,7 +4,6 @@
 #include <cstring>
 #include <deque>
 #include <random>
-#include <unordered_map>
 
 #include "codec/hashing.h"
 #include "codec/mac.h"
@@ -16,6 +15,7 @@
 #include "format/index_codec.h"
 #include "format/integrity_checks.h"
 #include "halite/format_constants.h"
+#include "writer/dictionary_choice.h"
 #include "writer/layout_planner.h"
 #include "writer/page_store.h"
 
@@ -50,20 +50,6 @@ Result<DictionaryMode> ParseDictionaryMode(std::string_view name) {
 
 namespace {
 
-constexpr size_t kDictionaryMaxBytes = 64 * 1024;
-constexpr size_t kDictionarySamplePages = 2048;  // 8 MiB of samples
-constexpr size_t kDictionaryTrialBlocks = 32;
-// bench_core measured (256 MiB synthetic image, level 3): a trained dictionary shrinks 64-page blocks by ~0.1%
-// while training and trials cost ~1.3 s; small blocks lose more context, so auto mode only considers a
-// dictionary for blocks of at most this many pages, and keeps it only for a clear gain.
-constexpr uint32_t kDictionaryAutoMaxBlockPages = 16;
-constexpr double kDictionaryAutoMinGain = 0.02;
-
-struct BlockPlan {
-  uint64_t first_slot = 0;
-  uint32_t pages = 0;
-  bool hot = false;
-};
 
 struct BlockPayload {
   Status status;
@@ -199,13 +185,14 @@ class HALITE_HIDDEN CheckpointWriter::Impl {
 
  private:
   Status Append(std::span<const uint8_t> bytes) { return sink_->Append(bytes); }
-  Status ReadSlotPages(const BlockPlan& b, std::vector<uint8_t>* raw) const;
-  BlockPayload EncodeBlock(const BlockPlan& b, const codec::Dictionary* dict) const;
-  Result<std::shared_ptr<const codec::Dictionary>> ChooseDictionary(const std::vector<BlockPlan>& blocks,
-                                                                    WorkerPool& pool);
-  Status WriteBlocks(const std::vector<BlockPlan>& blocks, const codec::Dictionary* dict, WorkerPool& pool,
+  Result<writer::BlockPlan> Plan() const;
+  Status ReadSlotPages(const writer::PlannedBlock& b, std::vector<uint8_t>* raw) const;
+  BlockPayload EncodeBlock(const writer::PlannedBlock& b, const codec::Dictionary* dict) const;
+  Status WriteBlocks(const std::vector<writer::PlannedBlock>& blocks, const codec::Dictionary* dict, WorkerPool& pool,
                      format::IndexModel* model, uint64_t file_seed);
   Status WriteBlobs(format::IndexModel* model, uint64_t file_seed);
+  Result<format::Footer> AppendIndexAndFooter(format::IndexModel& model, std::span<const uint8_t> header_bytes,
+                                              uint64_t file_seed, uint64_t* index_bytes);
 
   std::unique_ptr<AppendSink> sink_;
   WriterOptions opt_;
@@ -219,7 +206,7 @@ class HALITE_HIDDEN CheckpointWriter::Impl {
   bool finished_ = false;
 };
 
-Status CheckpointWriter::Impl::ReadSlotPages(const BlockPlan& b, std::vector<uint8_t>* raw) const {
+Status CheckpointWriter::Impl::ReadSlotPages(const writer::PlannedBlock& b, std::vector<uint8_t>* raw) const {
   raw->resize(size_t(b.pages) * kPageSize);
   for (uint32_t i = 0; i < b.pages; ++i) {
     HLT_RETURN_IF_ERROR(store_.Read(slot_page_[b.first_slot + i], raw->data() + size_t(i) * kPageSize));
@@ -227,7 +214,7 @@ Status CheckpointWriter::Impl::ReadSlotPages(const BlockPlan& b, std::vector<uin
   return Status::Ok();
 }
 
-BlockPayload CheckpointWriter::Impl::EncodeBlock(const BlockPlan& b, const codec::Dictionary* dict) const {
+BlockPayload CheckpointWriter::Impl::EncodeBlock(const writer::PlannedBlock& b, const codec::Dictionary* dict) const {
   thread_local codec::Compressor compressor;
   BlockPayload out;
   std::vector<uint8_t> raw;
@@ -245,50 +232,7 @@ BlockPayload CheckpointWriter::Impl::EncodeBlock(const BlockPlan& b, const codec
   return out;  // the MAC, when wanted, is computed by the caller that knows the block's index
 }
 
-// Trains a dictionary on pages sampled across the checkpoint and keeps it when compressing sample blocks with
-// it saves more than the dictionary costs (auto), or whenever training succeeds (on).
-Result<std::shared_ptr<const codec::Dictionary>> CheckpointWriter::Impl::ChooseDictionary(
-    const std::vector<BlockPlan>& blocks, WorkerPool& pool) {
-  if (opt_.dictionary == DictionaryMode::kOff || slot_page_.size() < 64 || blocks.size() < 8) return std::shared_ptr<const codec::Dictionary>();
-  if (opt_.dictionary == DictionaryMode::kAuto && opt_.block_pages > kDictionaryAutoMaxBlockPages) {
-    return std::shared_ptr<const codec::Dictionary>();
-  }
-  size_t samples = std::min(kDictionarySamplePages, slot_page_.size());
-  std::vector<uint8_t> sample_bytes(samples * kPageSize);
-  for (size_t i = 0; i < samples; ++i) {
-    uint64_t slot = uint64_t(i) * slot_page_.size() / samples;
-    HLT_RETURN_IF_ERROR(store_.Read(slot_page_[slot], sample_bytes.data() + i * kPageSize));
-  }
-  auto bytes = codec::TrainDictionary(sample_bytes, kPageSize, kDictionaryMaxBytes);
-  if (bytes.empty()) return std::shared_ptr<const codec::Dictionary>();
-  auto dict = codec::Dictionary::Create(std::move(bytes), opt_.level);
-  if (!dict) return std::shared_ptr<const codec::Dictionary>();
-  if (opt_.dictionary == DictionaryMode::kOn) return *dict;
-
-  size_t trials = std::min(kDictionaryTrialBlocks, blocks.size());
-  std::vector<std::future<std::pair<int64_t, int64_t>>> results;
-  for (size_t i = 0; i < trials; ++i) {
-    const BlockPlan& b = blocks[i * blocks.size() / trials];
-    const codec::Dictionary* d = dict->get();
-    results.push_back(pool.Submit([this, &b, d]() -> std::pair<int64_t, int64_t> {
-      BlockPayload plain = EncodeBlock(b, nullptr), with = EncodeBlock(b, d);
-      if (!plain.status.ok() || !with.status.ok()) return {0, 0};
-      return {int64_t(plain.bytes.size()), int64_t(with.bytes.size())};
-    }));
-  }
-  int64_t plain = 0, with = 0;
-  for (auto& f : results) {
-    auto [p, w] = f.get();
-    plain += p;
-    with += w;
-  }
-  double scale = double(blocks.size()) / double(trials);
-  double saved = double(plain - with) * scale - double((*dict)->bytes().size());
-  if (saved > kDictionaryAutoMinGain * double(plain) * scale) return *dict;
-  return std::shared_ptr<const codec::Dictionary>();
-}
-
-Status CheckpointWriter::Impl::WriteBlocks(const std::vector<BlockPlan>& blocks, const codec::Dictionary* dict,
+Status CheckpointWriter::Impl::WriteBlocks(const std::vector<writer::PlannedBlock>& blocks, const codec::Dictionary* dict,
                                            WorkerPool& pool, format::IndexModel* model, uint64_t file_seed) {
   RateLimiter limiter(opt_.rate_limit_bytes_per_s);
   WriteProgress progress;
@@ -301,7 +245,7 @@ Status CheckpointWriter::Impl::WriteBlocks(const std::vector<BlockPlan>& blocks,
   model->blocks.reserve(blocks.size());
   while (next < blocks.size() || !window.empty()) {
     while (next < blocks.size() && window.size() < max_in_flight) {
-      const BlockPlan& b = blocks[next++];
+      const writer::PlannedBlock& b = blocks[next++];
       limiter.Acquire(uint64_t(b.pages) * kPageSize);
       window.push_back(pool.Submit([this, &b, dict] { return EncodeBlock(b, dict); }));
     }
@@ -312,7 +256,7 @@ Status CheckpointWriter::Impl::WriteBlocks(const std::vector<BlockPlan>& blocks,
       return p.status;
     }
     size_t index = model->blocks.size();
-    const BlockPlan& b = blocks[index];
+    const writer::PlannedBlock& b = blocks[index];
     if (opt_.mac_key) model->mac.block_macs.push_back(format::ComputePayloadMac(*opt_.mac_key, format::kBlockMacTag, file_id_, index, p.bytes));
     BlockInfo info;
     info.offset = sink_->position();
@@ -357,97 +301,43 @@ Status CheckpointWriter::Impl::WriteBlobs(format::IndexModel* model, uint64_t fi
   return Status::Ok();
 }
 
-Result<WriteSummary> CheckpointWriter::Impl::Finish() {
-  if (finished_) return Status::InvalidArgument("Finish called twice");
-  finished_ = true;
-  auto t0 = std::chrono::steady_clock::now();
-  if (regions_.empty()) return Status::InvalidArgument("a checkpoint needs at least one region");
-  HLT_RETURN_IF_ERROR(store_.Seal());
-
-  WriteSummary sum;
+// Stage: every page went into the store through Put/Attach; plan: the pure planner decides the layout from the
+// pages' kinds and hashes and the hints.
+Result<writer::BlockPlan> CheckpointWriter::Impl::Plan() const {
   const uint64_t total = store_.total_pages();
-  sum.pages = total;
-  sum.raw_bytes = total * kPageSize;
-  std::vector<bool> storable(total);
+  std::vector<writer::PlannedPageKind> kinds(total);
+  std::vector<codec::Hash128> hashes(total);
   for (uint64_t g = 0; g < total; ++g) {
-    auto st = store_.state(g);
-    storable[g] = st == writer::PageState::kStaged || st == writer::PageState::kImage;
-    if (st == writer::PageState::kZero) ++sum.zero_pages;
-    if (st == writer::PageState::kAbsent) ++sum.absent_pages;
+    const writer::PageState st = store_.state(g);
+    kinds[g] = st == writer::PageState::kStaged || st == writer::PageState::kImage ? writer::PlannedPageKind::kContent
+               : st == writer::PageState::kZero                                   ? writer::PlannedPageKind::kZero
+                                                                                  : writer::PlannedPageKind::kAbsent;
+    hashes[g] = store_.hash(g);
   }
-
-  // Plan, then deduplicate in plan order so the copy stored is the first one planned.
-  writer::LayoutPlan plan = writer::PlanLayout(opt_.policy, storable, access_, va_);
-  format::IndexModel model;
-  model.page_map.assign(total, format::kPageMapAbsent);
-  for (uint64_t g = 0; g < total; ++g) {
-    if (store_.state(g) == writer::PageState::kZero) model.page_map[g] = format::kPageMapZero;
-  }
-  struct HashKey {
-    size_t operator()(const codec::Hash128& h) const { return size_t(h.low ^ (h.high * 0x9E3779B97F4A7C15ull)); }
-  };
-  std::unordered_map<codec::Hash128, uint32_t, HashKey> first_slot_with_hash;  // hash -> slot
+  writer::PlannerInput in;
+  in.policy = opt_.policy;
+  in.block_pages = opt_.block_pages;
+  in.pages = kinds;
+  in.hashes = hashes;
+  in.access = access_;
+  in.va = va_;
   std::vector<uint8_t> a(kPageSize), b(kPageSize);
-  uint64_t accessed_unique = 0;
-  for (size_t i = 0; i < plan.order.size(); ++i) {
-    uint32_t g = plan.order[i];
-    auto [it, inserted] = first_slot_with_hash.try_emplace(store_.hash(g), uint32_t(slot_page_.size()));
-    if (!inserted) {
-      // Same hash: confirm byte for byte before sharing the slot (a collision keeps its own copy).
-      HLT_RETURN_IF_ERROR(store_.Read(slot_page_[it->second], a.data()));
-      HLT_RETURN_IF_ERROR(store_.Read(g, b.data()));
-      if (a == b) {
-        model.page_map[g] = format::kPageMapFirstSlot + it->second;
-        ++sum.duplicate_pages;
-        continue;
-      }
-    }
-    model.page_map[g] = format::kPageMapFirstSlot + uint32_t(slot_page_.size());
-    slot_page_.push_back(g);
-    if (i < plan.accessed) ++accessed_unique;
-  }
-  first_slot_with_hash.clear();
-  sum.stored_pages = slot_page_.size();
-  sum.accessed_pages = accessed_unique;
+  return writer::PlanBlocks(in, [&](uint64_t x, uint64_t y) -> Result<bool> {
+    HLT_RETURN_IF_ERROR(store_.Read(x, a.data()));
+    HLT_RETURN_IF_ERROR(store_.Read(y, b.data()));
+    return a == b;
+  });
+}
 
-  // Blocks: block_pages slots each, with a forced boundary where the working set ends.
-  std::vector<BlockPlan> blocks;
-  for (uint64_t s = 0; s < slot_page_.size();) {
-    bool hot = s < accessed_unique;
-    uint64_t end = hot ? accessed_unique : slot_page_.size();
-    uint32_t n = uint32_t(std::min<uint64_t>(opt_.block_pages, end - s));
-    blocks.push_back({s, n, hot});
-    s += n;
-  }
-
-  FileId file_id = opt_.file_id.value_or(RandomFileId());
-  file_id_ = file_id;
-  uint64_t seed = format::FileSeed(file_id);
-  format::Header header;
-  header.file_id = file_id;
-  if (opt_.mac_key) header.flags |= format::kHeaderAuthenticated;
-  auto hb = format::EncodeHeader(header);
-  HLT_RETURN_IF_ERROR(Append(hb));
-
-  WorkerPool pool(opt_.threads);
-  HLT_ASSIGN_OR_RETURN(auto dict, ChooseDictionary(blocks, pool));
-  HLT_RETURN_IF_ERROR(WriteBlocks(blocks, dict.get(), pool, &model, seed));
-  HLT_RETURN_IF_ERROR(WriteBlobs(&model, seed));
-
-  model.metadata = opt_.metadata;
-  if (!opt_.deterministic && model.metadata.created_unix_ns == 0) model.metadata.created_unix_ns = NowUnixNs();
-  model.regions = regions_;
-  for (size_t i = 0; i < blocks.size(); ++i) {
-    model.restore_order.push_back(uint32_t(i));
-    if (blocks[i].hot) ++model.working_set_blocks;
-  }
-  if (dict) model.dictionary = dict->bytes();
-
+// Append: the index (with its MAC when keyed) and the footer, whose magic ends the file.
+Result<format::Footer> CheckpointWriter::Impl::AppendIndexAndFooter(format::IndexModel& model,
+                                                                    std::span<const uint8_t> header_bytes,
+                                                                    uint64_t file_seed, uint64_t* index_bytes) {
   std::vector<uint8_t> index = format::EncodeIndex(model);
   if (opt_.mac_key) {
     // The MAC covers the header and every index byte before the MAC section.
     model.mac.present = true;
-    model.mac.index_mac = format::ComputeIndexMac(*opt_.mac_key, hb, index);
+    model.mac.index_mac = format::ComputeIndexMac(*opt_.mac_key, header_bytes, index);
     auto mac_section = format::EncodeMacSection(model.mac);
     index.insert(index.end(), mac_section.begin(), mac_section.end());
   }
@@ -455,19 +345,76 @@ Result<WriteSummary> CheckpointWriter::Impl::Finish() {
   footer.index_offset = sink_->position();
   footer.index_length = index.size();
   footer.file_size = footer.index_offset + index.size() + format::kFooterSize;
-  footer.file_id = file_id;
-  footer.index_checksum = codec::Xxh3_64(index, seed);
+  footer.file_id = file_id_;
+  footer.index_checksum = codec::Xxh3_64(index, file_seed);
   HLT_RETURN_IF_ERROR(Append(index));
   auto fb = format::EncodeFooter(footer);
   HLT_RETURN_IF_ERROR(Append(fb));
+  *index_bytes = index.size();
+  return footer;
+}
+
+// stage -> plan -> compress -> append.
+Result<WriteSummary> CheckpointWriter::Impl::Finish() {
+  if (finished_) return Status::InvalidArgument("Finish called twice");
+  finished_ = true;
+  auto t0 = std::chrono::steady_clock::now();
+  if (regions_.empty()) return Status::InvalidArgument("a checkpoint needs at least one region");
+  HLT_RETURN_IF_ERROR(store_.Seal());  // stage
+
+  HLT_ASSIGN_OR_RETURN(writer::BlockPlan plan, Plan());  // plan
+  slot_page_ = std::move(plan.slot_page);
+
+  file_id_ = opt_.file_id.value_or(RandomFileId());
+  const uint64_t seed = format::FileSeed(file_id_);
+  format::Header header;
+  header.file_id = file_id_;
+  if (opt_.mac_key) header.flags |= format::kHeaderAuthenticated;
+  auto hb = format::EncodeHeader(header);
+  HLT_RETURN_IF_ERROR(Append(hb));
+
+  // compress (and append each block as it is ready, in block order)
+  WorkerPool pool(opt_.threads);
+  writer::DictionaryChoiceOptions dict_options{opt_.dictionary, opt_.level, opt_.block_pages};
+  HLT_ASSIGN_OR_RETURN(
+      auto dict, writer::ChooseDictionary(
+                     dict_options, slot_page_.size(), plan.blocks, pool,
+                     [&](uint64_t slot, uint8_t* out) { return store_.Read(slot_page_[slot], out); },
+                     [&](const writer::PlannedBlock& b, const codec::Dictionary* d) -> std::pair<int64_t, int64_t> {
+                       BlockPayload plain = EncodeBlock(b, nullptr), with = EncodeBlock(b, d);
+                       if (!plain.status.ok() || !with.status.ok()) return {0, 0};
+                       return {int64_t(plain.bytes.size()), int64_t(with.bytes.size())};
+                     }));
+  format::IndexModel model;
+  model.page_map = std::move(plan.page_map);
+  HLT_RETURN_IF_ERROR(WriteBlocks(plan.blocks, dict.get(), pool, &model, seed));
+  HLT_RETURN_IF_ERROR(WriteBlobs(&model, seed));
+
+  // append the index and the footer
+  model.metadata = opt_.metadata;
+  if (!opt_.deterministic && model.metadata.created_unix_ns == 0) model.metadata.created_unix_ns = NowUnixNs();
+  model.regions = regions_;
+  model.restore_order = plan.restore_order;
+  model.working_set_blocks = plan.working_set_blocks;
+  if (dict) model.dictionary = dict->bytes();
+  uint64_t index_bytes = 0;
+  HLT_ASSIGN_OR_RETURN(format::Footer footer, AppendIndexAndFooter(model, hb, seed, &index_bytes));
   HLT_RETURN_IF_ERROR(sink_->Commit());
   sink_.reset();
 
-  sum.blocks = blocks.size();
+  WriteSummary sum;
+  sum.pages = store_.total_pages();
+  sum.raw_bytes = sum.pages * kPageSize;
+  sum.zero_pages = plan.zero_pages;
+  sum.absent_pages = plan.absent_pages;
+  sum.duplicate_pages = plan.duplicate_pages;
+  sum.stored_pages = slot_page_.size();
+  sum.accessed_pages = plan.accessed_pages;
+  sum.blocks = plan.blocks.size();
   sum.hot_blocks = model.working_set_blocks;
   for (auto& bl : model.blocks) sum.block_bytes += bl.stored_length;
   for (auto& bl : model.blobs) sum.blob_bytes += bl.stored_length;
-  sum.index_bytes = index.size();
+  sum.index_bytes = index_bytes;
   sum.dictionary_bytes = model.dictionary.size();
   sum.file_bytes = footer.file_size;
   sum.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

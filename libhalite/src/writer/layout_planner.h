@@ -1,12 +1,19 @@
-// The locality planner: the order in which non-zero pages are packed into blocks. Pure computation.
+// The locality planner: everything a checkpoint's layout is, decided in one pure function. Given what each page
+// is (absent, zero, or content with a hash), the save-time hints and the policy, it returns the block plan: the
+// page map, which page's bytes fill each slot, the blocks, the working set and the restore order. No I/O:
+// the byte comparison that confirms a duplicate is the caller's (a callback), so tests give it memory and the
+// writer gives it the page store.
 #ifndef HALITE_WRITER_LAYOUT_PLANNER_H_
 #define HALITE_WRITER_LAYOUT_PLANNER_H_
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <vector>
 
+#include "codec/hashing.h"
 #include "halite/checkpoint_writer.h"
+#include "halite/status.h"
 
 namespace halite::writer {
 
@@ -15,14 +22,55 @@ struct GlobalRun {
   uint64_t count = 0;
 };
 
-struct LayoutPlan {
-  std::vector<uint32_t> order;  // global page numbers of every storable page, each exactly once
-  uint64_t accessed = 0;        // the first `accessed` entries come from the access trace (the working set)
+// What the planner knows of one page.
+enum class PlannedPageKind : uint8_t { kAbsent = 0, kZero = 1, kContent = 2 };
+
+struct PlannerInput {
+  LayoutPolicy policy = LayoutPolicy::kHalite;
+  uint32_t block_pages = 64;                   // slots per block, 1..4096
+  std::span<const PlannedPageKind> pages;      // one per global page
+  std::span<const codec::Hash128> hashes;      // content hash per page (read for kContent pages only)
+  std::span<const GlobalRun> access;           // save-time access order (the working set)
+  std::span<const GlobalRun> va;               // virtual-address adjacency
 };
 
-// `storable[g]` says whether page g has content to store (present and not zero).
-LayoutPlan PlanLayout(LayoutPolicy policy, const std::vector<bool>& storable, std::span<const GlobalRun> access,
-                      std::span<const GlobalRun> va);
+// True when pages a and b (both kContent) hold the same bytes. Called only for pages whose hashes are equal.
+using PagesEqual = std::function<Result<bool>(uint64_t a, uint64_t b)>;
+
+struct PlannedBlock {
+  uint64_t first_slot = 0;
+  uint32_t pages = 0;
+  bool hot = false;  // holds working-set pages only
+};
+
+struct BlockPlan {
+  std::vector<uint32_t> page_map;       // format-spec 5.3: absent, zero, or slot + 2, one per global page
+  std::vector<uint32_t> slot_page;      // slot -> the global page whose bytes fill it (the first in plan order)
+  std::vector<PlannedBlock> blocks;     // block_pages slots each, cut where the working set ends
+  std::vector<uint32_t> restore_order;  // block indices, the order a restorer should load them in
+  uint32_t working_set_blocks = 0;      // the hot prefix of restore_order
+  uint64_t accessed_pages = 0;          // distinct stored pages of the working set
+  uint64_t duplicate_pages = 0;         // content pages stored as a reference to an earlier slot
+  uint64_t zero_pages = 0;
+  uint64_t absent_pages = 0;
+};
+
+// The whole plan (format-spec 10): pages the guest touched during the save first, in that order, then the rest
+// in virtual-address adjacency order, then physical order (`access`, `va`, `physical` policies use one source
+// each, then physical order); identical pages stored once, the copy stored being the first in plan order
+// (equality confirmed by `equal`, never by the hash alone); blocks of `block_pages` slots in plan order with a
+// forced boundary where the working set ends; the restore order is the plan order of blocks.
+// Errors: whatever `equal` returns; kInvalidArgument for block_pages out of range or spans of other lengths.
+Result<BlockPlan> PlanBlocks(const PlannerInput& input, const PagesEqual& equal);
+
+// Only the page order (every kContent page once, hints first per the policy) and how many of its first
+// entries came from the access trace. PlanBlocks uses it; exposed for the hint tests.
+struct LayoutOrder {
+  std::vector<uint32_t> order;
+  uint64_t accessed = 0;
+};
+LayoutOrder PlanPageOrder(LayoutPolicy policy, std::span<const PlannedPageKind> pages,
+                          std::span<const GlobalRun> access, std::span<const GlobalRun> va);
 
 }  // namespace halite::writer
 

@@ -1,0 +1,190 @@
+// The layout planner on its own: no file, no compression, only the plan (format-spec 10).
+#include <catch2/catch.hpp>
+
+#include <cstring>
+#include <map>
+
+#include "halite/format_constants.h"
+#include "writer/layout_planner.h"
+
+using namespace halite;
+using namespace halite::writer;
+using format::kPageMapAbsent;
+using format::kPageMapFirstSlot;
+using format::kPageMapZero;
+
+namespace {
+
+// A guest of `kinds.size()` pages; content pages carry `content[g]` (equal values = equal bytes).
+struct Guest {
+  std::vector<PlannedPageKind> kinds;
+  std::vector<int> content;
+  std::vector<codec::Hash128> hashes;
+  std::vector<GlobalRun> access, va;
+  int comparisons = 0;
+  // Hashes derive from content; `collide` gives every page the same hash, so only the byte check separates them.
+  void Hash(bool collide = false) {
+    hashes.assign(kinds.size(), {});
+    for (size_t g = 0; g < kinds.size(); ++g) {
+      if (kinds[g] == PlannedPageKind::kContent) hashes[g] = {collide ? 1u : uint64_t(content[g]) + 1, 7};
+    }
+  }
+  Result<BlockPlan> Plan(LayoutPolicy policy, uint32_t block_pages) {
+    PlannerInput in;
+    in.policy = policy;
+    in.block_pages = block_pages;
+    in.pages = kinds;
+    in.hashes = hashes;
+    in.access = access;
+    in.va = va;
+    return PlanBlocks(in, [this](uint64_t a, uint64_t b) -> Result<bool> {
+      ++comparisons;
+      return content[a] == content[b];
+    });
+  }
+};
+
+Guest Distinct(size_t n) {
+  Guest g;
+  g.kinds.assign(n, PlannedPageKind::kContent);
+  for (size_t i = 0; i < n; ++i) g.content.push_back(int(i) + 1000);
+  g.Hash();
+  return g;
+}
+
+}  // namespace
+
+TEST_CASE("planner: zero and absent pages are never stored", "[planner]") {
+  Guest g = Distinct(6);
+  g.kinds[1] = PlannedPageKind::kZero;
+  g.kinds[4] = PlannedPageKind::kAbsent;
+  g.Hash();
+  auto plan = g.Plan(LayoutPolicy::kPhysical, 64);
+  REQUIRE(plan.has_value());
+  CHECK(plan->page_map[1] == kPageMapZero);
+  CHECK(plan->page_map[4] == kPageMapAbsent);
+  CHECK(plan->slot_page == std::vector<uint32_t>{0, 2, 3, 5});
+  CHECK(plan->zero_pages == 1);
+  CHECK(plan->absent_pages == 1);
+  CHECK(plan->page_map[5] == kPageMapFirstSlot + 3);
+}
+
+TEST_CASE("planner: duplicates share the slot of the first copy in plan order, confirmed byte for byte",
+          "[planner]") {
+  Guest g = Distinct(8);
+  g.content[6] = g.content[2];  // same bytes as page 2
+  g.Hash();
+  g.access = {{6, 1}};  // page 6 comes first in plan order: it is the copy stored
+  auto plan = g.Plan(LayoutPolicy::kHalite, 64);
+  REQUIRE(plan.has_value());
+  CHECK(plan->slot_page[0] == 6);
+  CHECK(plan->page_map[2] == plan->page_map[6]);
+  CHECK(plan->duplicate_pages == 1);
+  CHECK(g.comparisons == 1);
+  SECTION("equal hashes with other bytes keep their own slots") {
+    Guest c = Distinct(5);
+    c.Hash(/*collide=*/true);
+    auto p = c.Plan(LayoutPolicy::kPhysical, 64);
+    REQUIRE(p.has_value());
+    CHECK(p->slot_page.size() == 5);
+    CHECK(p->duplicate_pages == 0);
+  }
+  SECTION("a failing comparison fails the plan") {
+    PlannerInput in;
+    in.block_pages = 4;
+    in.pages = g.kinds;
+    in.hashes = g.hashes;
+    auto p = PlanBlocks(in, [](uint64_t, uint64_t) -> Result<bool> { return Status::IoError("staging read"); });
+    REQUIRE_FALSE(p.has_value());
+    CHECK(p.error().code() == StatusCode::kIoError);
+  }
+}
+
+TEST_CASE("planner: blocks of block_pages slots, cut where the working set ends", "[planner]") {
+  Guest g = Distinct(20);
+  g.access = {{10, 5}};  // 5 hot pages, block_pages 4: hot blocks of 4 and 1, then the rest
+  g.va = {{0, 3}};
+  auto plan = g.Plan(LayoutPolicy::kHalite, 4);
+  REQUIRE(plan.has_value());
+  REQUIRE(plan->blocks.size() == 6);  // 4+1 hot, then 15 cold in 4+4+4+3
+  CHECK(plan->blocks[0].hot);
+  CHECK(plan->blocks[1].hot);
+  CHECK(plan->blocks[1].pages == 1);
+  CHECK_FALSE(plan->blocks[2].hot);
+  CHECK(plan->blocks[5].pages == 3);
+  CHECK(plan->accessed_pages == 5);
+  CHECK(plan->working_set_blocks == 2);
+  CHECK(plan->restore_order == std::vector<uint32_t>{0, 1, 2, 3, 4, 5});
+  // Slots follow the plan: access (10..14), then VA (0..2), then physical.
+  CHECK(std::vector<uint32_t>(plan->slot_page.begin(), plan->slot_page.begin() + 8) ==
+        std::vector<uint32_t>{10, 11, 12, 13, 14, 0, 1, 2});
+  for (size_t b = 0; b < plan->blocks.size(); ++b) {
+    const auto& bl = plan->blocks[b];
+    for (uint64_t s = bl.first_slot; s < bl.first_slot + bl.pages; ++s) {
+      CHECK(plan->page_map[plan->slot_page[s]] == kPageMapFirstSlot + s);
+    }
+  }
+}
+
+TEST_CASE("planner: each policy uses its own hints", "[planner]") {
+  Guest g = Distinct(12);
+  g.access = {{9, 2}};
+  g.va = {{4, 2}};
+  auto first_slots = [&](LayoutPolicy p) {
+    auto plan = g.Plan(p, 64);
+    REQUIRE(plan.has_value());
+    return std::vector<uint32_t>(plan->slot_page.begin(), plan->slot_page.begin() + 4);
+  };
+  CHECK(first_slots(LayoutPolicy::kHalite) == std::vector<uint32_t>{9, 10, 4, 5});
+  CHECK(first_slots(LayoutPolicy::kAccess) == std::vector<uint32_t>{9, 10, 0, 1});
+  CHECK(first_slots(LayoutPolicy::kVa) == std::vector<uint32_t>{4, 5, 0, 1});
+  CHECK(first_slots(LayoutPolicy::kPhysical) == std::vector<uint32_t>{0, 1, 2, 3});
+  auto va = g.Plan(LayoutPolicy::kVa, 64);
+  REQUIRE(va.has_value());
+  CHECK(va->working_set_blocks == 0);  // only the access trace makes a working set
+}
+
+TEST_CASE("planner: edge cases", "[planner]") {
+  SECTION("no pages") {
+    Guest g;
+    auto plan = g.Plan(LayoutPolicy::kHalite, 64);
+    REQUIRE(plan.has_value());
+    CHECK(plan->blocks.empty());
+    CHECK(plan->page_map.empty());
+  }
+  SECTION("all zero") {
+    Guest g;
+    g.kinds.assign(9, PlannedPageKind::kZero);
+    g.content.assign(9, 0);
+    g.Hash();
+    auto plan = g.Plan(LayoutPolicy::kHalite, 64);
+    REQUIRE(plan.has_value());
+    CHECK(plan->blocks.empty());
+    CHECK(plan->zero_pages == 9);
+  }
+  SECTION("one page, block_pages 1") {
+    Guest g = Distinct(1);
+    auto plan = g.Plan(LayoutPolicy::kHalite, 1);
+    REQUIRE(plan.has_value());
+    REQUIRE(plan->blocks.size() == 1);
+    CHECK(plan->blocks[0].pages == 1);
+  }
+  SECTION("block_pages at the limit and beyond") {
+    Guest g = Distinct(5000);
+    auto plan = g.Plan(LayoutPolicy::kPhysical, format::kMaxBlockPages);
+    REQUIRE(plan.has_value());
+    REQUIRE(plan->blocks.size() == 2);
+    CHECK(plan->blocks[0].pages == 4096);
+    CHECK(plan->blocks[1].pages == 904);
+    CHECK_FALSE(g.Plan(LayoutPolicy::kPhysical, 0).has_value());
+    CHECK_FALSE(g.Plan(LayoutPolicy::kPhysical, format::kMaxBlockPages + 1).has_value());
+  }
+  SECTION("hints past the end and repeated are ignored") {
+    Guest g = Distinct(4);
+    g.access = {{2, 100}, {2, 1}, {50, 3}};
+    auto plan = g.Plan(LayoutPolicy::kHalite, 64);
+    REQUIRE(plan.has_value());
+    CHECK(plan->accessed_pages == 2);
+    CHECK(plan->slot_page == std::vector<uint32_t>{2, 3, 0, 1});
+  }
+}
