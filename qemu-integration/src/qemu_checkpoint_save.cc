@@ -12,6 +12,7 @@
 #include <optional>
 #include <unordered_map>
 
+#include "halite/page_util.h"
 #include "halite/qemu/qemu_checkpoint.h"
 #include "halite/qemu/qemu_guest_info.h"
 #include "halite/qemu/qemu_migration_control.h"
@@ -23,16 +24,6 @@ using Clock = std::chrono::steady_clock;
 double Since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 constexpr uint64_t kPage = kTargetPageSize;
-
-bool AllZero(const uint8_t* p) {
-  uint64_t acc = 0;
-  for (size_t i = 0; i < kPage; i += 8) {
-    uint64_t v;
-    std::memcpy(&v, p + i, 8);
-    acc |= v;
-  }
-  return acc == 0;
-}
 
 // Could this page be a page table of any level? Every entry is either not present (any content: Linux keeps swap
 // and PROT_NONE entries there) or present and naming a frame below 2^46 (bits 46..51 clear); one at least is
@@ -163,7 +154,7 @@ class CheckpointStreamHandler final : public MigrationStreamHandler {
       filled.fill(r.fill);
       data = filled.data();
     }
-    const bool zero = data == nullptr || AllZero(data);
+    const bool zero = data == nullptr || IsAllZero(std::span<const uint8_t>(data, kPage));
     uint64_t& word = nonzero_[region][page / 64];
     const uint64_t bit = uint64_t{1} << (page % 64);
     if (zero) {

@@ -219,7 +219,7 @@ TEST_CASE("a permanent read error fails the fault at once and installs nothing",
       auto clean = OpenMem(m);
       PageRef page = StoredPageIn(*clean, 0);
       uint32_t b = BlockOf(*clean, page);
-      auto in = OpenInjected(m, PlanOnBlock(clean->blocks()[b], fault, true, kNever));
+      auto in = OpenInjected(m, PlanOnBlock(clean->blocks()[b], fault, true, kNoTrigger));
       RecordingSink sink(m.regions);
       auto engine = RestoreEngine::Create(*in.reader, sink, Options(false));
       REQUIRE(engine.has_value());
@@ -371,7 +371,7 @@ TEST_CASE("a permanent read error under the background loader fails the rest of 
       const auto& order = clean->restore_order();
       size_t dies_at = order.size() / 2;
       uint32_t b = order[dies_at];
-      auto in = OpenInjected(m, PlanOnBlock(clean->blocks()[b], fault, true, kNever));
+      auto in = OpenInjected(m, PlanOnBlock(clean->blocks()[b], fault, true, kNoTrigger));
       RecordingSink sink(m.regions);
       auto engine = RestoreEngine::Create(*in.reader, sink, Options(true));
       REQUIRE(engine.has_value());
@@ -516,7 +516,7 @@ TEST_CASE("a preload that meets a read error fails Start, installs nothing of th
   MemCheckpoint m = TwoRegionCheckpoint();
   auto clean = OpenMem(m);
   uint32_t b = clean->restore_order()[clean->restore_order().size() / 2];
-  auto in = OpenInjected(m, PlanOnBlock(clean->blocks()[b], Fault::kEio, true, kNever));
+  auto in = OpenInjected(m, PlanOnBlock(clean->blocks()[b], Fault::kEio, true, kNoTrigger));
   RecordingSink sink(m.regions);
   auto o = Options(true);
   o.preload_all = true;

@@ -173,9 +173,9 @@ TEST_CASE("fault injector: schedules fire as planned", "[fault]") {
       for (int i = 0; i < 200; ++i) p += f->ReadAt(0, buf).ok() ? '.' : 'X';
       return p;
     };
-    std::string a = pattern(5, kNever);
-    CHECK(a == pattern(5, kNever));
-    CHECK(a != pattern(6, kNever));
+    std::string a = pattern(5, kNoTrigger);
+    CHECK(a == pattern(5, kNoTrigger));
+    CHECK(a != pattern(6, kNoTrigger));
     auto faults = std::count(a.begin(), a.end(), 'X');
     CHECK(faults > 30);
     CHECK(faults < 100);

@@ -16,7 +16,7 @@ namespace {
 using namespace halite;
 using namespace halite::xen;
 
-class ZeroPages : public PageSink, public PageSource {
+class ZeroPages : public PageBatchSink, public PageBatchSource {
  public:
   Status OnPages(const PageBatch& batch) override {
     for (const PageEntry& e : batch.entries) {

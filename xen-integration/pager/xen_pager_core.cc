@@ -11,7 +11,7 @@ namespace halite::xen::pager {
 namespace {
 
 // Export never asks the skeleton for data: it has none.
-class NoPages final : public PageSource {
+class NoPages final : public PageBatchSource {
  public:
   Status ReadPages(std::span<const uint64_t> pfns, uint8_t*) override {
     return Status::Internal("skeleton export asked for page data (pfn " + fmt::format("{:#x}", pfns.empty() ? 0 : pfns[0]) + ")");

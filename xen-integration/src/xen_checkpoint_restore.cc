@@ -21,7 +21,7 @@ namespace {
 // Serves pages from decoded blocks. The export's page order is known in advance (the layout), so the cache
 // evicts the block needed again farthest in the future (Belady's rule, optimal for a known sequence) and drops
 // a block at once after its last use. Memory: 8 bytes per data page for the sequence, plus the budget.
-class CheckpointPages final : public PageSource {
+class CheckpointPages final : public PageBatchSource {
  public:
   CheckpointPages(const CheckpointReader& reader, const Region& region, uint64_t budget)
       : reader_(reader), region_(region), budget_(std::max<uint64_t>(budget, 1)) {}

@@ -21,6 +21,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "halite/page_util.h"
 #include "halite/xen/xen_checkpoint.h"
 #include "halite/xen/xen_hvm_context.h"
 
@@ -184,18 +185,8 @@ class Backing {
   uint64_t buffer_len_ = 0;
 };
 
-bool AllZero(const uint8_t* p) {
-  uint64_t acc = 0;
-  for (size_t i = 0; i < kPageSize; i += 8) {
-    uint64_t v;
-    std::memcpy(&v, p + i, 8);
-    acc |= v;
-  }
-  return acc == 0;
-}
-
 // Records each pfn's final state as batches stream by; spools data when the input cannot be read again.
-class IndexingSink final : public PageSink {
+class IndexingSink final : public PageBatchSink {
  public:
   IndexingSink(PfnIndex* index, Backing* backing, uint64_t max_candidates)
       : index_(index), backing_(backing), max_candidates_(max_candidates) {}
@@ -214,7 +205,7 @@ class IndexingSink final : public PageSink {
         continue;
       }
       const uint64_t in_input = data_start + kPageSize * k++;
-      if (AllZero(e.data)) {
+      if (IsAllZero(std::span<const uint8_t>(e.data, kPageSize))) {
         state = kZero;
         continue;
       }

@@ -1,4 +1,4 @@
-// Export: XenSaveImage + PageSource -> stream; and the canonical Xen 4.17 record order.
+// Export: XenSaveImage + PageBatchSource -> stream; and the canonical Xen 4.17 record order.
 #include <algorithm>
 #include <string>
 
@@ -35,7 +35,7 @@ Status CheckImage(const XenSaveImage& image) {
 
 class Exporter {
  public:
-  Exporter(const XenSaveImage& image, PageSource& pages, ByteSink& out)
+  Exporter(const XenSaveImage& image, PageBatchSource& pages, ByteSink& out)
       : image_(image), pages_(pages), writer_(out) {}
 
   Status Run() {
@@ -109,7 +109,7 @@ class Exporter {
   }
 
   const XenSaveImage& image_;
-  PageSource& pages_;
+  PageBatchSource& pages_;
   StreamWriter writer_;
   std::vector<PageEntry> entries_;
   std::vector<uint64_t> data_pfns_;
@@ -142,7 +142,7 @@ int LibxlRank(uint32_t type) {
 
 }  // namespace
 
-Status ExportSaveStream(const XenSaveImage& image, PageSource& pages, ByteSink& out) {
+Status ExportSaveStream(const XenSaveImage& image, PageBatchSource& pages, ByteSink& out) {
   HLT_RETURN_IF_ERROR(CheckImage(image));
   HLT_RETURN_IF_ERROR(Exporter(image, pages, out).Run());
   return out.Flush();

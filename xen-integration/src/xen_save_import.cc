@@ -1,9 +1,9 @@
-// Import: stream -> XenSaveImage (kept records, layout) + PageSink (pages).
+// Import: stream -> XenSaveImage (kept records, layout) + PageBatchSink (pages).
 #include "halite/xen/xen_save_image.h"
 
 namespace halite::xen {
 
-XenImporter::XenImporter(XenSaveImage* image, PageSink* sink, StreamFormat format) : image_(image), sink_(sink) {
+XenImporter::XenImporter(XenSaveImage* image, PageBatchSink* sink, StreamFormat format) : image_(image), sink_(sink) {
   *image_ = XenSaveImage{};
   image_->format = format;
 }
@@ -72,7 +72,7 @@ Status XenImporter::OnStreamEnd() {
   return Status::Ok();
 }
 
-Result<XenSaveImage> ImportSaveStream(ByteSource& source, PageSink& sink, const ReadOptions& options,
+Result<XenSaveImage> ImportSaveStream(ByteSource& source, PageBatchSink& sink, const ReadOptions& options,
                                       ImportStats* stats) {
   XenSaveImage image;
   XenImporter importer(&image, &sink, options.format);

@@ -57,7 +57,7 @@ int OpenOut(const std::string& path) {
 }
 
 // Checks each imported page against the synthetic generator instead of storing it.
-class SynthChecker : public PageSink {
+class SynthChecker : public PageBatchSink {
  public:
   Status OnPages(const PageBatch& batch) override {
     std::vector<uint8_t> want(kPageSize);
@@ -152,8 +152,8 @@ int main(int argc, char** argv) {
     testing::MemoryPageStore store;
     SynthChecker checker;
     testing::SynthPageSource synth;
-    PageSink& sink = cmd == "roundtrip" ? static_cast<PageSink&>(store) : checker;
-    PageSource& pages_in = cmd == "roundtrip" ? static_cast<PageSource&>(store) : synth;
+    PageBatchSink& sink = cmd == "roundtrip" ? static_cast<PageBatchSink&>(store) : checker;
+    PageBatchSource& pages_in = cmd == "roundtrip" ? static_cast<PageBatchSource&>(store) : synth;
     ImportStats stats;
     auto image = ImportSaveStream(source, sink, options, &stats);
     if (!image) return Fail(image.error());

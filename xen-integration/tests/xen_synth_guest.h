@@ -60,7 +60,7 @@ class SynthLinuxGuest {
 // MakeSynthImage with long-mode vCPUs in the HVM context (one CPU record each).
 XenSaveImage MakeSynthGuestImage(uint64_t pages, std::span<const SynthVcpu> vcpus);
 
-class SynthGuestPageSource : public PageSource {
+class SynthGuestPageSource : public PageBatchSource {
  public:
   explicit SynthGuestPageSource(const SynthLinuxGuest& guest) : guest_(guest) {}
   Status ReadPages(std::span<const uint64_t> pfns, uint8_t* out) override;

@@ -36,7 +36,7 @@ class DumpVisitor : public StreamVisitor {
 using PageState = std::map<uint64_t, std::pair<PageType, std::string>>;
 
 // Keeps pages in memory (small vectors) and serves them back: the checkpoint's stand-in.
-class MemoryPageStore : public PageSink, public PageSource {
+class MemoryPageStore : public PageBatchSink, public PageBatchSource {
  public:
   Status OnPages(const PageBatch& batch) override;
   Status ReadPages(std::span<const uint64_t> pfns, uint8_t* out) override;
@@ -51,7 +51,7 @@ PageType SynthType(uint64_t pfn);
 void SynthPage(uint64_t pfn, uint8_t* out);
 // A whole image model for `pages` pfns in Xen 4.17's order; pages come from SynthPageSource.
 XenSaveImage MakeSynthImage(uint64_t pages);
-class SynthPageSource : public PageSource {
+class SynthPageSource : public PageBatchSource {
  public:
   Status ReadPages(std::span<const uint64_t> pfns, uint8_t* out) override;
 };

@@ -45,7 +45,7 @@ enum class Fault {
 };
 const char* FaultName(Fault fault);
 
-inline constexpr uint64_t kNever = std::numeric_limits<uint64_t>::max();
+inline constexpr uint64_t kNoTrigger = std::numeric_limits<uint64_t>::max();
 
 // When and how faults fire. An operation is one ReadAt (each request of a ReadBatch counts as one), one Append,
 // or one Commit. A fault fires on an operation when any enabled trigger matches it; kFailedSync ignores the
@@ -59,7 +59,7 @@ struct FaultPlan {
 
   // Trigger: the operation that would take the running byte count (bytes read, or bytes appended) past this
   // many bytes. Short transfers and torn writes then pass exactly up to this byte.
-  uint64_t after_bytes = kNever;
+  uint64_t after_bytes = kNoTrigger;
   // Trigger: the Kth operation (1-based); 0 disables.
   uint64_t on_call = 0;
   // Trigger: each operation independently with this probability, drawn from a generator seeded with `seed`
@@ -69,8 +69,8 @@ struct FaultPlan {
   // Trigger (files only): a read that overlaps the byte range [offset_begin, offset_end); empty disables.
   uint64_t offset_begin = 0, offset_end = 0;
 
-  // At most this many faults fire (kNever: unlimited); afterwards the wrapper passes everything through.
-  uint64_t max_faults = kNever;
+  // At most this many faults fire (kNoTrigger: unlimited); afterwards the wrapper passes everything through.
+  uint64_t max_faults = kNoTrigger;
 };
 
 // The shared schedule and counters of one or more wrappers.

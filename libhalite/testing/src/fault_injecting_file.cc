@@ -61,9 +61,9 @@ FaultInjector::Decision FaultInjector::Decide(Operation op, uint64_t offset, uin
   // Draw on every operation, so the sequence of faults depends only on the seed and the operations.
   const bool random_hit =
       plan_.probability > 0 && std::uniform_real_distribution<double>(0.0, 1.0)(rng_) < plan_.probability;
-  uint64_t position_in_op = kNever;  // where, inside the operation, the fault strikes
+  uint64_t position_in_op = kNoTrigger;  // where, inside the operation, the fault strikes
   bool fire = random_hit || (plan_.on_call != 0 && operations_ == plan_.on_call);
-  if (plan_.after_bytes != kNever && !after_bytes_fired_ && bytes_ + length > plan_.after_bytes) {
+  if (plan_.after_bytes != kNoTrigger && !after_bytes_fired_ && bytes_ + length > plan_.after_bytes) {
     fire = true;
     after_bytes_fired_ = true;
     position_in_op = plan_.after_bytes > bytes_ ? plan_.after_bytes - bytes_ : 0;
@@ -79,7 +79,7 @@ FaultInjector::Decision FaultInjector::Decide(Operation op, uint64_t offset, uin
   }
   ++faults_;
   if (plan_.permanent) dead_ = true;
-  if (position_in_op == kNever) {
+  if (position_in_op == kNoTrigger) {
     // Probability and call-count triggers strike at a random place inside the operation.
     position_in_op = std::uniform_int_distribution<uint64_t>(0, length - 1)(rng_);
   }

@@ -1,7 +1,7 @@
 // Which pfns a save stream sends, in which PAGE_DATA batches, with which types, but not the page data.
 //
 // Import records the layout so export can rebuild the same batches (same bytes, when nothing changed); the
-// data itself streams through a PageSink into the checkpoint and back through a PageSource. Entries are kept as
+// data itself streams through a PageBatchSink into the checkpoint and back through a PageBatchSource. Entries are kept as
 // runs of consecutive pfns of one type, so a saver's dense batches cost a few bytes each; memory grows with the
 // number of runs, not with guest memory. Not thread-safe.
 #ifndef HALITE_XEN_XEN_PAGE_LAYOUT_H_

@@ -1,9 +1,9 @@
 // XenSaveImage: everything in a save stream except the page data, plus import and export.
 //
-// Import reads a stream, hands every PAGE_DATA batch to a PageSink (the checkpoint writer) and keeps the rest:
+// Import reads a stream, hands every PAGE_DATA batch to a PageBatchSink (the checkpoint writer) and keeps the rest:
 // the xl config, every non-page record verbatim and in order (with its place relative to the page batches),
 // and the page layout. EncodeXenState() turns that into one opaque blob for the checkpoint's device state;
-// DecodeXenState() brings it back. Export writes the stream again, pulling page data from a PageSource (the
+// DecodeXenState() brings it back. Export writes the stream again, pulling page data from a PageBatchSource (the
 // checkpoint reader): with the kept order and layout, an unchanged import/export reproduces the input bytes
 // (streams that resend pages write each page once, its last copy). Memory holds only the non-page records and
 // the layout; pages stream through the callbacks.
@@ -57,17 +57,17 @@ struct XenSaveImage {
 // valid only during the call. A pfn may come again in a later batch (live migration passes): the last one wins,
 // and a later XTAB turns the pfn into a hole. The copies `xl save --debug` sends after a VERIFY record are
 // not delivered, and the VERIFY record is not kept: they only repeat pages already sent.
-class PageSink {
+class PageBatchSink {
  public:
-  virtual ~PageSink() = default;
+  virtual ~PageBatchSink() = default;
   virtual Status OnPages(const PageBatch& batch) = 0;
 };
 
 // Supplies page data during export. `pfns` lists up to 1024 pfns whose type carries data, in stream order;
 // fill out[i * 4096 .. (i + 1) * 4096) with the data of pfns[i]. Errors abort the export and are returned.
-class PageSource {
+class PageBatchSource {
  public:
-  virtual ~PageSource() = default;
+  virtual ~PageBatchSource() = default;
   virtual Status ReadPages(std::span<const uint64_t> pfns, uint8_t* out) = 0;
 };
 
@@ -85,7 +85,7 @@ struct ImportStats {
 // or through ImportSaveStream. Both pointers are borrowed and must outlive the importer.
 class XenImporter : public StreamVisitor {
  public:
-  XenImporter(XenSaveImage* image, PageSink* sink, StreamFormat format);
+  XenImporter(XenSaveImage* image, PageBatchSink* sink, StreamFormat format);
   Status OnXlHeader(const XlHeader& h) override;
   Status OnLibxlHeader(const LibxlHeader& h) override;
   Status OnLibxlRecord(const LibxlRecord& r) override;
@@ -97,7 +97,7 @@ class XenImporter : public StreamVisitor {
 
  private:
   XenSaveImage* image_;
-  PageSink* sink_;
+  PageBatchSink* sink_;
   PfnSet seen_;
   ImportStats stats_;
   bool in_verify_copies_ = false;
@@ -105,13 +105,13 @@ class XenImporter : public StreamVisitor {
 
 // Reads a whole stream from `source` (format from options.format), sending pages to `sink`.
 // Errors: those of ReadStream, and any from the sink.
-Result<XenSaveImage> ImportSaveStream(ByteSource& source, PageSink& sink, const ReadOptions& options,
+Result<XenSaveImage> ImportSaveStream(ByteSource& source, PageBatchSink& sink, const ReadOptions& options,
                                       ImportStats* stats = nullptr);
 
 // Writes `image` as a stream of image.format to `out` (and flushes it), reading page data from `pages`.
 // Errors: kInvalidArgument when the image is inconsistent (no END, record positions beyond the layout, no
 // LIBXC_CONTEXT), plus any from the source or sink.
-Status ExportSaveStream(const XenSaveImage& image, PageSource& pages, ByteSink& out);
+Status ExportSaveStream(const XenSaveImage& image, PageBatchSource& pages, ByteSink& out);
 
 // Rearranges the records into the order Xen 4.17's saver writes an HVM stream, for images whose order was not
 // kept (built from a checkpoint by other means, or v2 streams to upgrade): libxc v3 with X86_CPUID_POLICY,
