@@ -4,9 +4,13 @@
 #include <array>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <random>
 
+#include "halite/checkpoint_writer.h"
+#include "halite/x86_guest_hints.h"
 #include "halite/x86_page_tables.h"
+#include "support/temp_dir.h"
 
 using namespace halite;
 using namespace halite::x86;
@@ -416,4 +420,129 @@ TEST_CASE("page walk: a whole guest, kernel half walked once, hints ordered for 
   auto nothing = WalkGuestAddressSpaces(g.Reader(), {}, {}, opt);
   REQUIRE(nothing);
   CHECK(nothing->spaces.empty());
+}
+
+// ---- AddPageTableHints: the whole walk over a writer's staged pages (halite/x86_guest_hints.h) ----
+
+namespace {
+
+VcpuControlRegisters LongMode(uint32_t vcpu, uint64_t root_pfn) {
+  // CR0.PE|PG, CR4.PAE, EFER.LME|LMA.
+  return VcpuControlRegisters{vcpu, 0x80000001ull, root_pfn << 12, 0x20, 0x500};
+}
+
+// Stages the guest's pages into a writer whose two regions sit in guest-physical memory in the other order
+// ("high" first: gpa 1..2 GiB; "low": 0..1 GiB), noting top-level table candidates as a streaming save would.
+struct StagedGuest {
+  testing::TempDir dir;
+  std::unique_ptr<CheckpointWriter> writer;
+  TopLevelTableCandidates candidates;
+  std::vector<GuestMemoryRange> map = {{0, 1ull << 30, 1, 0}, {1ull << 30, 1ull << 30, 0, 0}};
+  uint64_t nonzero = 0;
+
+  explicit StagedGuest(Guest& g) {
+    auto created = CheckpointWriter::Create(dir.File("c.hlt"), {});
+    REQUIRE(created);
+    writer = std::move(*created);
+    REQUIRE(writer->AddRegion("high", 0, 1ull << 30));  // guest_phys_base wrong on purpose: the map decides
+    REQUIRE(writer->AddRegion("low", 0, 1ull << 30));
+    Page page;
+    auto read = g.Reader();
+    for (uint64_t pfn : g.AllPfns()) {
+      REQUIRE(*read(pfn, page));
+      const PageRef where = pfn < 0x40000 ? PageRef{1, pfn} : PageRef{0, pfn - 0x40000};
+      REQUIRE(writer->PutPage(where.region, where.page, page).ok());
+      candidates.Observe(where, page);
+      nonzero += page != Page{} ? 1 : 0;
+    }
+  }
+};
+
+}  // namespace
+
+TEST_CASE("guest hints: the walk reads the tables back from the writer and maps frames through the memory map",
+          "[x86walk][hints]") {
+  LinuxGuest lg;
+  StagedGuest staged(lg.g);
+  const std::vector<VcpuControlRegisters> vcpus = {LongMode(0, lg.process_pgds[0]), LongMode(1, lg.pti_user_copy)};
+  auto report = AddPageTableHints(*staged.writer, vcpus, staged.map, staged.candidates);
+  REQUIRE(report);
+  INFO(report->skipped << " / " << report->notes);
+  CHECK(report->skipped.empty());
+  CHECK(report->vcpus == 2);
+  CHECK(report->cpu_roots == 2);
+  CHECK(report->pti_kernel_copies == 1);
+  CHECK(report->scan_roots == 1);  // process 1 (kthread and foreign tables do not qualify)
+  CHECK(report->missing_tables == 0);
+  CHECK(!report->truncated);
+  CHECK(report->nonzero_pages == staged.nonzero);
+  // The 1 GiB direct map covers every page given (all below 1 GiB): all of them are mapped.
+  CHECK(report->mapped_nonzero_pages == staged.nonzero);
+
+  // The same walk straight over guest memory, mapped through the same map, gives as many hints.
+  std::vector<PagingRoot> roots = {{lg.process_pgds[0], 4}, {lg.pti_user_copy, 4}};
+  GuestWalkOptions opt;
+  opt.limits.max_pfn = 0x7ffff;
+  auto direct = WalkGuestAddressSpaces(lg.g.Reader(), roots, lg.g.AllPfns(), opt);
+  REQUIRE(direct);
+  std::vector<PageRun> expected = ToPageRuns(direct->spaces, staged.map);
+  CHECK(report->hint_runs == expected.size());
+  // The first user page (pfn 0x5000) is in region "low" (index 1) at page 0x5000; the 2 MiB pages above 1 GiB
+  // in region "high" from page 0.
+  REQUIRE(!expected.empty());
+  CHECK(expected.front() == PageRun{PageRef{1, 0x5000}, 1, 0});
+  bool saw_high = false;
+  for (const PageRun& r : expected) saw_high |= r.first.region == 0 && r.first.page == 0 && r.count == 16 * 512;
+  CHECK(saw_high);
+  REQUIRE(staged.writer->Finish());
+}
+
+TEST_CASE("guest hints: guests that cannot be walked are reported, not errors", "[x86walk][hints]") {
+  LinuxGuest lg;
+  StagedGuest staged(lg.g);
+  // Paging off (real mode) on the only vCPU.
+  std::vector<VcpuControlRegisters> real_mode = {{0, 0x10, 0, 0, 0}};
+  auto r = AddPageTableHints(*staged.writer, real_mode, staged.map, staged.candidates);
+  REQUIRE(r);
+  CHECK(r->skipped.find("64-bit paging") != std::string::npos);
+  CHECK(r->notes.find("vCPU 0") != std::string::npos);
+  CHECK(r->hint_runs == 0);
+  // A root the checkpoint does not have.
+  std::vector<VcpuControlRegisters> lost = {LongMode(0, 0x7000f)};
+  r = AddPageTableHints(*staged.writer, lost, staged.map, staged.candidates);
+  REQUIRE(r);
+  CHECK(r->skipped.find("not in the checkpoint") != std::string::npos);
+  // A memory map naming no region of the writer.
+  std::vector<GuestMemoryRange> elsewhere = {{0, 1ull << 30, 7, 0}};
+  r = AddPageTableHints(*staged.writer, std::vector{LongMode(0, lg.process_pgds[0])}, elsewhere, staged.candidates);
+  REQUIRE(r);
+  CHECK(r->skipped.find("memory map") != std::string::npos);
+  // No vCPU at all.
+  r = AddPageTableHints(*staged.writer, {}, staged.map, staged.candidates);
+  REQUIRE(r);
+  CHECK(!r->skipped.empty());
+}
+
+TEST_CASE("guest hints: the candidate list is capped and says so", "[x86walk][hints]") {
+  LinuxGuest lg;
+  Page page;
+  auto read = lg.g.Reader();
+  TopLevelTableCandidates few(2);
+  for (uint64_t pfn : lg.g.AllPfns()) {
+    REQUIRE(*read(pfn, page));
+    few.Observe(PageRef{0, pfn}, page);
+  }
+  CHECK(few.entries().size() == 2);
+  CHECK(few.truncated());
+  // Random bytes are never a candidate.
+  std::mt19937_64 rng(7);
+  TopLevelTableCandidates none;
+  for (int i = 0; i < 100; ++i) {
+    for (size_t j = 0; j < page.size(); j += 8) {
+      uint64_t v = rng();
+      std::memcpy(page.data() + j, &v, 8);
+    }
+    none.Observe(PageRef{0, uint64_t(i)}, page);
+  }
+  CHECK(none.entries().empty());
 }

@@ -6,6 +6,7 @@
 #include "halite/qemu/qemu_checkpoint.h"
 #include "halite/qemu/qemu_qmp_client.h"
 #include "hlt-save/save_modes.h"
+#include "hlt-save/va_report.h"
 #include "hlt-save/writer_flags.h"
 
 namespace halite::save {
@@ -87,25 +88,7 @@ int SaveQemu(cli::Args& args) {
     std::printf("  guest stopped    %.3f s (stop to cont)\n", r->guest_stopped_seconds);
   }
   std::printf("  state blob       %zu bytes (\"%s\")\n", r->state_blob_bytes, qemu::kQemuStateBlobName);
-  const auto& va = r->va;
-  if (!va.skipped.empty()) {
-    std::printf("  va walk          skipped: %s\n", va.skipped.c_str());
-  } else {
-    std::printf(
-        "  va walk          %u vCPUs, %u roots (+%u found sharing the kernel half, %u PTI kernel copies), "
-        "%llu table pages (%llu missing), %llu runs (%llu hints)%s; %llu pages kept as possible tables%s; "
-        "%.3f s\n",
-        va.vcpus, va.cpu_roots, va.scan_roots, va.pti_kernel_copies, (unsigned long long)va.table_pages,
-        (unsigned long long)va.missing_tables, (unsigned long long)va.runs, (unsigned long long)va.hint_runs,
-        va.truncated ? ", TRUNCATED by a limit" : "", (unsigned long long)va.cached_pages,
-        va.cache_full ? " (limit reached)" : "", va.seconds);
-    std::printf(
-        "  va coverage      %.1f%% of non-zero pages (%llu of %llu) are mapped by a walked address space; "
-        "%.1f%% (%llu) without the kernel's 2 MiB/1 GiB mappings\n",
-        100.0 * va.coverage(), (unsigned long long)va.mapped_nonzero_pages, (unsigned long long)va.nonzero_pages,
-        100.0 * va.small_coverage(), (unsigned long long)va.mapped_nonzero_small_pages);
-    if (!va.notes.empty()) std::printf("  va notes         %s\n", va.notes.c_str());
-  }
+  PrintVaReport(r->va);
   return cli::kExitOk;
 }
 

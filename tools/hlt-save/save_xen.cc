@@ -1,4 +1,4 @@
-// hlt-save xen STREAM -o CKPT [--format F] [--no-va] [--spool-dir DIR] [writer options]
+// hlt-save xen STREAM -o CKPT [--format F] [--no-va] [writer options]
 // An `xl save` image (or a bare libxl / libxc stream) from a file, a FIFO or standard input, as a checkpoint.
 #include <fcntl.h>
 #include <unistd.h>
@@ -9,20 +9,20 @@
 
 #include "halite/xen/xen_checkpoint.h"
 #include "hlt-save/save_modes.h"
+#include "hlt-save/va_report.h"
 #include "hlt-save/writer_flags.h"
 
 namespace halite::save {
 
 namespace {
 const char* kXenUsage =
-    "usage: hlt-save xen STREAM -o CKPT [--format xl|libxl|libxc] [--no-va] [--spool-dir DIR] [writer options]\n"
+    "usage: hlt-save xen STREAM -o CKPT [--format xl|libxl|libxc] [--no-va] [writer options]\n"
     "Saves a Xen x86 HVM save stream (what `xl save` writes; a file, a FIFO, or - for standard input) as a\n"
     "checkpoint: pages in region \"xen.physmap\" (XTAB holes absent, XALLOC pages zero, the last copy of a resent\n"
     "page wins), every other record in blob \"xen.state\", and virtual-address hints from the guest's page tables\n"
     "(vCPU CR3s from the HVM context, plus other address spaces sharing the kernel half).\n"
     "  --format F             xl, libxl or libxc (default: detected from the first bytes)\n"
-    "  --no-va                skip the page-table walk\n"
-    "  --spool-dir DIR        where pages wait for the end of a non-file stream (default: the output's directory)\n";
+    "  --no-va                skip the page-table walk\n";
 }  // namespace
 
 int SaveXen(cli::Args& args) {
@@ -47,8 +47,6 @@ int SaveXen(cli::Args& args) {
       else if (error.empty()) error = "--format: expected xl, libxl or libxc, got \"" + v + "\"";
     } else if (args.Flag("--no-va")) {
       opt.va_walk = false;
-    } else if (args.Option("--spool-dir", &v, &error)) {
-      opt.spool_dir = v;
     } else if (ParseWriterFlag(args, &flags, &error)) {
     } else {
       args.Positional(&stream, &error);
@@ -77,29 +75,14 @@ int SaveXen(cli::Args& args) {
               xen::StreamFormatName(r->format), (unsigned long long)im.batches, (unsigned long long)im.data_pages,
               (unsigned long long)im.xtab_entries, (unsigned long long)im.xalloc_entries,
               (unsigned long long)im.resent_entries, r->import_seconds);
-  std::printf("  xen physmap      %llu pages: %llu with data, %llu zero, %llu holes; pages read back from %s "
-              "(%.3f s), state blob %zu bytes\n",
+  std::printf("  xen physmap      %llu pages: %llu with data, %llu zero, %llu holes; state blob %zu bytes\n",
               (unsigned long long)r->region_pages, (unsigned long long)r->data_pages,
-              (unsigned long long)r->zero_pages, (unsigned long long)r->hole_pages,
-              r->reread_input ? "the input file" : ("a " + cli::HumanBytes(r->spool_bytes) + " spool").c_str(),
-              r->pages_seconds, r->state_blob_bytes);
+              (unsigned long long)r->zero_pages, (unsigned long long)r->hole_pages, r->state_blob_bytes);
   const auto& va = r->va;
   if (!va_walk) {
     std::printf("  va walk          off (--no-va)\n");
-  } else if (!va.skipped.empty()) {
-    std::printf("  va walk          skipped: %s\n", va.skipped.c_str());
   } else {
-    std::printf("  va walk          %u vCPUs, %u roots (+%u found sharing the kernel half, %u PTI kernel copies), "
-                "%llu table pages, %llu runs (%llu hints)%s; %.3f s\n",
-                va.vcpus, va.cpu_roots, va.scan_roots, va.pti_kernel_copies, (unsigned long long)va.table_pages,
-                (unsigned long long)va.runs, (unsigned long long)va.hint_runs,
-                va.truncated ? ", TRUNCATED by a limit" : "", va.seconds);
-    std::printf("  va coverage      %.1f%% of non-zero pages (%llu of %llu) are mapped by a walked address space; "
-                "%.1f%% (%llu) without the kernel's 2 MiB/1 GiB mappings\n",
-                100.0 * va.coverage(), (unsigned long long)va.mapped_nonzero_pages,
-                (unsigned long long)va.nonzero_pages, 100.0 * va.small_coverage(),
-                (unsigned long long)va.mapped_nonzero_small_pages);
-    if (!va.notes.empty()) std::printf("  va notes         %s\n", va.notes.c_str());
+    PrintVaReport(va);
   }
   return cli::kExitOk;
 }

@@ -104,12 +104,24 @@ class HALITE_EXPORT CheckpointWriter {
   Result<uint32_t> AddRegion(const std::string& name, uint64_t guest_phys_base, uint64_t size,
                              uint32_t host_page_size = 4096);
   const std::vector<Region>& regions() const;
+  // Grows the region added last to `new_size` (a multiple of its host page size, not smaller than it was): for
+  // a stream that learns its highest page only as it goes (Xen's).
+  Status ExtendLastRegion(uint64_t new_size);
 
   // Gives one page (4096 bytes, copied). Any order; a page given again replaces the earlier copy (live
   // streams). Pages never given are recorded as absent.
   Status PutPage(uint32_t region, uint64_t page, std::span<const uint8_t> data);
   // Marks pages as all zero without giving their bytes.
   Status PutZeroPages(uint32_t region, uint64_t first_page, uint64_t count);
+  // Makes pages absent again: pages given earlier and then taken back (a Xen stream's XTAB entries for pages a
+  // balloon reclaimed after they were sent).
+  Status ForgetPages(uint32_t region, uint64_t first_page, uint64_t count);
+  // Reading back what was given, before Finish(): the page-table walk (halite/x86_guest_hints.h) reads guest
+  // memory from here, so no integration keeps its own copy. Call from the thread that gives the pages.
+  enum class PageContent : uint8_t { kAbsent, kZero, kData };
+  PageContent ContentOf(uint32_t region, uint64_t page) const;  // kAbsent outside the regions too
+  // Copies the page into `out` (a zero page reads as zeros); false when it is absent. Errors: the staging file's.
+  Result<bool> ReadPage(uint32_t region, uint64_t page, std::span<uint8_t, 4096> out) const;
   // Uses `image_path` as the whole content of `region` (page p at offset p*4096), read in place instead of
   // staged. The file must stay unchanged until Finish() returns. Its size must equal the region's.
   Status AttachImage(uint32_t region, const std::string& image_path);

@@ -160,6 +160,18 @@ HALITE_EXPORT Result<GuestWalk> WalkGuestAddressSpaces(const GuestPageReader& re
 
 // ---- For the checkpoint writer ----
 
+// Where guest-physical memory is: bytes gpa..gpa+size-1 are region `region` from byte `region_offset` on. A VMM
+// may split a region (QEMU's pc.ram sits on both sides of the PCI hole below 4 GiB), so the map is a list.
+struct HALITE_EXPORT GuestMemoryRange {
+  uint64_t gpa = 0;
+  uint64_t size = 0;
+  uint32_t region = 0;
+  uint64_t region_offset = 0;
+  bool operator==(const GuestMemoryRange&) const = default;
+};
+// The map of a VMM whose every region is one range at its guest_phys_base.
+HALITE_EXPORT std::vector<GuestMemoryRange> RegionsAsMemoryMap(std::span<const Region> regions);
+
 // Converts walks into the writer's virtual-address hints (CheckpointWriter::AddVaRuns): guest-physical pages are
 // mapped to (region, page) through each region's guest_phys_base and size, runs are split at region boundaries
 // and pages outside every region are dropped; address_space is the walk's index. Order: the user halves of all
@@ -167,6 +179,9 @@ HALITE_EXPORT Result<GuestWalk> WalkGuestAddressSpaces(const GuestPageReader& re
 // kernel's direct map of all memory in 2 MiB/1 GiB pages would otherwise claim every page in physical order
 // before any process's mappings are seen).
 HALITE_EXPORT std::vector<PageRun> ToPageRuns(std::span<const AddressSpaceWalk> walks, std::span<const Region> regions);
+// The same through a memory map (ranges that are not page-aligned are ignored; pages in no range are dropped).
+HALITE_EXPORT std::vector<PageRun> ToPageRuns(std::span<const AddressSpaceWalk> walks,
+                                              std::span<const GuestMemoryRange> memory_map);
 
 // Distinct guest pages mapped by any walk for which `count(pfn)` is true (e.g. "the page is not all zeros"):
 // the numerator of VA coverage. Without `kernel_large_pages`, the kernel half's 2 MiB and 1 GiB mappings are

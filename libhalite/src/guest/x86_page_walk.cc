@@ -392,26 +392,38 @@ Result<GuestWalk> WalkGuestAddressSpaces(const GuestPageReader& read, std::span<
   return out;
 }
 
+std::vector<GuestMemoryRange> RegionsAsMemoryMap(std::span<const Region> regions) {
+  std::vector<GuestMemoryRange> map;
+  for (uint32_t i = 0; i < regions.size(); ++i) map.push_back({regions[i].guest_phys_base, regions[i].size, i, 0});
+  return map;
+}
+
 std::vector<PageRun> ToPageRuns(std::span<const AddressSpaceWalk> walks, std::span<const Region> regions) {
-  std::vector<uint32_t> by_base(regions.size());
-  for (uint32_t i = 0; i < by_base.size(); ++i) by_base[i] = i;
-  std::sort(by_base.begin(), by_base.end(),
-            [&](uint32_t a, uint32_t b) { return regions[a].guest_phys_base < regions[b].guest_phys_base; });
+  return ToPageRuns(walks, RegionsAsMemoryMap(regions));
+}
+
+std::vector<PageRun> ToPageRuns(std::span<const AddressSpaceWalk> walks,
+                                std::span<const GuestMemoryRange> memory_map) {
+  std::vector<GuestMemoryRange> ranges;
+  for (const GuestMemoryRange& r : memory_map) {
+    if (r.size && r.gpa % kGuestPageSize == 0 && r.size % kGuestPageSize == 0 && r.region_offset % kGuestPageSize == 0)
+      ranges.push_back(r);
+  }
+  std::sort(ranges.begin(), ranges.end(), [](const auto& a, const auto& b) { return a.gpa < b.gpa; });
   std::vector<PageRun> out;
   auto emit = [&](const VaRun& run, uint32_t space) {
-    uint64_t first = run.pfn, end = run.pfn + run.pages;  // guest-physical page numbers
-    // The last region starting at or before `first`, then forward through those that overlap.
-    auto it = std::upper_bound(by_base.begin(), by_base.end(), first, [&](uint64_t pfn, uint32_t r) {
-      return pfn < regions[r].guest_phys_base / kGuestPageSize;
-    });
-    if (it != by_base.begin()) --it;
-    for (; it != by_base.end() && first < end; ++it) {
-      const Region& r = regions[*it];
-      const uint64_t r_first = r.guest_phys_base / kGuestPageSize, r_end = r_first + r.size / kGuestPageSize;
+    uint64_t first = run.pfn;
+    const uint64_t end = run.pfn + run.pages;  // guest-physical page numbers
+    // The last range starting at or before `first`, then forward through those that overlap.
+    auto it = std::upper_bound(ranges.begin(), ranges.end(), first,
+                               [](uint64_t pfn, const GuestMemoryRange& r) { return pfn < r.gpa / kGuestPageSize; });
+    if (it != ranges.begin()) --it;
+    for (; it != ranges.end() && first < end; ++it) {
+      const uint64_t r_first = it->gpa / kGuestPageSize, r_end = r_first + it->size / kGuestPageSize;
       if (r_first >= end) break;
       const uint64_t lo = std::max(first, r_first), hi = std::min(end, r_end);
       if (lo >= hi) continue;
-      out.push_back(PageRun{PageRef{*it, lo - r_first}, hi - lo, space});
+      out.push_back(PageRun{PageRef{it->region, it->region_offset / kGuestPageSize + (lo - r_first)}, hi - lo, space});
       first = hi;
     }
   };

@@ -150,6 +150,55 @@ class HALITE_HIDDEN CheckpointWriter::Impl {
     return Status::Ok();
   }
 
+  Status ExtendLastRegion(uint64_t new_size) {
+    if (finished_) return Status::InvalidArgument("ExtendLastRegion after Finish");
+    if (regions_.empty()) return Status::InvalidArgument("ExtendLastRegion without a region");
+    Region& r = regions_.back();
+    if (new_size < r.size || new_size % r.host_page_size != 0) {
+      return Status::InvalidArgument("region \"" + r.name + "\": new size " + std::to_string(new_size) +
+                                     " is smaller than " + std::to_string(r.size) +
+                                     " or not a multiple of the host page size");
+    }
+    if (r.first_page + new_size / kPageSize > format::kMaxTotalPages) {
+      return Status::InvalidArgument("regions exceed 2^31 pages (8 TiB)");
+    }
+    r.size = new_size;
+    store_.Resize(r.first_page + r.page_count());
+    return Status::Ok();
+  }
+
+  Status ForgetPages(uint32_t region, uint64_t first, uint64_t count) {
+    HLT_RETURN_IF_ERROR(CheckPage(region, first, count));
+    for (uint64_t i = 0; i < count; ++i) store_.Forget(regions_[region].first_page + first + i);
+    return Status::Ok();
+  }
+
+  PageContent ContentOf(uint32_t region, uint64_t page) const {
+    if (region >= regions_.size() || page >= regions_[region].page_count()) return PageContent::kAbsent;
+    switch (store_.state(regions_[region].first_page + page)) {
+      case writer::PageState::kAbsent:
+        return PageContent::kAbsent;
+      case writer::PageState::kZero:
+        return PageContent::kZero;
+      default:
+        return PageContent::kData;
+    }
+  }
+
+  Result<bool> ReadPage(uint32_t region, uint64_t page, std::span<uint8_t, kPageSize> out) const {
+    switch (ContentOf(region, page)) {
+      case PageContent::kAbsent:
+        return false;
+      case PageContent::kZero:
+        std::memset(out.data(), 0, kPageSize);
+        return true;
+      case PageContent::kData:
+        break;
+    }
+    HLT_RETURN_IF_ERROR(store_.Read(regions_[region].first_page + page, out.data()));
+    return true;
+  }
+
   Status AttachImage(uint32_t region, const std::string& path) {
     HLT_RETURN_IF_ERROR(CheckPage(region, 0));
     return store_.Attach(regions_[region].first_page, regions_[region].page_count(), path);
@@ -449,6 +498,16 @@ Result<uint32_t> CheckpointWriter::AddRegion(const std::string& name, uint64_t b
 const std::vector<Region>& CheckpointWriter::regions() const { return impl_->regions(); }
 Status CheckpointWriter::PutPage(uint32_t region, uint64_t page, std::span<const uint8_t> data) {
   return impl_->PutPage(region, page, data);
+}
+Status CheckpointWriter::ExtendLastRegion(uint64_t new_size) { return impl_->ExtendLastRegion(new_size); }
+Status CheckpointWriter::ForgetPages(uint32_t region, uint64_t first, uint64_t count) {
+  return impl_->ForgetPages(region, first, count);
+}
+CheckpointWriter::PageContent CheckpointWriter::ContentOf(uint32_t region, uint64_t page) const {
+  return impl_->ContentOf(region, page);
+}
+Result<bool> CheckpointWriter::ReadPage(uint32_t region, uint64_t page, std::span<uint8_t, 4096> out) const {
+  return impl_->ReadPage(region, page, out);
 }
 Status CheckpointWriter::PutZeroPages(uint32_t region, uint64_t first, uint64_t count) {
   return impl_->PutZeroPages(region, first, count);

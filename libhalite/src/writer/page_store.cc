@@ -55,10 +55,19 @@ Status PageStore::Put(uint64_t page, std::span<const uint8_t> data, const std::s
     return Status::Ok();
   }
   if (staging_fd_ < 0) HLT_RETURN_IF_ERROR(OpenStaging(staging_dir));
-  // A page given again gets a new staging slot; the old copy is simply not read any more.
+  hash_[page] = codec::Xxh3_128(data);
+  // A page given again (a live stream resends what the guest dirtied) overwrites its slot, so staging never
+  // holds more than one copy of a page.
+  if (state_[page] == PageState::kStaged) {
+    const uint64_t slot = location_[page];
+    if (slot >= staging_flushed_) {
+      std::memcpy(staging_buffer_.data() + (slot - staging_flushed_) * kPage, data.data(), kPage);
+      return Status::Ok();
+    }
+    return io::PwriteFull(staging_fd_, data, slot * kPage, "page staging file");
+  }
   state_[page] = PageState::kStaged;
   location_[page] = staged_++;
-  hash_[page] = codec::Xxh3_128(data);
   staging_buffer_.insert(staging_buffer_.end(), data.begin(), data.end());
   if (staging_buffer_.size() >= kStagingBufferPages * kPage) return FlushStaging();
   return Status::Ok();
@@ -103,8 +112,14 @@ Status PageStore::Seal() {
 
 Status PageStore::Read(uint64_t page, uint8_t* out) const {
   switch (state_[page]) {
-    case PageState::kStaged:
-      return io::PreadFull(staging_fd_, std::span(out, kPage), location_[page] * kPage, "page staging file");
+    case PageState::kStaged: {
+      const uint64_t slot = location_[page];
+      if (slot >= staging_flushed_) {  // still in the buffer (only before Seal)
+        std::memcpy(out, staging_buffer_.data() + (slot - staging_flushed_) * kPage, kPage);
+        return Status::Ok();
+      }
+      return io::PreadFull(staging_fd_, std::span(out, kPage), slot * kPage, "page staging file");
+    }
     case PageState::kImage: {
       const Image& im = images_[location_[page]];
       return io::PreadFull(im.fd, std::span(out, kPage), (page - im.first) * kPage, im.path);

@@ -30,6 +30,8 @@ class PageStore {
   // Copies one page in (classifying it). Staging goes to a temporary file in `staging_dir`.
   Status Put(uint64_t page, std::span<const uint8_t> data, const std::string& staging_dir);
   void PutZero(uint64_t page) { state_[page] = PageState::kZero; }
+  // Makes a page absent again (a balloon took back a page sent earlier).
+  void Forget(uint64_t page) { state_[page] = PageState::kAbsent; }
   // Pages [first, first+count) are backed by `path` from offset 0; reads and classifies them now.
   Status Attach(uint64_t first, uint64_t count, const std::string& path);
   // Makes staged pages readable (flushes the staging buffer). Call before Read().
@@ -37,7 +39,8 @@ class PageStore {
 
   PageState state(uint64_t page) const { return state_[page]; }
   const codec::Hash128& hash(uint64_t page) const { return hash_[page]; }
-  // Reads one stored page (state kStaged or kImage) into out[4096]. Thread-safe after Seal().
+  // Reads one stored page (state kStaged or kImage) into out[4096]. Before Seal() from the staging thread only;
+  // thread-safe after Seal().
   Status Read(uint64_t page, uint8_t* out) const;
 
  private:

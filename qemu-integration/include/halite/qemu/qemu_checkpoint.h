@@ -12,12 +12,8 @@
 //   - hints: for a live save, the pages the guest wrote during the save in the order they arrived (the access
 //     trace); virtual-address runs from the guest's own page tables.
 //
-// Memory for the page-table walk. The stream is written into the checkpoint writer as it arrives, and the writer
-// cannot be read back, so while the stream passes the save keeps (a) a bit per page saying whether it is all
-// zero, (b) a copy of every page that could be a page table of any level (every 8-byte entry either has the
-// present bit clear, or names a frame below 2^46; at least one is present), up to max_table_cache_bytes, and
-// (c) the frames that look like top-level tables (candidates for other address spaces). Random or text data
-// practically never passes (b); what is missed shows up as missing_tables in the report, never as a wrong hint.
+// The page-table walk (halite/x86_guest_hints.h) reads guest memory back from the writer's staged pages; while
+// the stream passes, the save only notes the pages that look like top-level tables (24 bytes each).
 #ifndef HALITE_QEMU_QEMU_CHECKPOINT_H_
 #define HALITE_QEMU_QEMU_CHECKPOINT_H_
 
@@ -34,6 +30,7 @@
 #include "halite/qemu/qemu_session.h"
 #include "halite/restore_engine.h"
 #include "halite/status.h"
+#include "halite/x86_guest_hints.h"
 #include "halite/x86_page_tables.h"
 
 namespace halite::qemu {
@@ -50,38 +47,15 @@ struct CheckpointSaveOptions {
   int timeout_ms = 600000;
   WriterOptions writer;  // vmm_kind and machine_type are filled in here
   bool va_walk = true;
-  x86::GuestWalkOptions walk;          // limits.max_pfn is set from the guest's memory map
-  uint64_t max_table_cache_bytes = 0;  // page-table candidates kept; 0: max(64 MiB, guest RAM / 16)
+  x86::GuestWalkOptions walk;  // limits.max_pfn is set from the guest's memory map
   // Live saves: give the out-of-scan-order pages to the writer as the access trace.
   bool live_access_trace = true;
   // Called after the pages and hints are given and before Finish (hint files from the command line).
   std::function<Status(CheckpointWriter&)> before_finish;
 };
 
-struct QemuVaReport {
-  std::string skipped;  // empty when the walk ran; otherwise why not
-  std::string notes;    // vCPUs whose registers were not usable, and why
-  uint32_t vcpus = 0;
-  uint32_t cpu_roots = 0;  // distinct vCPU roots walked
-  uint32_t pti_kernel_copies = 0;
-  uint32_t scan_roots = 0;      // other address spaces found in memory
-  uint64_t candidates = 0;      // frames that looked like top-level tables
-  uint64_t cached_pages = 0;    // pages kept as possible page tables
-  bool cache_full = false;      // max_table_cache_bytes was reached (later candidates were not kept)
-  uint64_t table_pages = 0;     // page-table pages read, all spaces
-  uint64_t missing_tables = 0;  // entries naming a table the save did not keep
-  uint64_t runs = 0;            // VA runs, all spaces
-  uint64_t hint_runs = 0;       // runs given to the writer
-  uint64_t mapped_nonzero_pages = 0;
-  uint64_t mapped_nonzero_small_pages = 0;  // without the kernel half's 2 MiB / 1 GiB mappings (Linux direct map)
-  uint64_t nonzero_pages = 0;
-  bool truncated = false;
-  double seconds = 0;
-  double coverage() const { return nonzero_pages ? double(mapped_nonzero_pages) / double(nonzero_pages) : 0; }
-  double small_coverage() const {
-    return nonzero_pages ? double(mapped_nonzero_small_pages) / double(nonzero_pages) : 0;
-  }
-};
+// The page-table walk's report (halite/x86_guest_hints.h).
+using QemuVaReport = x86::PageTableHintReport;
 
 struct CheckpointSaveResult {
   std::string machine_type;

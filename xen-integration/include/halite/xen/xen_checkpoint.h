@@ -10,13 +10,11 @@
 //   - virtual-address hints from the guest's own page tables (halite/x86_page_tables.h), walked from the vCPU
 //     registers in the HVM context and from the other address spaces found in memory.
 //
-// Saving in two passes. The stream's HVM context (the vCPUs' CR3) comes after all page data, and the highest pfn
-// (the region's size, which the writer needs before the first page) is known only at the end, so pages cannot
-// go to the writer as they arrive. Import keeps, per pfn, where its last copy is: in the input itself when the
-// input is a regular file (read back with pread; nothing copied), otherwise in an unlinked spool file next to the
-// output (about the size of the guest's non-zero memory). After the stream ends the page tables are walked from
-// there, and the pages go to the writer in pfn order. Memory: 8 bytes per pfn named plus 16 bytes per page that
-// looks like a top-level page table, capped.
+// Saving in one pass. Pages go to the writer as they arrive: its staging file holds the only copy (a page sent
+// again overwrites its slot), and the one region grows as higher pfns appear. The HVM context (the vCPUs' CR3)
+// comes after all page data; then the guest's page tables are walked by reading the staged pages back
+// (halite/x86_guest_hints.h). Memory: ~25 bytes per region page in the writer, a bit per pfn named, 24 bytes
+// per page that looks like a top-level page table (capped).
 //
 // Nothing is created under the output name unless everything succeeds (the writer's atomic sink).
 #ifndef HALITE_XEN_XEN_CHECKPOINT_H_
@@ -29,6 +27,7 @@
 #include "halite/checkpoint_reader.h"
 #include "halite/checkpoint_writer.h"
 #include "halite/status.h"
+#include "halite/x86_guest_hints.h"
 #include "halite/x86_page_tables.h"
 #include "halite/xen/xen_io.h"
 #include "halite/xen/xen_save_image.h"
@@ -45,59 +44,33 @@ struct SaveOptions {
   ReadOptions read;
   bool detect_format = true;
   WriterOptions writer;  // vmm_kind, machine_type and vm_uuid are filled in here
-  // Where the page spool goes when the input cannot be read again; default: the output's directory.
-  std::string spool_dir;
   bool va_walk = true;
   x86::GuestWalkOptions walk;
-  uint64_t max_table_candidates = uint64_t{1} << 20;  // pages kept as possible top-level tables (16 bytes each)
-  // The region covers pfn 0..max pfn; refuse streams whose highest pfn would make it larger than this many
-  // pages and more than 16 times the pfns the stream names (the writer keeps ~25 bytes per region page).
+  uint64_t max_table_candidates = uint64_t{1} << 20;  // pages noted as possible top-level tables (24 bytes each)
+  // The region covers pfn 0..max pfn; refuse a stream when a pfn it names would make the region larger than
+  // this many pages and more than 16 times the pfns named so far (the writer keeps ~25 bytes per region page).
   uint64_t max_sparse_region_pages = uint64_t{1} << 22;
   // Called after the pages and hints are given and before Finish (hint files from the command line).
   std::function<Status(CheckpointWriter&)> before_finish;
 };
 
-struct VaReport {
-  std::string skipped;          // empty when the walk ran; otherwise why not
-  std::string notes;            // vCPUs whose registers were not usable, and why
-  uint32_t vcpus = 0;           // vCPUs in the HVM context
-  uint32_t cpu_roots = 0;       // distinct vCPU roots walked
-  uint32_t pti_kernel_copies = 0;
-  uint32_t scan_roots = 0;      // other address spaces found in memory
-  uint64_t candidates = 0;      // pages that looked like top-level tables while streaming
-  uint64_t table_pages = 0;     // page-table pages read, all spaces
-  uint64_t runs = 0;            // VA runs, all spaces
-  uint64_t hint_runs = 0;       // runs given to the writer (split at the region, outside pages dropped)
-  uint64_t mapped_pages = 0;    // distinct guest pages mapped by any walk
-  uint64_t mapped_nonzero_pages = 0;
-  // The same without the kernel's 2 MiB / 1 GiB mappings (Linux's direct map covers all memory): the pages whose
-  // place the hints really decide.
-  uint64_t mapped_nonzero_small_pages = 0;
-  uint64_t nonzero_pages = 0;   // pages with non-zero content in the checkpoint
-  bool truncated = false;       // a walk limit was hit
-  double seconds = 0;
-  double coverage() const { return nonzero_pages ? double(mapped_nonzero_pages) / double(nonzero_pages) : 0; }
-  double small_coverage() const {
-    return nonzero_pages ? double(mapped_nonzero_small_pages) / double(nonzero_pages) : 0;
-  }
-};
+// The page-table walk's report (halite/x86_guest_hints.h).
+using VaReport = x86::PageTableHintReport;
 
 struct SaveResult {
   StreamFormat format = StreamFormat::kXl;
   ImportStats import;
   uint64_t region_pages = 0;
   uint64_t data_pages = 0, zero_pages = 0, hole_pages = 0;  // final state of the pfns the stream named
-  bool reread_input = false;      // pages were read back from the input file (no spool)
-  uint64_t spool_bytes = 0;
   size_t state_blob_bytes = 0;
-  double import_seconds = 0, pages_seconds = 0;  // stream import; giving the pages to the writer
+  double import_seconds = 0;      // the stream read and its pages given to the writer
   VaReport va;
   WriteSummary summary;           // from the writer (its seconds: planning, compression, writing)
 };
 
 // Reads a whole stream from `fd` (a file, FIFO, pipe or socket; not closed) and writes the checkpoint `path`.
 // Errors: those of the stream reader (kCorrupt / kUnsupported naming the record and offset), kIoError from the
-// input, spool or output, kUnsupported for a physmap too large or too sparse for a checkpoint, the writer's.
+// input or output, kUnsupported for a physmap too large or too sparse for a checkpoint, the writer's.
 Result<SaveResult> SaveStreamToCheckpoint(int fd, const std::string& path, SaveOptions options);
 
 struct ExportOptions {

@@ -1,0 +1,26 @@
+#include "hlt-save/va_report.h"
+
+#include <cstdio>
+
+namespace halite::save {
+
+void PrintVaReport(const x86::PageTableHintReport& va) {
+  if (!va.skipped.empty()) {
+    std::printf("  va walk          skipped: %s\n", va.skipped.c_str());
+    return;
+  }
+  std::printf(
+      "  va walk          %u vCPUs, %u roots (+%u found sharing the kernel half, %u PTI kernel copies), "
+      "%llu table pages (%llu missing), %llu runs (%llu hints)%s; %llu possible roots noted; %.3f s\n",
+      va.vcpus, va.cpu_roots, va.scan_roots, va.pti_kernel_copies, (unsigned long long)va.table_pages,
+      (unsigned long long)va.missing_tables, (unsigned long long)va.runs, (unsigned long long)va.hint_runs,
+      va.truncated ? ", TRUNCATED by a limit" : "", (unsigned long long)va.candidates, va.seconds);
+  std::printf(
+      "  va coverage      %.1f%% of non-zero pages (%llu of %llu) are mapped by a walked address space; "
+      "%.1f%% (%llu) without the kernel's 2 MiB/1 GiB mappings\n",
+      100.0 * va.coverage(), (unsigned long long)va.mapped_nonzero_pages, (unsigned long long)va.nonzero_pages,
+      100.0 * va.small_coverage(), (unsigned long long)va.mapped_nonzero_small_pages);
+  if (!va.notes.empty()) std::printf("  va notes         %s\n", va.notes.c_str());
+}
+
+}  // namespace halite::save
