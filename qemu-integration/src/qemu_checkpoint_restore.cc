@@ -72,26 +72,11 @@ class ChannelSink final : public PageSink {
 thread_local const ChannelSink* ChannelSink::t_batch_ = nullptr;
 thread_local Status ChannelSink::t_batch_status_;
 
-// Adds what QEMU knows: whether it died (and its stderr), or its migration status.
-Status Explain(const Status& s, QmpClient& qmp, QemuProcess* process) {
-  if (process != nullptr) {
-    (void)process->Wait(500);  // QEMU exits right after a failed load; let its stderr complete
-    if (!process->Alive()) return s.WithContext(process->Describe());
-  }
-  auto m = QueryMigration(qmp);
-  std::string ctx;
-  if (m.has_value()) {
-    ctx = "QEMU's migration status is " + m->status;
-    if (!m->error_desc.empty()) ctx += " (" + m->error_desc + ")";
-    if (m->status == "postcopy-paused") ctx += ": the guest stays paused, QEMU stays up; kill it";
-  } else {
-    ctx = "QEMU's monitor does not answer (" + m.error().message() + ")";
-  }
-  if (process != nullptr) {
-    const std::string tail = process->StderrTail(512);
-    if (!tail.empty()) ctx += "; its stderr: " + tail;
-  }
-  return Status(s.code(), s.message() + " [" + ctx + "]", s.sys_errno());
+void CollectStats(const RestoreEngine& engine, const PushRestoreChannel& channel, CheckpointRestoreResult* result) {
+  result->channel = channel.stats();
+  result->engine = engine.StatsBeforeIdleSweep();
+  result->engine_final = engine.Stats();
+  result->sweep_blocks = result->engine_final.blocks_read_sweep;
 }
 
 }  // namespace
@@ -154,7 +139,7 @@ Status RestoreCheckpointIntoQemu(const CheckpointReader& reader, QmpClient& qmp,
                                    run_state + "): start it with -incoming defer");
   }
   HLT_ASSIGN_OR_RETURN(std::vector<RamBlockInfo> dest, QueryRamBlocks(qmp));
-  HLT_RETURN_IF_ERROR(CheckRamBlocksCompatible(state.ram_blocks, dest));
+  if (options.check_ram_blocks) HLT_RETURN_IF_ERROR(CheckRamBlocksCompatible(state.ram_blocks, dest));
   PushRestoreOptions copts = options.channel;
   copts.lazy = options.lazy;
   if (copts.pagesize_summary == 0) {
@@ -180,9 +165,12 @@ Status RestoreCheckpointIntoQemu(const CheckpointReader& reader, QmpClient& qmp,
   });
   ChannelSink sink(&channel, block_of_region);
   RestoreEngineOptions eo = options.engine;
+  // The stream has to end some time: with the loader off, what the guest never asks for goes once it is idle.
+  if (!eo.background_loader && eo.idle_sweep_ms == 0) eo.idle_sweep_ms = kDefaultIdleSweepMs;
   if (!options.lazy) {
     eo.preload_all = true;
     eo.background_loader = false;
+    eo.idle_sweep_ms = 0;
     eo.predict_segment_pages = 0;
     eo.zero_window_pages = 512;  // zero pages are sent too, in long runs
   }
@@ -212,14 +200,12 @@ Status RestoreCheckpointIntoQemu(const CheckpointReader& reader, QmpClient& qmp,
   auto fail = [&](Status s) -> Status {
     channel.Abort(s);
     engine->Stop();
-    result->channel = channel.stats();
-    result->engine_final = engine->Stats();
-    if (result->engine.blocks_total == 0) result->engine = result->engine_final;
+    CollectStats(*engine, channel, result);
     // The first error wins: when the channel failed first (QEMU went away, a request could not be answered),
     // the engine's later errors are only consequences.
     Status why = channel.status();
     if (why.ok()) why = s;
-    return Explain(why, qmp, process);
+    return ExplainMigrationFailure(why, qmp, process);
   };
 
   Status s = channel.Begin();
@@ -283,9 +269,6 @@ Status RestoreCheckpointIntoQemu(const CheckpointReader& reader, QmpClient& qmp,
       loader_done = true;
       cv.notify_all();
     });
-    uint64_t last_requests = 0;
-    auto last_change = Clock::now();
-    bool swept = eo.background_loader;
     const bool progress = options.on_progress && options.progress_interval_ms > 0;
     const int period_ms = progress ? std::max(5, std::min(20, options.progress_interval_ms)) : 20;
     auto next_progress = Clock::now();
@@ -293,7 +276,7 @@ Status RestoreCheckpointIntoQemu(const CheckpointReader& reader, QmpClient& qmp,
       {
         std::unique_lock<std::mutex> lock(mu);
         cv.wait_for(lock, std::chrono::milliseconds(period_ms), [&] { return loader_done; });
-        if (loader_done && swept) break;
+        if (loader_done) break;
       }
       if (channel.failed()) break;
       poll_events();
@@ -301,33 +284,9 @@ Status RestoreCheckpointIntoQemu(const CheckpointReader& reader, QmpClient& qmp,
         options.on_progress(engine->Stats(), channel.stats(false));
         next_progress += std::chrono::milliseconds(options.progress_interval_ms);
       }
-      if (!swept) {
-        // Loader off: pages move only on request until the guest has been quiet for idle_sweep_ms.
-        const uint64_t req = channel.requests();
-        if (req != last_requests) {
-          last_requests = req;
-          last_change = Clock::now();
-        } else if (Clock::now() - last_change > std::chrono::milliseconds(options.idle_sweep_ms)) {
-          result->engine = engine->Stats();
-          for (uint32_t b : reader.restore_order()) {
-            auto members = reader.BlockMembers(b);
-            for (const BlockMember& m : members) {
-              PageRef p = reader.PageOf(m.page);
-              if (engine->IsInstalled(p)) continue;
-              ++result->sweep_blocks;
-              s = engine->HandleFault(p).status();
-              break;
-            }
-            if (!s.ok() || channel.failed()) break;
-          }
-          swept = true;
-          if (!s.ok()) break;
-        }
-      }
     }
-    if (!s.ok() || channel.failed()) {
-      Status why = s.ok() ? channel.status() : s;
-      Status out = fail(why);
+    if (channel.failed()) {
+      Status out = fail(channel.status());
       waiter.join();
       return out;
     }
@@ -341,7 +300,6 @@ Status RestoreCheckpointIntoQemu(const CheckpointReader& reader, QmpClient& qmp,
     if (!s.ok()) return fail(s);
     if (progress) options.on_progress(engine->Stats(), channel.stats(false));
     result->start_to_loaded_us = MicrosSince(t0);
-    if (result->engine.blocks_total == 0) result->engine = engine->Stats();
     s = channel.Finish();
     if (!s.ok()) return fail(s);
     for (uint64_t g = 0; g < total_pages; ++g) {
@@ -349,19 +307,17 @@ Status RestoreCheckpointIntoQemu(const CheckpointReader& reader, QmpClient& qmp,
     }
   }
   engine->Stop();
-  result->channel = channel.stats();
-  result->engine_final = engine->Stats();
-  if (result->engine.blocks_total == 0) result->engine = result->engine_final;
+  CollectStats(*engine, channel, result);
   for (const PageId& id : channel.RequestedPages())
     result->requested.push_back(PageRef{region_of_block[id.block], id.page});
   if (eo.record_timeline) result->timeline_csv = engine->TimelineCsv();
 
   auto done = WaitForMigrationStatus(qmp, {"completed"}, options.completion_timeout_ms);
-  if (!done) return Explain(done.error(), qmp, process);
+  if (!done) return ExplainMigrationFailure(done.error(), qmp, process);
   result->final_status = done->status;
   result->total_us = MicrosSince(t0);
   poll_events();
-  if (result->start_to_running_us == 0 && !options.lazy) {
+  if (result->start_to_running_us == 0 && !options.lazy && !options.paused) {
     // After a precopy load QEMU restores the saved run state, and hlt-save stopped the guest to save it: start it
     // (postcopy's RUN command does that by itself).
     HLT_ASSIGN_OR_RETURN(Json after, qmp.Execute("query-status"));

@@ -159,4 +159,25 @@ Result<std::string> ReadGuestMemory(QmpClient& qmp, uint64_t addr, uint64_t size
   return data;
 }
 
+Status ExplainMigrationFailure(const Status& s, QmpClient& qmp, QemuProcess* process) {
+  if (process != nullptr) {
+    (void)process->Wait(500);  // QEMU exits right after a failed load; let its stderr complete
+    if (!process->Alive()) return s.WithContext(process->Describe());
+  }
+  auto m = QueryMigration(qmp);
+  std::string ctx;
+  if (m.has_value()) {
+    ctx = "QEMU's migration status is " + m->status;
+    if (!m->error_desc.empty()) ctx += " (" + m->error_desc + ")";
+    if (m->status == "postcopy-paused") ctx += ": the guest stays paused, QEMU stays up; kill it";
+  } else {
+    ctx = "QEMU's monitor does not answer (" + m.error().message() + ")";
+  }
+  if (process != nullptr) {
+    const std::string tail = process->StderrTail(512);
+    if (!tail.empty()) ctx += "; its stderr: " + tail;
+  }
+  return Status(s.code(), s.message() + " [" + ctx + "]", s.sys_errno());
+}
+
 }  // namespace halite::qemu

@@ -338,8 +338,12 @@ Status PushRestoreChannel::BeginSection() {
   if (owner_.load() == std::this_thread::get_id()) return Status::Internal("restore channel: nested section");
   HLT_RETURN_IF_ERROR(Sticky());
   const bool started = guest_started_.load(std::memory_order_acquire);
-  const int kind = !options_.lazy ? 2 : t_request_worker ? 1 : started ? 2 : 0;
-  if (options_.lazy && kind == 2) Throttle();
+  SectionKind kind = SectionKind::kBackgroundPush;  // eager: everything is a push
+  if (options_.lazy) {
+    kind = t_request_worker ? SectionKind::kRequestAnswer
+                            : started ? SectionKind::kBackgroundPush : SectionKind::kPreload;
+  }
+  if (options_.lazy && kind == SectionKind::kBackgroundPush) Throttle();
   stream_mu_.lock();
   Status s = Sticky();
   if (s.ok() && ended_) s = Status::Aborted("restore channel: the stream has already ended");
@@ -364,8 +368,13 @@ Status PushRestoreChannel::OpenIfNeeded() {
 }
 
 Status PushRestoreChannel::MarkSent(PageId first, uint64_t count) {
+  // Never a page twice: QEMU would pause the migration on "File exists". Checked before any byte is written.
   for (uint64_t p = first.page; p < first.page + count; ++p) {
-    sent_[first.block][p / 64].fetch_or(uint64_t{1} << (p % 64), std::memory_order_release);
+    const uint64_t bit = uint64_t{1} << (p % 64);
+    if (sent_[first.block][p / 64].fetch_or(bit, std::memory_order_acq_rel) & bit) {
+      return Status::Internal("restore channel: page " + std::to_string(p) + " of RAMBlock " +
+                              state_.ram_blocks[first.block].name + " sent twice");
+    }
   }
   pages_sent_.fetch_add(count, std::memory_order_relaxed);
   section_pages_ += count;
@@ -377,12 +386,13 @@ Status PushRestoreChannel::AddPages(PageId first, uint64_t count, const uint8_t*
     return Status::Internal("restore channel: pages " + std::to_string(first.page) + "+" + std::to_string(count) +
                             " outside block " + std::to_string(first.block));
   }
+  HLT_RETURN_IF_ERROR(MarkSent(first, count));
   Status s = OpenIfNeeded();
   for (uint64_t i = 0; i < count && s.ok(); ++i) {
     s = writer_.WritePage(PageId{first.block, first.page + i}, data + i * kTargetPageSize);
   }
   if (!s.ok()) return WriteFailed(s);
-  return MarkSent(first, count);
+  return Status::Ok();
 }
 
 Status PushRestoreChannel::AddZeroPages(PageId first, uint64_t count) {
@@ -390,11 +400,12 @@ Status PushRestoreChannel::AddZeroPages(PageId first, uint64_t count) {
     return Status::Internal("restore channel: zero pages " + std::to_string(first.page) + "+" + std::to_string(count) +
                             " outside block " + std::to_string(first.block));
   }
+  HLT_RETURN_IF_ERROR(MarkSent(first, count));
   Status s = OpenIfNeeded();
   for (uint64_t i = 0; i < count && s.ok(); ++i) s = writer_.WriteZeroPage(PageId{first.block, first.page + i});
   if (!s.ok()) return WriteFailed(s);
   zero_pages_ += count;
-  return MarkSent(first, count);
+  return Status::Ok();
 }
 
 Status PushRestoreChannel::EndSection() {
@@ -409,7 +420,17 @@ Status PushRestoreChannel::EndSection() {
     bytes_flushed_.store(bytes, std::memory_order_release);
     if (s.ok()) {
       ++sections_;
-      (section_kind_ == 0 ? preload_pages_ : section_kind_ == 1 ? request_pages_ : pushed_pages_) += section_pages_;
+      switch (section_kind_) {
+        case SectionKind::kPreload:
+          preload_pages_ += section_pages_;
+          break;
+        case SectionKind::kRequestAnswer:
+          request_pages_ += section_pages_;
+          break;
+        case SectionKind::kBackgroundPush:
+          pushed_pages_ += section_pages_;
+          break;
+      }
       std::lock_guard<std::mutex> lock(inflight_mu_);
       inflight_.emplace_back(bytes, section_pages_);
       inflight_pages_ += section_pages_;

@@ -15,6 +15,7 @@
 
 #include "halite/qemu/qemu_byte_io.h"
 #include "halite/qemu/qemu_guest_info.h"
+#include "halite/qemu/qemu_stream_reader.h"
 #include "qemu_test_streams.h"
 
 namespace halite::qemu {
@@ -309,11 +310,90 @@ TEST_CASE("push channel: a page sent twice is refused", "[push]") {
   REQUIRE(ch.SendPages(PageId{0, 3}, 1, page).ok());
   Status s = ch.SendPages(PageId{0, 3}, 1, page);
   REQUIRE(s.code() == StatusCode::kInternal);
+  REQUIRE(s.message().find("page 3 of RAMBlock pc.ram sent twice") != std::string::npos);
+  // A zero page too, before any byte of it is written: the section stays empty.
+  const uint64_t bytes_before = ch.stats(false).bytes_sent;
+  REQUIRE(ch.BeginSection().ok());
+  CHECK(ch.AddZeroPages(PageId{0, 3}, 1).code() == StatusCode::kInternal);
+  REQUIRE(ch.EndSection().ok());
+  CHECK(ch.stats(false).bytes_sent == bytes_before);
   ch.Abort(s);
   ch.StopThreads();
   drain.join();
   close(sv[0]);
   close(sv[1]);
+}
+
+TEST_CASE("push channel: eager streams everything, waits for the close, and reports a destination that never "
+          "closes", "[push]") {
+  SavedVmState state = MakeState();
+  state.vmdesc = R"({"page_size": 4096, "devices": []})";  // an eager stream ends with EOF + VMDESC
+  for (bool dest_closes : {true, false}) {
+    int sv[2];
+    REQUIRE(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
+    struct Collect : MigrationStreamHandler {
+      std::map<std::pair<uint32_t, uint64_t>, uint8_t> pages;  // first byte; 0 for zero pages
+      Status OnPage(const PageRecord& r) override {
+        pages[{r.id.block, r.id.page}] = r.is_zero ? 0 : r.data[0];
+        return Status::Ok();
+      }
+    } back;
+    Status read_status;
+    std::thread dest([&] {
+      FdSource src(sv[1]);
+      MigrationStreamReader reader(&src, &back);
+      read_status = reader.Run();  // ends at the source's half-close
+      if (dest_closes) shutdown(sv[1], SHUT_RDWR);
+    });
+    PushRestoreOptions o;
+    o.lazy = false;
+    o.close_timeout_ms = 300;
+    PushRestoreChannel ch(sv[0], state, o, [&](PageId) { return Status::Internal("no requests when eager"); });
+    FakeEngine fe(&ch);
+    REQUIRE(ch.Begin().ok());
+    REQUIRE(fe.SendRun(0, 0, kRamPages).ok());
+    REQUIRE(fe.SendRun(1, 0, kBiosPages).ok());
+    Status s = ch.Finish();
+    dest.join();
+    ch.StopThreads();
+    close(sv[0]);
+    close(sv[1]);
+    INFO(read_status.ToString() << " / " << s.ToString());
+    REQUIRE(read_status.ok());
+    REQUIRE(back.pages.size() == kRamPages + kBiosPages);
+    for (const auto& [id, first] : back.pages) {
+      const PageId p{id.first, id.second};
+      CHECK(first == (IsZero(p) ? 0 : Fill(p)));
+    }
+    CHECK(ch.stats().zero_pages == kRamPages / 5 + (kRamPages % 5 != 0));
+    if (dest_closes) {
+      REQUIRE(s.ok());
+    } else {
+      REQUIRE(s.code() == StatusCode::kIoError);  // a destination that never closes is reported, not waited on
+    }
+  }
+}
+
+TEST_CASE("push channel: the destination gone before the first byte fails Begin, lazy or eager", "[push]") {
+  const SavedVmState state = MakeState();
+  for (bool lazy : {true, false}) {
+    int sv[2];
+    REQUIRE(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
+    close(sv[1]);
+    PushRestoreOptions o;
+    o.lazy = lazy;
+    PushRestoreChannel ch(sv[0], state, o, [&](PageId) { return Status::Ok(); });
+    Status s = ch.Begin();
+    if (s.ok()) {  // the kernel may take the first bytes; the next flush fails for sure
+      uint8_t page[4096] = {1};
+      s = ch.SendPages(PageId{0, 1}, 1, page);
+      if (s.ok()) s = ch.Finish();
+    }
+    ch.StopThreads();
+    close(sv[0]);
+    INFO(s.ToString());
+    REQUIRE(s.code() == StatusCode::kIoError);
+  }
 }
 
 // ---- qemu_guest_info parsers ----

@@ -6,7 +6,6 @@
 #include <map>
 #include <thread>
 
-#include "halite/qemu/qemu_restore_source.h"
 #include "halite/qemu/qemu_stream_reader.h"
 #include "halite/qemu/qemu_stream_writer.h"
 #include "qemu_test_streams.h"
@@ -14,16 +13,10 @@
 namespace halite::qemu {
 namespace {
 
-struct Pages : MigrationStreamHandler, RestorePageSource {
+struct Pages : MigrationStreamHandler {
   std::map<std::pair<uint32_t, uint64_t>, std::string> pages;  // "" = zero
   Status OnPage(const PageRecord& r) override {
     pages[{r.id.block, r.id.page}] = r.is_zero ? std::string() : std::string(reinterpret_cast<const char*>(r.data), 4096);
-    return Status::Ok();
-  }
-  Status ReadPage(PageId id, uint8_t* out, bool* zero) override {
-    const std::string& d = pages.at({id.block, id.page});
-    *zero = d.empty();
-    if (!d.empty()) memcpy(out, d.data(), 4096);
     return Status::Ok();
   }
 };
@@ -46,11 +39,10 @@ TEST_CASE("writer's precopy stream reads back identically", "[writer]") {
   REQUIRE(w.WriteConfiguration().ok());
   REQUIRE(w.WriteRamStart().ok());
   REQUIRE(w.BeginRamPart().ok());
-  uint8_t buf[4096];
   for (const auto& [id, data] : in.pages) {
-    bool zero = false;
-    REQUIRE(in.ReadPage(PageId{id.first, id.second}, buf, &zero).ok());
-    REQUIRE((zero ? w.WriteZeroPage(PageId{id.first, id.second}) : w.WritePage(PageId{id.first, id.second}, buf)).ok());
+    const PageId page{id.first, id.second};
+    REQUIRE((data.empty() ? w.WriteZeroPage(page)
+                          : w.WritePage(page, reinterpret_cast<const uint8_t*>(data.data()))).ok());
   }
   REQUIRE(w.EndRamSection().ok());
   REQUIRE(w.WriteRamEnd().ok());
@@ -255,59 +247,6 @@ TEST_CASE("RAMBlock compatibility check names the block and sizes", "[writer]") 
           "and memory devices");
   dest.erase(dest.begin());
   REQUIRE(CheckRamBlocksCompatible(saved, dest).message().find("has no RAMBlock pc.ram") != std::string::npos);
-}
-
-TEST_CASE("restore drivers fail fast when the destination is gone", "[writer]") {
-  Pages in;
-  const SavedVmState state = ParseSample(&in);
-  for (bool lazy : {true, false}) {
-    int sv[2];
-    REQUIRE(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
-    close(sv[1]);  // the destination died before reading anything
-    Status s;
-    if (lazy) {
-      PostcopyRestoreStats st;
-      s = RunPostcopyRestore(sv[0], state, in, PostcopyRestoreOptions{}, &st);
-    } else {
-      s = RunPrecopyRestore(sv[0], state, in, PrecopyRestoreOptions{}, nullptr);
-    }
-    close(sv[0]);
-    INFO(s.ToString());
-    REQUIRE(s.code() == StatusCode::kIoError);
-  }
-}
-
-TEST_CASE("precopy driver streams everything and waits for the close", "[writer]") {
-  Pages in;
-  const SavedVmState state = ParseSample(&in);
-  for (bool dest_closes : {true, false}) {
-    int sv[2];
-    REQUIRE(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
-    Pages back;
-    Status read_status;
-    std::thread dest([&] {
-      FdSource src(sv[1]);
-      MigrationStreamReader reader(&src, &back);
-      read_status = reader.Run();  // ends at the driver's half-close
-      if (dest_closes) shutdown(sv[1], SHUT_RDWR);
-    });
-    PrecopyRestoreStats st;
-    PrecopyRestoreOptions opts;
-    opts.close_timeout_ms = 300;
-    Status s = RunPrecopyRestore(sv[0], state, in, opts, &st);
-    dest.join();
-    close(sv[0]);
-    close(sv[1]);
-    REQUIRE(read_status.ok());
-    REQUIRE(back.pages == in.pages);
-    REQUIRE(st.pages == 18);
-    REQUIRE(st.zero_pages == 4);
-    if (dest_closes) {
-      REQUIRE(s.ok());
-    } else {
-      REQUIRE(s.code() == StatusCode::kIoError);  // a destination that never closes is reported, not waited on forever
-    }
-  }
 }
 
 }  // namespace

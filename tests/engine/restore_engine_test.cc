@@ -187,6 +187,66 @@ TEST_CASE("the background loader restores everything, each block read once", "[e
   CHECK(loaded == reader->restore_order());
 }
 
+TEST_CASE("loader off with an idle sweep: demand paging until the guest goes quiet, then the rest in order",
+          "[engine][loader]") {
+  MemCheckpoint m = SmallCheckpoint();
+  auto reader = OpenMem(m);
+  RecordingSink sink(m.regions);
+  RestoreEngineOptions o = NoLoader();
+  o.idle_sweep_ms = 30;
+  o.record_timeline = true;
+  auto engine = RestoreEngine::Create(*reader, sink, o);
+  REQUIRE(engine.has_value());
+  REQUIRE((*engine)->Start().ok());
+  const uint32_t first = reader->restore_order().back();  // a fault on the block the sweep would load last
+  REQUIRE((*engine)->HandleFault(reader->PageOf(FirstStoredPage(*reader, first))).has_value());
+  REQUIRE((*engine)->WaitForLoader().ok());
+  auto st = (*engine)->Stats();
+  CHECK(st.idle_sweep_started);
+  CHECK(st.loader_done);
+  CHECK(st.blocks_read_demand == 1);
+  CHECK(st.blocks_read_sweep == reader->blocks().size() - 1);
+  CHECK(st.blocks_read_loader == 0);
+  CHECK(st.blocks_loaded == reader->blocks().size());
+  const RestoreEngineStats before = (*engine)->StatsBeforeIdleSweep();
+  CHECK(before.blocks_read == 1);  // demand paging alone: the one fault's block
+  CHECK(before.blocks_read_sweep == 0);
+  for (uint64_t g = 0; g < reader->total_pages(); ++g) {
+    if (reader->Locate(g).kind == PageKind::kStored) CHECK(PageEquals(sink, m, reader->PageOf(g)));
+  }
+  CHECK(sink.double_installs() == 0);
+  // The sweep followed the restore order, skipping the block the fault had loaded; every sweep load came after
+  // that fault.
+  std::vector<uint32_t> swept, expected;
+  uint64_t fault_ns = 0, first_sweep_ns = UINT64_MAX;
+  for (const auto& e : (*engine)->Timeline()) {
+    if (e.kind == EngineEventKind::kFaultBlocking) fault_ns = e.time_ns;
+    if (e.kind == EngineEventKind::kLoaderBlock) {
+      swept.push_back(e.block);
+      first_sweep_ns = std::min(first_sweep_ns, e.time_ns);
+    }
+  }
+  for (uint32_t b : reader->restore_order()) {
+    if (b != first) expected.push_back(b);
+  }
+  CHECK(swept == expected);
+  CHECK(first_sweep_ns > fault_ns);
+}
+
+TEST_CASE("loader off without an idle sweep: WaitForLoader returns at once and nothing loads by itself",
+          "[engine][loader]") {
+  MemCheckpoint m = SmallCheckpoint();
+  auto reader = OpenMem(m);
+  RecordingSink sink(m.regions);
+  auto engine = RestoreEngine::Create(*reader, sink, NoLoader());
+  REQUIRE(engine.has_value());
+  REQUIRE((*engine)->Start().ok());
+  REQUIRE((*engine)->WaitForLoader().ok());
+  auto st = (*engine)->Stats();
+  CHECK(!st.idle_sweep_started);
+  CHECK(st.blocks_read == 0);
+}
+
 TEST_CASE("a fault jumps the loader's queue", "[engine][loader]") {
   MemCheckpoint m = SmallCheckpoint();
   auto reader = OpenMem(m);

@@ -113,7 +113,7 @@ int RestoreQemu(cli::Args& args) {
     } else if (args.Option("--idle-ms", &v, &error)) {
       uint64_t n = 0;
       if (error.empty() && (!cli::ParseU64(v, &n) || n > 3600000)) error = "--idle-ms: bad value \"" + v + "\"";
-      opt.idle_sweep_ms = int(n);
+      opt.engine.idle_sweep_ms = uint32_t(n);
     } else if (args.Option("--rate-limit", &v, &error)) {
       uint64_t n = 0;
       if (error.empty() && !cli::ParseU64(v, &n)) error = "--rate-limit: bad value \"" + v + "\"";

@@ -41,6 +41,10 @@ namespace halite {
 struct HALITE_EXPORT RestoreEngineOptions {
   // Stream the blocks not yet loaded, in restore order, on a background thread after Start().
   bool background_loader = true;
+  // Loader off: once no fault has come for this long after Start(), stream the blocks not loaded yet in restore
+  // order after all (the restore has to end some time; what the guest asked for until then is demand paging
+  // alone). WaitForLoader() then waits for that sweep. 0: never (blocks the guest never touches stay unloaded).
+  uint32_t idle_sweep_ms = 0;
   // Bytes of stored (compressed) block payload per second the loader may read; 0 = unlimited. Demand faults
   // are never throttled.
   uint64_t loader_rate_bytes_per_s = 0;
@@ -113,6 +117,7 @@ struct HALITE_EXPORT RestoreEngineStats {
   uint64_t blocks_read_loader = 0;     // ... by the restore-order stream
   uint64_t blocks_read_predicted = 0;  // ... by demand prediction
   uint64_t blocks_read_preload = 0;    // ... by Start()'s preload
+  uint64_t blocks_read_sweep = 0;      // ... by the idle sweep (loader off, idle_sweep_ms)
   uint64_t blocks_failed = 0;          // blocks that failed verification (never installed)
   uint64_t read_retries = 0;           // transient I/O errors retried
   uint64_t bytes_read = 0;             // stored payload bytes read from the checkpoint
@@ -129,7 +134,8 @@ struct HALITE_EXPORT RestoreEngineStats {
   LatencySummary fault_latency;     // every successful fault
   LatencySummary blocking_latency;  // kBlocking faults only
 
-  bool loader_done = false;  // the restore-order stream reached its end
+  bool loader_done = false;  // the restore-order stream (or the idle sweep) reached its end
+  bool idle_sweep_started = false;
   uint64_t timeline_dropped = 0;
 };
 
@@ -192,6 +198,9 @@ class HALITE_EXPORT RestoreEngine {
   void Stop();
 
   RestoreEngineStats Stats() const;
+  // The statistics as they were when the idle sweep began: what demand paging alone did. Stats() when no
+  // sweep began.
+  RestoreEngineStats StatsBeforeIdleSweep() const;
   std::vector<EngineEvent> Timeline() const;
   // The timeline as CSV: header `time_us,region,page,kind,block,latency_us`, one event a line, in time order.
   std::string TimelineCsv() const;

@@ -64,7 +64,8 @@ Status RestoreEngine::Impl::Start() {
       return s;
     }
   }
-  if (options_.background_loader || options_.predict_segment_pages > 0) {
+  last_fault_ns_.store(NowNs(), std::memory_order_relaxed);  // idleness counts from the start
+  if (options_.background_loader || options_.predict_segment_pages > 0 || options_.idle_sweep_ms > 0) {
     thread_ = std::thread([this] { BackgroundThread(); });
   } else {
     std::lock_guard<std::mutex> lock(loader_mu_);
@@ -85,7 +86,7 @@ void RestoreEngine::Impl::Stop() {
 
 Status RestoreEngine::Impl::WaitForLoader() {
   std::unique_lock<std::mutex> lock(loader_mu_);
-  if (!options_.background_loader) return Status::Ok();
+  if (!options_.background_loader && options_.idle_sweep_ms == 0) return Status::Ok();
   done_cv_.wait(lock, [&] { return loader_done_ || stop_ || thread_exited_ || !started_; });
   return loader_error_;
 }
@@ -167,6 +168,7 @@ void RestoreEngine::Impl::BackgroundThread() {
   }
   const auto& order = reader_.restore_order();
   size_t cursor = options_.background_loader ? 0 : order.size();
+  bool snapshot_before_sweep = false;
   for (;;) {
     uint64_t segment = UINT64_MAX;
     uint32_t block = UINT32_MAX;
@@ -188,9 +190,25 @@ void RestoreEngine::Impl::BackgroundThread() {
           block = order[cursor++];
           break;
         }
-        if (options_.background_loader && !loader_done_) {
+        if ((options_.background_loader || sweeping_) && !loader_done_) {
           loader_done_ = true;
           done_cv_.notify_all();
+        }
+        if (!options_.background_loader && options_.idle_sweep_ms > 0 && !sweeping_) {
+          // Loader off: wait for the guest to go quiet, then stream what is left.
+          const uint64_t idle_until =
+              last_fault_ns_.load(std::memory_order_relaxed) + uint64_t(options_.idle_sweep_ms) * 1000000;
+          const uint64_t now = NowNs();
+          if (now >= idle_until) {
+            sweeping_ = true;
+            cursor = 0;
+            // Stats() takes loader_mu_: snapshot once the lock is released, before the first sweep load.
+            snapshot_before_sweep = true;
+            continue;
+          }
+          loader_cv_.wait_for(lock, std::chrono::nanoseconds(idle_until - now),
+                              [&] { return stop_ || !pending_segments_.empty(); });
+          continue;
         }
         if (options_.predict_segment_pages == 0) break;
         loader_cv_.wait(lock, [&] { return stop_ || !pending_segments_.empty(); });
@@ -201,10 +219,16 @@ void RestoreEngine::Impl::BackgroundThread() {
         return;
       }
     }
+    if (snapshot_before_sweep) {
+      snapshot_before_sweep = false;
+      RestoreEngineStats before = Stats();
+      std::lock_guard<std::mutex> lock(loader_mu_);
+      before_sweep_ = before;
+    }
     if (segment != UINT64_MAX) {
       FetchSegment(segment);
     } else {
-      LoadInBackground(block, Cause::kLoader);
+      LoadInBackground(block, options_.background_loader ? Cause::kLoader : Cause::kSweep);
     }
   }
 }

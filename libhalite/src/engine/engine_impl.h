@@ -20,6 +20,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -47,18 +48,19 @@ class HALITE_HIDDEN RestoreEngine::Impl {
 
   // engine_stats.cc
   RestoreEngineStats Stats() const;
+  RestoreEngineStats StatsBeforeIdleSweep() const;
   std::vector<EngineEvent> Timeline() const { return timeline_.Events(); }
   std::vector<BlockFailure> failures() const;
   const CheckpointReader& reader() const { return reader_; }
 
  private:
   enum BlockState : uint32_t { kNotLoaded = 0, kLoading = 1, kLoaded = 2, kFailed = 3 };
-  enum class Cause { kDemand, kLoader, kPredicted, kPreload };
+  enum class Cause { kDemand, kLoader, kPredicted, kPreload, kSweep };
 
   struct Counters {
     std::atomic<uint64_t> faults_zero{0}, faults_present{0}, faults_blocking{0}, faults_joined{0}, faults_failed{0};
     std::atomic<uint64_t> blocks_loaded{0}, blocks_read{0}, blocks_failed{0}, read_retries{0};
-    std::array<std::atomic<uint64_t>, 4> blocks_read_by{};  // indexed by Cause
+    std::array<std::atomic<uint64_t>, 5> blocks_read_by{};  // indexed by Cause
     std::atomic<uint64_t> bytes_read{0}, bytes_decompressed{0};
     std::atomic<uint64_t> pages_installed{0}, zero_pages_installed{0}, pages_skipped_present{0}, install_calls{0};
     std::atomic<uint64_t> read_ns{0}, install_ns{0};
@@ -126,6 +128,9 @@ class HALITE_HIDDEN RestoreEngine::Impl {
 
   // Background thread and prediction state, under loader_mu_ unless atomic.
   std::atomic<int> demand_reads_{0};  // demand block reads in flight: the loader waits for 0
+  std::atomic<uint64_t> last_fault_ns_{0};  // NowNs() of the latest fault (or Start): the idle sweep's clock
+  bool sweeping_ = false;                   // the idle sweep began (under loader_mu_)
+  std::optional<RestoreEngineStats> before_sweep_;  // under loader_mu_
   mutable std::mutex loader_mu_;
   std::condition_variable loader_cv_;  // wakes the background thread (demand done, prediction queued, stop)
   std::condition_variable done_cv_;    // wakes WaitForLoader

@@ -53,6 +53,7 @@ RestoreEngineStats RestoreEngine::Impl::Stats() const {
   s.blocks_read_loader = get(c_.blocks_read_by[size_t(Cause::kLoader)]);
   s.blocks_read_predicted = get(c_.blocks_read_by[size_t(Cause::kPredicted)]);
   s.blocks_read_preload = get(c_.blocks_read_by[size_t(Cause::kPreload)]);
+  s.blocks_read_sweep = get(c_.blocks_read_by[size_t(Cause::kSweep)]);
   s.blocks_failed = get(c_.blocks_failed);
   s.read_retries = get(c_.read_retries);
   s.bytes_read = get(c_.bytes_read);
@@ -68,9 +69,18 @@ RestoreEngineStats RestoreEngine::Impl::Stats() const {
   {
     std::lock_guard<std::mutex> lock(loader_mu_);
     s.loader_done = loader_done_;
+    s.idle_sweep_started = sweeping_;
   }
   s.timeline_dropped = timeline_.dropped();
   return s;
+}
+
+RestoreEngineStats RestoreEngine::Impl::StatsBeforeIdleSweep() const {
+  {
+    std::lock_guard<std::mutex> lock(loader_mu_);
+    if (before_sweep_) return *before_sweep_;
+  }
+  return Stats();
 }
 
 std::vector<BlockFailure> RestoreEngine::Impl::failures() const {

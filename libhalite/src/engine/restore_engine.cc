@@ -291,6 +291,7 @@ Result<FaultKind> RestoreEngine::Impl::InstallZeroWindow(uint64_t g) {
 
 Result<FaultOutcome> RestoreEngine::Impl::HandleFault(PageRef page) {
   uint64_t t = NowNs();
+  last_fault_ns_.store(t, std::memory_order_relaxed);
   const auto& regions = reader_.regions();
   if (page.region >= regions.size() || page.page >= regions[page.region].page_count()) {
     return Status::InvalidArgument(reader_.name() + ": fault on page " + std::to_string(page.page) + " of region " +
@@ -384,6 +385,7 @@ bool RestoreEngine::IsInstalled(PageRef page) const { return impl_->IsInstalled(
 Status RestoreEngine::WaitForLoader() { return impl_->WaitForLoader(); }
 void RestoreEngine::Stop() { impl_->Stop(); }
 RestoreEngineStats RestoreEngine::Stats() const { return impl_->Stats(); }
+RestoreEngineStats RestoreEngine::StatsBeforeIdleSweep() const { return impl_->StatsBeforeIdleSweep(); }
 std::vector<EngineEvent> RestoreEngine::Timeline() const { return impl_->Timeline(); }
 std::vector<BlockFailure> RestoreEngine::failures() const { return impl_->failures(); }
 

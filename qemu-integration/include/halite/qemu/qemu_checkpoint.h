@@ -83,16 +83,22 @@ Result<CheckpointSaveResult> SaveQemuToCheckpoint(QmpClient& qmp, const std::str
 
 // ---- Restore ----
 
+inline constexpr uint32_t kDefaultIdleSweepMs = 1000;
+
 struct CheckpointRestoreOptions {
   bool lazy = true;  // postcopy; false: one precopy stream (eager), the guest starts after all of it
   // Lazy: the engine's loader, rate limit, working-set preload, prediction, timeline. Eager overrides
   // preload_all (on) and background_loader (off).
+  // The loader off, engine.idle_sweep_ms = 0 means kDefaultIdleSweepMs: the stream has to end some time.
   RestoreEngineOptions engine;
   // lazy is overridden by the one above.
   PushRestoreOptions channel;
-  // Loader off: when the guest has asked for nothing for this long, the blocks it never asked for are sent in
-  // restore order (the restore has to end some time); engine statistics are taken before that sweep.
-  int idle_sweep_ms = 1000;
+  // Eager: leave the guest paused after the load (a lazy restore's guest runs as QEMU's autostart says: paused
+  // under -S).
+  bool paused = false;
+  // Compare the destination's RAMBlocks with the checkpoint's before anything is sent. Off only to see QEMU's own
+  // check fail the load (tests).
+  bool check_ram_blocks = true;
   // Empty: a socketpair passed with getfd. Otherwise QEMU listens on this unix socket path (libvirt).
   std::string unix_socket_path;
   int completion_timeout_ms = 120000;
@@ -108,7 +114,7 @@ struct CheckpointRestoreOptions {
 struct CheckpointRestoreResult {
   bool lazy = true;
   PushRestoreStats channel;
-  RestoreEngineStats engine;           // at the end (lazy with the loader off: before the sweep)
+  RestoreEngineStats engine;           // at the end (loader off: when the idle sweep began)
   RestoreEngineStats engine_final;     // at the end, everything included
   uint64_t start_to_connect_us = 0;    // call start to the migration channel being connected
   uint64_t start_to_running_us = 0;    // call start to QEMU's RESUME event (QEMU's clock; 0 if never seen)
@@ -117,7 +123,7 @@ struct CheckpointRestoreResult {
   int64_t wall_start_us = 0;           // wall clock (µs since the epoch) at the call start
   int64_t engine_created_wall_us = 0;  // wall clock when the engine was created (its timeline's time 0)
   uint64_t zero_pages_unsent = 0;      // lazy: zero and absent pages never sent (they read as zero)
-  uint64_t sweep_blocks = 0;           // loader off: blocks sent after the guest went idle
+  uint64_t sweep_blocks = 0;           // loader off: blocks read by the engine's idle sweep
   std::vector<PageRef> requested;      // pages QEMU asked for, in order (for --record-trace)
   std::string timeline_csv;            // engine timeline when options.engine.record_timeline
   std::string final_status;

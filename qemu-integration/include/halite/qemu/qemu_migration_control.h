@@ -10,6 +10,7 @@
 
 #include "halite/qemu/qemu_byte_io.h"
 #include "halite/qemu/qemu_json.h"
+#include "halite/qemu/qemu_launcher.h"
 #include "halite/qemu/qemu_qmp_client.h"
 #include "halite/qemu/qemu_saved_state.h"
 #include "halite/status.h"
@@ -46,6 +47,10 @@ Result<MigrationStatus> WaitForMigrationStatus(QmpClient& qmp, const std::vector
 // Guest state queries used by tests and by hlt-save (guest must not be running to get a stable answer).
 // Reads guest-physical memory [addr, addr + size) via `pmemsave` into a file in dir and returns its bytes.
 Result<std::string> ReadGuestMemory(QmpClient& qmp, uint64_t addr, uint64_t size, const std::string& dir);
+
+// Adds what QEMU knows about a failure `s` to it: whether the process died and how (when `process`, a QEMU this
+// process launched, is given; its stderr tail too), else its migration status and error.
+Status ExplainMigrationFailure(const Status& s, QmpClient& qmp, QemuProcess* process);
 
 }  // namespace halite::qemu
 

@@ -1,6 +1,6 @@
 // Acting as the migration source when pages are pushed from several threads, in whatever order they become
 // available (a restore engine installing locality blocks: halite/restore_engine.h), rather than pulled one at a
-// time by the driver (qemu_restore_source.h).
+// time.
 //
 // Lazy (postcopy), the conversation is:
 //   Begin()        header, configuration, OPEN_RETURN_PATH, PING, POSTCOPY_ADVISE, RAM START, one discard per
@@ -19,7 +19,8 @@
 // thread until EndSection(); other threads' sections wait. A section begun on a thread other than a request
 // worker, once the guest runs, is a background push: it first waits until the destination has read all but
 // max_queued_push_pages of the pages already sent (SIOCOUTQ), so an answer to a request never queues behind
-// more than that. Pages are never sent twice (an internal error; QEMU would pause on "File exists").
+// more than that. Pages are never sent twice: AddPages / AddZeroPages test-and-set each page's bit before a byte
+// is written, and fail with an internal error (QEMU would pause on "File exists").
 //
 // Errors are sticky: the first failure (the destination closed the channel or reported failure, a handler
 // error, a stalled write) is kept, the socket is shut down (a postcopy destination then pauses with its guest
@@ -162,7 +163,10 @@ class PushRestoreChannel {
   MigrationStreamWriter writer_;
   bool section_open_ = false;  // the section's header is written (the first page came)
   uint64_t section_pages_ = 0;
-  int section_kind_ = 0;                                        // 0 preload, 1 request, 2 background
+  // Who the open section is for: pages placed before the guest starts, an answer on a request worker, or a
+  // background push (throttled behind what the destination has not read yet).
+  enum class SectionKind { kPreload, kRequestAnswer, kBackgroundPush };
+  SectionKind section_kind_ = SectionKind::kPreload;
   bool ended_ = false;                                          // RAM END written: no more sections
   std::vector<std::unique_ptr<std::atomic<uint64_t>[]>> sent_;  // per block, one bit a page
   std::atomic<uint64_t> pages_sent_{0};

@@ -1,8 +1,6 @@
-// Whole save and restore conversations with one QEMU, for hlt-save qemu / hlt-restore qemu to call.
-//
-// SaveFromQemu: stop (or background-snapshot) a running QEMU, have it migrate into us, stream its pages to a
-// handler, keep the rest. RestoreIntoQemu: check a destination started with `-incoming defer`, start its
-// incoming migration into us, and act as its source (eager or lazy). Both borrow the QmpClient for the call.
+// The whole save conversation with one QEMU: stop (or background-snapshot) a running QEMU, have it migrate into
+// us, stream its pages to a handler, keep the rest. Borrows the QmpClient for the call. (Restoring is
+// RestoreCheckpointIntoQemu in qemu_checkpoint.h: the restore engine pushes through qemu_push_source.h.)
 #ifndef HALITE_QEMU_QEMU_SESSION_H_
 #define HALITE_QEMU_QEMU_SESSION_H_
 
@@ -12,7 +10,6 @@
 
 #include "halite/qemu/qemu_launcher.h"
 #include "halite/qemu/qemu_qmp_client.h"
-#include "halite/qemu/qemu_restore_source.h"
 #include "halite/qemu/qemu_saved_state.h"
 #include "halite/qemu/qemu_stream_reader.h"
 #include "halite/status.h"
@@ -43,33 +40,6 @@ struct SaveReport {
 // sizes (from `info ramblock`). Fails if QEMU reports the migration failed, or the stream is incomplete.
 Result<SavedVmState> SaveFromQemu(QmpClient& qmp, MigrationStreamHandler& handler, const SaveOptions& options,
                                   SaveReport* report);
-
-struct RestoreOptions {
-  bool lazy = true;  // postcopy (lazy) or precopy (eager)
-  PostcopyRestoreOptions postcopy;
-  PrecopyRestoreOptions precopy;
-  // Compare the destination's RAMBlocks with the checkpoint's before sending anything (recommended: QEMU's own
-  // check happens only while loading, after it has been told to expect a stream).
-  bool check_ram_blocks = true;
-  // Empty: a socketpair passed with getfd. Otherwise QEMU listens on this unix socket path (libvirt).
-  std::string unix_socket_path;
-  int completion_timeout_ms = 120000;  // for QEMU to report "completed" after the stream ended
-};
-
-struct RestoreReport {
-  PostcopyRestoreStats postcopy;
-  PrecopyRestoreStats precopy;
-  uint64_t start_to_running_us = 0;  // call start to the destination's RESUME event (0 if not seen, e.g. -S)
-  uint64_t total_us = 0;             // call start to QEMU reporting completed
-  std::string final_status;          // QEMU's migration status at the end
-};
-
-// Restores `state` + pages into the QEMU behind `qmp` (started with -incoming defer). `process` (optional,
-// borrowed) is the launched QEMU: when given, errors say whether it died and quote its stderr.
-// Errors: invalid-argument (RAMBlocks differ, before anything is sent), unsupported (postcopy not available),
-// io-error / aborted (QEMU went away or rejected the stream; the message carries its error), page source errors.
-Status RestoreIntoQemu(QmpClient& qmp, const SavedVmState& state, RestorePageSource& pages,
-                       const RestoreOptions& options, RestoreReport* report, QemuProcess* process = nullptr);
 
 }  // namespace halite::qemu
 
