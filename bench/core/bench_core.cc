@@ -16,6 +16,7 @@
 
 #include "codec/zstd_codec.h"
 #include "halite/checkpoint_reader.h"
+#include "halite/latency_histogram.h"
 #include "halite/checkpoint_writer.h"
 #include "support/synthetic_memory.h"
 #include "support/temp_dir.h"
@@ -58,12 +59,6 @@ SaveResult Save(const std::string& image, const std::string& out, uint64_t raw, 
     std::exit(1);
   }
   return {s->file_bytes, Seconds(t0, t1), s->dictionary_bytes};
-}
-
-double Percentile(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[std::min(v.size() - 1, size_t(p * double(v.size())))];
 }
 
 void DropCaches() {
@@ -165,7 +160,7 @@ int main(int argc, char** argv) {
       if (!reader) return 1;
       auto& r = **reader;
       std::mt19937 rng(5);
-      std::vector<double> us;
+      LatencyHistogram latency;
       std::vector<uint8_t> buf;
       uint64_t stored = 0;
       int n = std::min<int>(int(r.blocks().size()), quick ? 300 : 1000);
@@ -174,10 +169,11 @@ int main(int argc, char** argv) {
         buf.resize(r.blocks()[b].raw_length());
         auto t0 = Clock::now();
         if (!r.ReadBlock(b, buf).ok()) return 1;
-        us.push_back(Seconds(t0, Clock::now()) * 1e6);
+        latency.Record(uint64_t(Seconds(t0, Clock::now()) * 1e9));
         stored += r.blocks()[b].stored_length;
       }
-      double p50 = Percentile(us, 0.5), p99 = Percentile(us, 0.99);
+      const LatencySummary lat = latency.Summary();
+      const double p50 = double(lat.p50_ns) / 1e3, p99 = double(lat.p99_ns) / 1e3;
       rows.push_back({"block_latency", std::string(cold ? "cold" : "warm") + " block_pages=" + std::to_string(bp), p50,
                       p99, double(stored) / n, 0});
       if (!cold) {

@@ -33,7 +33,7 @@ void PutBe64(std::string* out, uint64_t v) {
   PutBe32(out, static_cast<uint32_t>(v));
 }
 
-Result<size_t> FdSource::ReadSome(uint8_t* buf, size_t len) {
+Result<size_t> FdSource::ReadSome(void* buf, size_t len) {
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
   for (;;) {
@@ -63,14 +63,14 @@ Result<size_t> FdSource::ReadSome(uint8_t* buf, size_t len) {
   }
 }
 
-Result<size_t> MemorySource::ReadSome(uint8_t* buf, size_t len) {
+Result<size_t> MemorySource::ReadSome(void* buf, size_t len) {
   const size_t n = std::min({len, data_.size() - pos_, max_chunk_});
   if (n > 0) memcpy(buf, data_.data() + pos_, n);
   pos_ += n;
   return n;
 }
 
-StreamInput::StreamInput(ByteSource* source, std::string name, size_t initial_buffer)
+StreamInput::StreamInput(SequentialSource* source, std::string name, size_t initial_buffer)
     : source_(source), name_(std::move(name)), buf_(std::max<size_t>(initial_buffer, 64)) {}
 
 Status StreamInput::CorruptAt(uint64_t at, const std::string& message) const {
@@ -182,12 +182,14 @@ FdSink::FdSink(int fd, std::string name, size_t buffer_size, int stall_timeout_m
   buf_.resize(capacity_);
 }
 
-Status FdSink::Write(const uint8_t* data, size_t len) {
+Status FdSink::Write(const void* data, size_t len) {
+  if (len == 0) return Status::Ok();  // data may be null for an empty write; memcpy must not see it
+  const auto* bytes = static_cast<const uint8_t*>(data);
   if (used_ + len > capacity_) {
     HLT_RETURN_IF_ERROR(Flush());
-    if (len >= capacity_) return WriteAll(data, len);
+    if (len >= capacity_) return WriteAll(bytes, len);
   }
-  memcpy(buf_.data() + used_, data, len);
+  memcpy(buf_.data() + used_, bytes, len);
   used_ += len;
   return Status::Ok();
 }

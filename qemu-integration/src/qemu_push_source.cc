@@ -30,13 +30,6 @@ constexpr uint32_t kPackagePing = 0x52554e00;  // "RUN\0": answered right before
 // Set on the request workers: their sections answer a request (never throttled, counted as request pages).
 thread_local bool t_request_worker = false;
 
-uint64_t Percentile(std::vector<uint64_t> v, double q) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  size_t idx = static_cast<size_t>(q * static_cast<double>(v.size() - 1) + 0.5);
-  return v[std::min(idx, v.size() - 1)];
-}
-
 }  // namespace
 
 PushRestoreChannel::PushRestoreChannel(int fd, const SavedVmState& state, PushRestoreOptions options,
@@ -302,7 +295,8 @@ void PushRestoreChannel::WorkerLoop() {
     if (!any) {
       ++stats_.requests_already_sent;
     } else {
-      latencies_us_.push_back(MicrosBetween(r.received, Clock::now()));
+      request_latency_.Record(uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                                Clock::now() - r.received).count()));
     }
   }
 }
@@ -531,17 +525,16 @@ Status PushRestoreChannel::WaitForPeerClose() {
 
 PushRestoreStats PushRestoreChannel::stats(bool latency_percentiles) const {
   PushRestoreStats out;
-  std::vector<uint64_t> lat;
   {
     std::lock_guard<std::mutex> lock(mu_);
     out = stats_;
-    if (latency_percentiles) lat = latencies_us_;
     if (package_pong_) out.connect_to_running_us = MicrosBetween(t0_, *package_pong_);
   }
   if (latency_percentiles) {
-    out.request_latency_p50_us = Percentile(lat, 0.5);
-    out.request_latency_p99_us = Percentile(lat, 0.99);
-    out.request_latency_max_us = lat.empty() ? 0 : *std::max_element(lat.begin(), lat.end());
+    const LatencySummary lat = request_latency_.Summary();
+    out.request_latency_p50_us = lat.p50_ns / 1000;
+    out.request_latency_p99_us = lat.p99_ns / 1000;
+    out.request_latency_max_us = lat.max_ns / 1000;
   }
   {
     std::lock_guard<std::mutex> lock(stream_mu_);

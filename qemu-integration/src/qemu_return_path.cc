@@ -4,7 +4,7 @@
 
 namespace halite::qemu {
 
-ReturnPathReader::ReturnPathReader(ByteSource* source, std::string name, uint64_t max_bitmap_bytes)
+ReturnPathReader::ReturnPathReader(SequentialSource* source, std::string name, uint64_t max_bitmap_bytes)
     : in_(source, std::move(name), 4096), max_bitmap_bytes_(max_bitmap_bytes) {}
 
 Result<std::optional<ReturnPathMessage>> ReturnPathReader::Next() {

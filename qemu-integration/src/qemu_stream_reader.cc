@@ -49,7 +49,7 @@ uint64_t FindNextZero(const std::vector<uint64_t>& bits, uint64_t from, uint64_t
 
 }  // namespace
 
-MigrationStreamReader::MigrationStreamReader(ByteSource* source, MigrationStreamHandler* handler,
+MigrationStreamReader::MigrationStreamReader(SequentialSource* source, MigrationStreamHandler* handler,
                                              MigrationStreamReaderOptions options)
     : in_(source, options.stream_name, 1 << 20), handler_(handler), options_(std::move(options)) {}
 

@@ -11,7 +11,7 @@ constexpr size_t kMaxDiscardRanges = 12;
 
 }  // namespace
 
-MigrationStreamWriter::MigrationStreamWriter(ByteSink* sink, const SavedVmState* state,
+MigrationStreamWriter::MigrationStreamWriter(SequentialSink* sink, const SavedVmState* state,
                                              MigrationStreamWriterOptions options)
     : sink_(sink), state_(state), options_(options) {
   sent_.resize(state_->ram_blocks.size());

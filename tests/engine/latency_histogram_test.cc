@@ -1,9 +1,9 @@
-#include "engine/latency_histogram.h"
+#include "halite/latency_histogram.h"
 
 #include <catch2/catch.hpp>
 #include <random>
 
-using halite::engine::LatencyHistogram;
+using halite::LatencyHistogram;
 
 TEST_CASE("histogram buckets tile the values without gaps", "[engine][stats]") {
   for (int b = 0; b + 1 < LatencyHistogram::kBuckets; ++b) {

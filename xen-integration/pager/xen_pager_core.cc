@@ -142,7 +142,7 @@ XenSaveImage MakeLazySkeleton(const XenSaveImage& image) {
   return out;
 }
 
-Status ExportSkeleton(const CheckpointReader& reader, ByteSink& out) {
+Status ExportSkeleton(const CheckpointReader& reader, SequentialSink& out) {
   if (reader.metadata().vmm_kind != VmmKind::kXen) {
     return Status::InvalidArgument(reader.name() + ": not a Xen checkpoint");
   }

@@ -100,7 +100,7 @@ class PagerCore {
 XenSaveImage MakeLazySkeleton(const XenSaveImage& image);
 // Decodes the checkpoint's Xen state and writes the skeleton stream to `out`. Errors: as
 // ExportCheckpointToStream.
-Status ExportSkeleton(const CheckpointReader& reader, ByteSink& out);
+Status ExportSkeleton(const CheckpointReader& reader, SequentialSink& out);
 
 }  // namespace halite::xen::pager
 

@@ -168,9 +168,9 @@ class CheckpointPages final : public PageBatchSource {
   uint64_t blocks_read_ = 0, distinct_ = 0;
 };
 
-class CountingSink final : public ByteSink {
+class CountingSink final : public SequentialSink {
  public:
-  explicit CountingSink(ByteSink& inner) : inner_(inner) {}
+  explicit CountingSink(SequentialSink& inner) : inner_(inner) {}
   Status Write(const void* buf, size_t n) override {
     bytes += n;
     return inner_.Write(buf, n);
@@ -179,12 +179,12 @@ class CountingSink final : public ByteSink {
   uint64_t bytes = 0;
 
  private:
-  ByteSink& inner_;
+  SequentialSink& inner_;
 };
 
 }  // namespace
 
-Status ExportCheckpointToStream(const CheckpointReader& reader, ByteSink& out, const ExportOptions& options,
+Status ExportCheckpointToStream(const CheckpointReader& reader, SequentialSink& out, const ExportOptions& options,
                                 ExportStats* stats) {
   const auto start = std::chrono::steady_clock::now();
   const std::string& name = reader.name();

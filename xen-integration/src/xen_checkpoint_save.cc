@@ -32,23 +32,23 @@ using Clock = std::chrono::steady_clock;
 double Since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 // Gives back the bytes format detection consumed, then the rest of the input.
-class PrefixedSource final : public ByteSource {
+class PrefixedSource final : public SequentialSource {
  public:
-  PrefixedSource(std::vector<uint8_t> prefix, ByteSource& rest) : prefix_(std::move(prefix)), rest_(rest) {}
-  Result<size_t> Read(void* buf, size_t n) override {
+  PrefixedSource(std::vector<uint8_t> prefix, SequentialSource& rest) : prefix_(std::move(prefix)), rest_(rest) {}
+  Result<size_t> ReadSome(void* buf, size_t n) override {
     if (pos_ < prefix_.size()) {
       size_t take = std::min(n, prefix_.size() - pos_);
       std::memcpy(buf, prefix_.data() + pos_, take);
       pos_ += take;
       return take;
     }
-    return rest_.Read(buf, n);
+    return rest_.ReadSome(buf, n);
   }
 
  private:
   std::vector<uint8_t> prefix_;
   size_t pos_ = 0;
-  ByteSource& rest_;
+  SequentialSource& rest_;
 };
 
 std::string OutputDir(const std::string& path) {
@@ -202,7 +202,7 @@ class Saver {
       head.resize(8);
       size_t got = 0;
       while (got < head.size()) {
-        auto r = fd_source.Read(head.data() + got, head.size() - got);
+        auto r = fd_source.ReadSome(head.data() + got, head.size() - got);
         if (!r) return r.error().WithContext(name);
         if (*r == 0) break;
         got += *r;

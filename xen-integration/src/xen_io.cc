@@ -10,7 +10,7 @@ namespace halite::xen {
 
 FdByteSource::FdByteSource(int fd, size_t buffer_size) : fd_(fd), buf_(buffer_size) {}
 
-Result<size_t> FdByteSource::Read(void* buf, size_t n) {
+Result<size_t> FdByteSource::ReadSome(void* buf, size_t n) {
   if (n == 0) return size_t{0};
   if (pos_ == len_) {
     // Large reads (page data) bypass the buffer: one copy less.
@@ -72,7 +72,7 @@ Status FdByteSink::Flush() {
   return s;
 }
 
-Result<size_t> MemoryByteSource::Read(void* buf, size_t n) {
+Result<size_t> MemoryByteSource::ReadSome(void* buf, size_t n) {
   size_t take = std::min(n, data_.size() - pos_);
   if (take) std::memcpy(buf, data_.data() + pos_, take);
   pos_ += take;

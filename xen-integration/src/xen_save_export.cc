@@ -35,7 +35,7 @@ Status CheckImage(const XenSaveImage& image) {
 
 class Exporter {
  public:
-  Exporter(const XenSaveImage& image, PageBatchSource& pages, ByteSink& out)
+  Exporter(const XenSaveImage& image, PageBatchSource& pages, SequentialSink& out)
       : image_(image), pages_(pages), writer_(out) {}
 
   Status Run() {
@@ -142,7 +142,7 @@ int LibxlRank(uint32_t type) {
 
 }  // namespace
 
-Status ExportSaveStream(const XenSaveImage& image, PageBatchSource& pages, ByteSink& out) {
+Status ExportSaveStream(const XenSaveImage& image, PageBatchSource& pages, SequentialSink& out) {
   HLT_RETURN_IF_ERROR(CheckImage(image));
   HLT_RETURN_IF_ERROR(Exporter(image, pages, out).Run());
   return out.Flush();

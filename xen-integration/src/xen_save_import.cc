@@ -72,7 +72,7 @@ Status XenImporter::OnStreamEnd() {
   return Status::Ok();
 }
 
-Result<XenSaveImage> ImportSaveStream(ByteSource& source, PageBatchSink& sink, const ReadOptions& options,
+Result<XenSaveImage> ImportSaveStream(SequentialSource& source, PageBatchSink& sink, const ReadOptions& options,
                                       ImportStats* stats) {
   XenSaveImage image;
   XenImporter importer(&image, &sink, options.format);

@@ -42,7 +42,7 @@ struct RawRecord {
 
 class Reader {
  public:
-  Reader(ByteSource& source, StreamVisitor& visitor, const ReadOptions& options)
+  Reader(SequentialSource& source, StreamVisitor& visitor, const ReadOptions& options)
       : source_(source), visitor_(visitor), opt_(options) {}
 
   Status Run() {
@@ -78,7 +78,7 @@ class Reader {
     auto* p = static_cast<uint8_t*>(buf);
     size_t got = 0;
     while (got < n) {
-      auto r = source_.Read(p + got, n - got);
+      auto r = source_.ReadSome(p + got, n - got);
       if (!r) return r.error().WithContext(opt_.source_name + ": " + where + " at offset " + fmt::format("{:#x}", offset_ + got));
       if (*r == 0) {
         return Corrupt(where, "truncated: input ends at offset " + fmt::format("{:#x}", offset_ + got) + " after " +
@@ -98,7 +98,7 @@ class Reader {
     while (have < n) {
       size_t chunk = std::min(n - have, std::max<size_t>(have, 1u << 20));
       if (body_.size() < have + chunk) body_.resize(have + chunk);
-      auto r = source_.Read(body_.data() + have, chunk);
+      auto r = source_.ReadSome(body_.data() + have, chunk);
       if (!r) return r.error().WithContext(opt_.source_name + ": " + where + " at offset " + fmt::format("{:#x}", start + have));
       if (*r == 0) {
         return Corrupt(where, "truncated: input ends at offset " + fmt::format("{:#x}", start + have) + " after " +
@@ -113,7 +113,7 @@ class Reader {
   Status CheckEndOfInput() {
     if (!opt_.require_end_of_input) return Status::Ok();
     uint8_t byte;
-    auto r = source_.Read(&byte, 1);
+    auto r = source_.ReadSome(&byte, 1);
     if (!r) return r.error().WithContext(opt_.source_name);
     if (*r != 0) {
       return Corrupt("end of stream at offset " + fmt::format("{:#x}", offset_),
@@ -500,7 +500,7 @@ class Reader {
     return Status::Ok();
   }
 
-  ByteSource& source_;
+  SequentialSource& source_;
   StreamVisitor& visitor_;
   const ReadOptions& opt_;
   uint64_t offset_ = 0;
@@ -530,7 +530,7 @@ Result<StreamFormat> DetectStreamFormat(std::span<const uint8_t> head) {
                          "nor the libxc marker");
 }
 
-Status ReadStream(ByteSource& source, StreamVisitor& visitor, const ReadOptions& options) {
+Status ReadStream(SequentialSource& source, StreamVisitor& visitor, const ReadOptions& options) {
   return Reader(source, visitor, options).Run();
 }
 

@@ -38,6 +38,26 @@ class HALITE_EXPORT RandomAccessFile {
   virtual Status ReadBatch(std::span<ReadRequest> requests);
 };
 
+// A byte stream read once, front to back: a pipe, a socket, a FIFO, standard input (a VMM's save or migration
+// stream). One instance is used from one thread at a time.
+class HALITE_EXPORT SequentialSource {
+ public:
+  virtual ~SequentialSource() = default;
+  // Reads up to `len` bytes into `buf`; returns how many, 0 only at the end of the stream (or len == 0).
+  // Errors: kIoError from the operating system (or kAborted when the source was told to stop).
+  virtual Result<size_t> ReadSome(void* buf, size_t len) = 0;
+};
+
+// A byte stream written front to back. One instance is used from one thread at a time.
+class HALITE_EXPORT SequentialSink {
+ public:
+  virtual ~SequentialSink() = default;
+  // Appends all `len` bytes or fails (kIoError).
+  virtual Status Write(const void* data, size_t len) = 0;
+  // Pushes buffered bytes to the destination. Callers must Flush() before they are done with a sink.
+  virtual Status Flush() { return Status::Ok(); }
+};
+
 struct HALITE_EXPORT FileOpenOptions {
   bool use_io_uring = true;  // for ReadBatch; falls back to pread when io_uring is unavailable
 };

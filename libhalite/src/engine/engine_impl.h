@@ -26,7 +26,7 @@
 
 #include "common/rate_limiter.h"
 #include "engine/event_timeline.h"
-#include "engine/latency_histogram.h"
+#include "halite/latency_histogram.h"
 #include "engine/page_bitmap.h"
 #include "halite/restore_engine.h"
 
@@ -118,8 +118,8 @@ class HALITE_HIDDEN RestoreEngine::Impl {
   engine::AtomicBitmap installed_;
 
   Counters c_;
-  engine::LatencyHistogram fault_hist_;
-  engine::LatencyHistogram blocking_hist_;
+  LatencyHistogram fault_hist_;
+  LatencyHistogram blocking_hist_;
   engine::EventTimeline timeline_;
 
   mutable std::mutex failures_mu_;

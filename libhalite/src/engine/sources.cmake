@@ -1,7 +1,6 @@
 # The lazy restore engine and its userfaultfd sink (included from libhalite/CMakeLists.txt).
 # Only src/engine/userfaultfd.cc includes <linux/userfaultfd.h>.
 target_sources(halite_objects PRIVATE
-  ${CMAKE_CURRENT_LIST_DIR}/latency_histogram.cc
   ${CMAKE_CURRENT_LIST_DIR}/event_timeline.cc
   ${CMAKE_CURRENT_LIST_DIR}/restore_engine.cc
   ${CMAKE_CURRENT_LIST_DIR}/background_loader.cc

@@ -16,24 +16,18 @@
 #include <vector>
 
 #include "halite/status.h"
+#include "halite/storage.h"
 
 namespace halite::qemu {
-
-// Where bytes come from. ReadSome returns 0 at end of stream.
-class ByteSource {
- public:
-  virtual ~ByteSource() = default;
-  virtual Result<size_t> ReadSome(uint8_t* buf, size_t len) = 0;
-};
 
 // Reads a file descriptor it borrows (the caller closes it, after the source is gone).
 // idle_timeout_ms > 0: a read that sees no byte for that long fails with an io-error instead of blocking forever.
 // stop: when set and becoming true, a pending read returns an aborted Status within ~50 ms.
-class FdSource : public ByteSource {
+class FdSource : public SequentialSource {
  public:
   FdSource(int fd, int idle_timeout_ms = 0, const std::atomic<bool>* stop = nullptr)
       : fd_(fd), idle_timeout_ms_(idle_timeout_ms), stop_(stop) {}
-  Result<size_t> ReadSome(uint8_t* buf, size_t len) override;
+  Result<size_t> ReadSome(void* buf, size_t len) override;
 
  private:
   int fd_;
@@ -43,11 +37,11 @@ class FdSource : public ByteSource {
 
 // Reads a span it borrows (must outlive the source). Optionally hands out at most max_chunk bytes per read,
 // which lets tests exercise record boundaries that fall between reads.
-class MemorySource : public ByteSource {
+class MemorySource : public SequentialSource {
  public:
   explicit MemorySource(std::span<const uint8_t> data, size_t max_chunk = SIZE_MAX)
       : data_(data), max_chunk_(max_chunk) {}
-  Result<size_t> ReadSome(uint8_t* buf, size_t len) override;
+  Result<size_t> ReadSome(void* buf, size_t len) override;
 
  private:
   std::span<const uint8_t> data_;
@@ -55,11 +49,11 @@ class MemorySource : public ByteSource {
   size_t max_chunk_;
 };
 
-// Buffered forward reader over a ByteSource it borrows. Tracks the absolute stream offset for error messages.
+// Buffered forward reader over a SequentialSource it borrows. Tracks the absolute stream offset for error messages.
 class StreamInput {
  public:
   // name appears in every error ("migration stream", "return path").
-  StreamInput(ByteSource* source, std::string name, size_t initial_buffer = 256 * 1024);
+  StreamInput(SequentialSource* source, std::string name, size_t initial_buffer = 256 * 1024);
 
   // Makes n bytes available and returns a pointer to them (valid until the next Need/Consume); an error when
   // the stream ends first: "<name>: offset 0x..: unexpected end of stream reading <what> (n bytes)".
@@ -86,7 +80,7 @@ class StreamInput {
  private:
   Status Fill(size_t n, const char* what);
 
-  ByteSource* source_;
+  SequentialSource* source_;
   std::string name_;
   std::vector<uint8_t> buf_;
   size_t begin_ = 0;  // first unread byte in buf_
@@ -95,22 +89,15 @@ class StreamInput {
   bool eof_ = false;
 };
 
-// Where bytes go.
-class ByteSink {
- public:
-  virtual ~ByteSink() = default;
-  virtual Status Write(const uint8_t* data, size_t len) = 0;
-  virtual Status Flush() { return Status::Ok(); }
-};
 
 // Writes a file descriptor it borrows, buffering up to buffer_size bytes. Sockets are written with
 // MSG_NOSIGNAL so a peer that died gives an io-error (EPIPE) rather than SIGPIPE.
 // stall_timeout_ms > 0: a write that makes no progress for that long fails (a peer that stopped reading).
-class FdSink : public ByteSink {
+class FdSink : public SequentialSink {
  public:
   FdSink(int fd, std::string name, size_t buffer_size = 256 * 1024, int stall_timeout_ms = 30000);
   ~FdSink() override = default;  // unflushed bytes are dropped: call Flush()
-  Status Write(const uint8_t* data, size_t len) override;
+  Status Write(const void* data, size_t len) override;
   Status Flush() override;
   uint64_t bytes_written() const { return written_; }
 
@@ -128,10 +115,10 @@ class FdSink : public ByteSink {
 };
 
 // Appends to a std::string it borrows (tests, and building PACKAGED payloads).
-class StringSink : public ByteSink {
+class StringSink : public SequentialSink {
  public:
   explicit StringSink(std::string* out) : out_(out) {}
-  Status Write(const uint8_t* data, size_t len) override {
+  Status Write(const void* data, size_t len) override {
     out_->append(reinterpret_cast<const char*>(data), len);
     return Status::Ok();
   }

@@ -31,7 +31,7 @@ struct ReturnPathMessage {
 class ReturnPathReader {
  public:
   // Borrows source. max_bitmap_bytes bounds a RECV_BITMAP's bitmap before it is allocated.
-  explicit ReturnPathReader(ByteSource* source, std::string name = "return path",
+  explicit ReturnPathReader(SequentialSource* source, std::string name = "return path",
                             uint64_t max_bitmap_bytes = 1ull << 28);
 
   // The next message; std::nullopt when the stream ends cleanly between messages. Errors: corrupt (unknown type,

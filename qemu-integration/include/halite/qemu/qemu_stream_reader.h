@@ -89,7 +89,7 @@ struct MigrationStreamStats {
 class MigrationStreamReader {
  public:
   // Borrows source and handler; both must outlive the reader.
-  MigrationStreamReader(ByteSource* source, MigrationStreamHandler* handler,
+  MigrationStreamReader(SequentialSource* source, MigrationStreamHandler* handler,
                         MigrationStreamReaderOptions options = {});
 
   // Parses the whole stream, up to the source's end. Errors are corrupt (bytes violate the format, message with

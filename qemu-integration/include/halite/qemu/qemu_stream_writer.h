@@ -38,7 +38,7 @@ struct MigrationStreamWriterOptions {
 class MigrationStreamWriter {
  public:
   // Borrows sink and state; both must outlive the writer.
-  MigrationStreamWriter(ByteSink* sink, const SavedVmState* state, MigrationStreamWriterOptions options = {});
+  MigrationStreamWriter(SequentialSink* sink, const SavedVmState* state, MigrationStreamWriterOptions options = {});
 
   Status WriteHeader();
   Status WriteConfiguration();
@@ -90,7 +90,7 @@ class MigrationStreamWriter {
   Status BeginRamSection(uint8_t tag);
   Status PageHeader(PageId page, uint64_t flag, std::string* rec);
 
-  ByteSink* sink_;
+  SequentialSink* sink_;
   const SavedVmState* state_;
   MigrationStreamWriterOptions options_;
   Phase phase_ = Phase::kNew;

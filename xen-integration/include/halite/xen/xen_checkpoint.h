@@ -89,12 +89,12 @@ struct ExportStats {
 // Reads the Xen state and pages of `reader` and writes the stream to `out` (flushed at the end). Errors:
 // kInvalidArgument for a checkpoint not made from a Xen stream, kCorrupt when the state blob or the page map
 // disagree with the layout (naming the pfn), the reader's and the sink's.
-Status ExportCheckpointToStream(const CheckpointReader& reader, ByteSink& out, const ExportOptions& options,
+Status ExportCheckpointToStream(const CheckpointReader& reader, SequentialSink& out, const ExportOptions& options,
                                 ExportStats* stats = nullptr);
 
-// A ByteSink over the library's atomic AppendSink (buffered). Commit() after a successful export; destroying it
+// A SequentialSink over the library's atomic AppendSink (buffered). Commit() after a successful export; destroying it
 // without Commit() leaves nothing behind.
-class AppendSinkByteSink final : public ByteSink {
+class AppendSinkByteSink final : public SequentialSink {
  public:
   explicit AppendSinkByteSink(std::unique_ptr<AppendSink> sink, size_t buffer_size = 1 << 20);
   Status Write(const void* buf, size_t n) override;

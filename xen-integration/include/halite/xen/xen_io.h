@@ -14,32 +14,16 @@
 #include <vector>
 
 #include "halite/status.h"
+#include "halite/storage.h"
 
 namespace halite::xen {
 
-class ByteSource {
- public:
-  virtual ~ByteSource() = default;
-  // Reads up to `n` bytes into `buf`. Returns how many were read; 0 only at end of stream (or n == 0).
-  // Errors: kIoError from the operating system.
-  virtual Result<size_t> Read(void* buf, size_t n) = 0;
-};
-
-class ByteSink {
- public:
-  virtual ~ByteSink() = default;
-  // Appends all `n` bytes or fails (kIoError).
-  virtual Status Write(const void* buf, size_t n) = 0;
-  // Pushes buffered bytes to the destination. Callers must Flush() before they are done with a sink.
-  virtual Status Flush() { return Status::Ok(); }
-};
-
 // Reads from a file descriptor the caller owns and keeps open while this object lives. Buffers internally so
 // the codec's small header reads do not each become a system call; retries EINTR.
-class FdByteSource final : public ByteSource {
+class FdByteSource final : public SequentialSource {
  public:
   explicit FdByteSource(int fd, size_t buffer_size = 256 * 1024);
-  Result<size_t> Read(void* buf, size_t n) override;
+  Result<size_t> ReadSome(void* buf, size_t n) override;
 
  private:
   int fd_;
@@ -50,7 +34,7 @@ class FdByteSource final : public ByteSource {
 
 // Writes to a file descriptor the caller owns. Buffers small writes; large writes go straight through.
 // Flush() before closing the fd; the destructor does not flush (it could not report an error).
-class FdByteSink final : public ByteSink {
+class FdByteSink final : public SequentialSink {
  public:
   explicit FdByteSink(int fd, size_t buffer_size = 256 * 1024);
   Status Write(const void* buf, size_t n) override;
@@ -64,10 +48,10 @@ class FdByteSink final : public ByteSink {
 };
 
 // Reads from memory borrowed from the caller, which must outlive this object.
-class MemoryByteSource final : public ByteSource {
+class MemoryByteSource final : public SequentialSource {
  public:
   explicit MemoryByteSource(std::span<const uint8_t> data) : data_(data) {}
-  Result<size_t> Read(void* buf, size_t n) override;
+  Result<size_t> ReadSome(void* buf, size_t n) override;
 
  private:
   std::span<const uint8_t> data_;
@@ -75,7 +59,7 @@ class MemoryByteSource final : public ByteSource {
 };
 
 // Appends to a vector it owns.
-class VectorByteSink final : public ByteSink {
+class VectorByteSink final : public SequentialSink {
  public:
   Status Write(const void* buf, size_t n) override;
   const std::vector<uint8_t>& data() const { return data_; }

@@ -105,13 +105,13 @@ class XenImporter : public StreamVisitor {
 
 // Reads a whole stream from `source` (format from options.format), sending pages to `sink`.
 // Errors: those of ReadStream, and any from the sink.
-Result<XenSaveImage> ImportSaveStream(ByteSource& source, PageBatchSink& sink, const ReadOptions& options,
+Result<XenSaveImage> ImportSaveStream(SequentialSource& source, PageBatchSink& sink, const ReadOptions& options,
                                       ImportStats* stats = nullptr);
 
 // Writes `image` as a stream of image.format to `out` (and flushes it), reading page data from `pages`.
 // Errors: kInvalidArgument when the image is inconsistent (no END, record positions beyond the layout, no
 // LIBXC_CONTEXT), plus any from the source or sink.
-Status ExportSaveStream(const XenSaveImage& image, PageBatchSource& pages, ByteSink& out);
+Status ExportSaveStream(const XenSaveImage& image, PageBatchSource& pages, SequentialSink& out);
 
 // Rearranges the records into the order Xen 4.17's saver writes an HVM stream, for images whose order was not
 // kept (built from a checkpoint by other means, or v2 streams to upgrade): libxc v3 with X86_CPUID_POLICY,

@@ -1,6 +1,6 @@
 // Streaming reader for `xl save` images, bare libxl streams and bare libxc streams (x86 HVM, v2 and v3).
 //
-// Reads strictly forward from a ByteSource (a pipe, FIFO, stdin or file), validating every rule of the specs
+// Reads strictly forward from a SequentialSource (a pipe, FIFO, stdin or file), validating every rule of the specs
 // and of Xen 4.17's restorer, and reports the stream to a StreamVisitor. Memory use is bounded by the largest
 // record allowed (ReadOptions::max_record_length); pages are never accumulated.
 //
@@ -9,7 +9,7 @@
 //                 truncation, records out of order, a record over the size caps.
 //   kUnsupported  valid streams this reader does not take: big-endian, x86 PV, legacy (pre-v2) xl images,
 //                 checkpointed (Remus/COLO) streams, unknown mandatory records (a newer Xen).
-//   kIoError      from the ByteSource.
+//   kIoError      from the SequentialSource.
 //   anything a visitor callback returns.
 #ifndef HALITE_XEN_XEN_STREAM_READER_H_
 #define HALITE_XEN_XEN_STREAM_READER_H_
@@ -51,7 +51,7 @@ struct ReadOptions {
 };
 
 // Reads one complete stream of options.format from `source`. The visitor must outlive the call.
-Status ReadStream(ByteSource& source, StreamVisitor& visitor, const ReadOptions& options = {});
+Status ReadStream(SequentialSource& source, StreamVisitor& visitor, const ReadOptions& options = {});
 
 // The same over a buffer, for fuzzing and tests: the format is detected from the first bytes.
 Status ParseStreamFromMemory(const uint8_t* data, size_t size, StreamVisitor& visitor);

@@ -1,4 +1,4 @@
-// Low-level writer for the three layers of a save image, appending to a ByteSink.
+// Low-level writer for the three layers of a save image, appending to a SequentialSink.
 //
 // Each call frames one header or record exactly as Xen does (little-endian records, zero padding to 8 bytes,
 // big-endian libxl/libxc headers) and refuses arguments that would produce a stream Xen's restorer rejects
@@ -20,7 +20,7 @@ namespace halite::xen {
 
 class StreamWriter {
  public:
-  explicit StreamWriter(ByteSink& sink) : sink_(sink) {}
+  explicit StreamWriter(SequentialSink& sink) : sink_(sink) {}
 
   // The xl wrapper. With has_config, optional data is a u32 config length, the config, then optional_tail.
   Status WriteXlHeader(const XlHeader& header);
@@ -40,7 +40,7 @@ class StreamWriter {
   Status PutRecordHeader(uint32_t type, uint64_t length);
   Status PutPadding(uint64_t length);
 
-  ByteSink& sink_;
+  SequentialSink& sink_;
   uint64_t written_ = 0;
   std::vector<uint8_t> scratch_;
 };

@@ -1,8 +1,8 @@
-#include "engine/latency_histogram.h"
+#include "halite/latency_histogram.h"
 
 #include <bit>
 
-namespace halite::engine {
+namespace halite {
 
 LatencyHistogram::LatencyHistogram() {
   for (auto& c : counts_) c.store(0, std::memory_order_relaxed);
@@ -72,4 +72,4 @@ LatencySummary LatencyHistogram::Summary() const {
   return s;
 }
 
-}  // namespace halite::engine
+}  // namespace halite

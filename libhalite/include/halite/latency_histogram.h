@@ -1,17 +1,20 @@
-// A lock-free latency histogram: log-linear buckets (16 per power of two, so a percentile is within ~6% of
-// the truth) plus an exact maximum. Record() is wait-free and may be called from any thread.
-#ifndef HALITE_ENGINE_LATENCY_HISTOGRAM_H_
-#define HALITE_ENGINE_LATENCY_HISTOGRAM_H_
+// The one latency histogram every component reports percentiles from (the restore engine's faults, the QEMU
+// channel's requests, the benchmarks): log-linear buckets (16 per power of two, so a percentile is within ~6%
+// of the truth) plus an exact maximum, in fixed memory (~31 KiB) however many values are recorded. Record() is
+// wait-free and may be called from any thread.
+#ifndef HALITE_LATENCY_HISTOGRAM_H_
+#define HALITE_LATENCY_HISTOGRAM_H_
 
 #include <array>
 #include <atomic>
 #include <cstdint>
 
+#include "halite/export.h"
 #include "halite/restore_engine.h"
 
-namespace halite::engine {
+namespace halite {
 
-class LatencyHistogram {
+class HALITE_EXPORT LatencyHistogram {
  public:
   static constexpr int kSubBits = 4;  // 16 sub-buckets per power of two
   static constexpr int kSub = 1 << kSubBits;
@@ -33,6 +36,6 @@ class LatencyHistogram {
   std::atomic<uint64_t> max_{0};
 };
 
-}  // namespace halite::engine
+}  // namespace halite
 
-#endif  // HALITE_ENGINE_LATENCY_HISTOGRAM_H_
+#endif  // HALITE_LATENCY_HISTOGRAM_H_
