@@ -163,6 +163,16 @@ std::unique_ptr<QemuProcess> Launch(std::vector<std::string> args, bool incoming
   return std::move(p).value();
 }
 
+// A source VM with the pattern loaded at kPatternAddr, SeaBIOS given 300 ms to run a little.
+std::unique_ptr<QemuProcess> LaunchSource(const Env& env) {
+  std::vector<std::string> args = MachineArgs("64M");
+  args.insert(args.end(), {"-device", "loader,file=" + env.pattern_path + ",addr=" + std::to_string(kPatternAddr) +
+                                          ",force-raw=on"});
+  auto src = Launch(args, false, "source");
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  return src;
+}
+
 // The source side of the restore scenarios: boot SeaBIOS with the pattern loaded, stop, save a checkpoint.
 struct Saved {
   std::string checkpoint;
@@ -173,12 +183,8 @@ struct Saved {
 
 Saved SaveSource(const Env& env) {
   Saved saved;
-  std::vector<std::string> args = MachineArgs("64M");
-  args.insert(args.end(), {"-device", "loader,file=" + env.pattern_path + ",addr=" + std::to_string(kPatternAddr) +
-                                          ",force-raw=on"});
-  auto src = Launch(args, false, "source");
+  auto src = LaunchSource(env);
   auto qmp = src->TakeQmp();
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // let SeaBIOS run a little
   CheckpointSaveOptions so;
   so.then = SaveOptions::Then::kLeaveStopped;
   saved.checkpoint = env.dir + "/source.hlt";
@@ -220,12 +226,8 @@ void RequireQemu() {
 TEST_CASE("a stopped guest's migration stream: every page once, blocks, device state, VMDESC", "[save]") {
   RequireQemu();
   const Env env = MakeEnv();
-  std::vector<std::string> args = MachineArgs("64M");
-  args.insert(args.end(), {"-device", "loader,file=" + env.pattern_path + ",addr=" + std::to_string(kPatternAddr) +
-                                          ",force-raw=on"});
-  auto src = Launch(args, false, "source");
+  auto src = LaunchSource(env);
   auto qmp = src->TakeQmp();
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
   const auto source_blocks = Must(QueryRamBlocks(*qmp), "info ramblock on the source");
   MemoryPageStore store;
   SaveOptions so;
@@ -281,12 +283,8 @@ TEST_CASE("a stopped guest's migration stream: every page once, blocks, device s
 TEST_CASE("background snapshot: the guest keeps running; RAM START has no RAM END", "[live_save]") {
   RequireQemu();
   const Env env = MakeEnv();
-  std::vector<std::string> args = MachineArgs("64M");
-  args.insert(args.end(), {"-device", "loader,file=" + env.pattern_path + ",addr=" + std::to_string(kPatternAddr) +
-                                          ",force-raw=on"});
-  auto src = Launch(args, false, "source");
+  auto src = LaunchSource(env);
   auto qmp = src->TakeQmp();
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
   MemoryPageStore store;
   SaveOptions so;
   so.live = true;
