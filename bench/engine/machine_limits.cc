@@ -187,17 +187,21 @@ BlockCosts MeasureBlockCosts(const std::string& ckpt, size_t sample) {
     std::sort(ps.begin(), ps.end());
     raw.assign(r.blocks()[blk].raw_length(), 0x5a);
     auto t0 = Clock::now();
-    sink.BeginBatch();
+    std::vector<PageInstall> runs;
+    size_t staged = 0;
     for (size_t i = 0; i < ps.size();) {
       size_t j = i + 1;
       while (j < ps.size() && ps[j] == ps[j - 1] + 1) ++j;
-      staging.resize((j - i) * kPage);
-      Status s = sink.InstallPages(r.PageOf(ps[i]), j - i, staging);
-      if (!s.ok()) Die("install", s);
-      ++calls;
+      runs.push_back(PageInstall{r.PageOf(ps[i]), j - i, {}});
+      staged = std::max(staged, j - i);
       i = j;
     }
-    (void)sink.EndBatch();
+    staging.resize(staged * kPage);
+    for (auto& run : runs) run.data = std::span<const uint8_t>(staging.data(), run.count * kPage);
+    size_t done = 0;
+    Status s = sink.Install(runs, InstallPriority::kUrgent, &done);
+    if (!s.ok()) Die("install", s);
+    calls += runs.size();
     install.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
     pages += ps.size();
   }

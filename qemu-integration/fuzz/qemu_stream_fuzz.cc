@@ -29,7 +29,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const uint8_t mode = data[0];
   const std::span<const uint8_t> body(data + 1, size - 1);
   const size_t chunk = (mode & 0x0e) == 0 ? SIZE_MAX : (mode & 0x0e) * 37;
-  halite::qemu::MemorySource src(body, chunk);
+  halite::MemorySource src(body, chunk);
   if (mode & 1) {
     halite::qemu::ReturnPathReader reader(&src, "return path", 1 << 20);
     for (int i = 0; i < 100000; ++i) {

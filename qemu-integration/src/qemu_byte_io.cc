@@ -1,13 +1,9 @@
 #include "halite/qemu/qemu_byte_io.h"
 
-#include <poll.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
-#include <chrono>
 #include <cstring>
 
 #include <fmt/format.h>
@@ -31,43 +27,6 @@ void PutBe32(std::string* out, uint32_t v) {
 void PutBe64(std::string* out, uint64_t v) {
   PutBe32(out, static_cast<uint32_t>(v >> 32));
   PutBe32(out, static_cast<uint32_t>(v));
-}
-
-Result<size_t> FdSource::ReadSome(void* buf, size_t len) {
-  using Clock = std::chrono::steady_clock;
-  const auto start = Clock::now();
-  for (;;) {
-    // Poll in short slices so a stop request or the idle timeout is noticed even when the peer is silent.
-    const int slice = (stop_ != nullptr || idle_timeout_ms_ > 0) ? 50 : -1;
-    pollfd pfd{fd_, POLLIN, 0};
-    const int pr = poll(&pfd, 1, slice);
-    if (pr < 0) {
-      if (errno == EINTR) continue;
-      return Status::IoError("poll", errno);
-    }
-    if (pr == 0) {
-      if (stop_ != nullptr && stop_->load(std::memory_order_relaxed)) return Status::Aborted("read stopped on request");
-      if (idle_timeout_ms_ > 0 &&
-          Clock::now() - start > std::chrono::milliseconds(idle_timeout_ms_)) {
-        return Status::IoError("no data for " + std::to_string(idle_timeout_ms_) + " ms (peer stalled)")
-            .set_retryable(true);
-      }
-      continue;
-    }
-    const ssize_t n = read(fd_, buf, len);
-    if (n < 0) {
-      if (errno == EINTR || errno == EAGAIN) continue;
-      return Status::IoError("read", errno);
-    }
-    return static_cast<size_t>(n);
-  }
-}
-
-Result<size_t> MemorySource::ReadSome(void* buf, size_t len) {
-  const size_t n = std::min({len, data_.size() - pos_, max_chunk_});
-  if (n > 0) memcpy(buf, data_.data() + pos_, n);
-  pos_ += n;
-  return n;
 }
 
 StreamInput::StreamInput(SequentialSource* source, std::string name, size_t initial_buffer)
@@ -174,62 +133,6 @@ Status StreamInput::ReadToEnd(std::string* out, size_t limit, const char* what) 
     out->append(reinterpret_cast<const char*>(buf_.data() + begin_), avail);
     Consume(avail);
   }
-}
-
-FdSink::FdSink(int fd, std::string name, size_t buffer_size, int stall_timeout_ms)
-    : fd_(fd), name_(std::move(name)), capacity_(std::max<size_t>(buffer_size, 4096)),
-      stall_timeout_ms_(stall_timeout_ms) {
-  buf_.resize(capacity_);
-}
-
-Status FdSink::Write(const void* data, size_t len) {
-  if (len == 0) return Status::Ok();  // data may be null for an empty write; memcpy must not see it
-  const auto* bytes = static_cast<const uint8_t*>(data);
-  if (used_ + len > capacity_) {
-    HLT_RETURN_IF_ERROR(Flush());
-    if (len >= capacity_) return WriteAll(bytes, len);
-  }
-  memcpy(buf_.data() + used_, bytes, len);
-  used_ += len;
-  return Status::Ok();
-}
-
-Status FdSink::Flush() {
-  if (used_ == 0) return Status::Ok();
-  const size_t n = used_;
-  used_ = 0;
-  return WriteAll(buf_.data(), n);
-}
-
-Status FdSink::WriteAll(const uint8_t* data, size_t len) {
-  if (is_socket_ < 0) {
-    struct stat st;
-    is_socket_ = (fstat(fd_, &st) == 0 && S_ISSOCK(st.st_mode)) ? 1 : 0;
-  }
-  using Clock = std::chrono::steady_clock;
-  auto last_progress = Clock::now();
-  while (len > 0) {
-    pollfd pfd{fd_, POLLOUT, 0};
-    const int pr = poll(&pfd, 1, 100);
-    if (pr < 0 && errno != EINTR) return Status::IoError(name_ + ": offset " + fmt::format("{:#x}", written_) + ": poll", errno);
-    if (pr <= 0) {
-      if (stall_timeout_ms_ > 0 && Clock::now() - last_progress > std::chrono::milliseconds(stall_timeout_ms_)) {
-        return Status::IoError(name_ + ": offset " + fmt::format("{:#x}", written_) + ": peer stopped reading for " +
-                               std::to_string(stall_timeout_ms_) + " ms");
-      }
-      continue;
-    }
-    const ssize_t n = is_socket_ ? send(fd_, data, len, MSG_NOSIGNAL | MSG_DONTWAIT) : write(fd_, data, len);
-    if (n < 0) {
-      if (errno == EINTR || errno == EAGAIN) continue;
-      return Status::IoError(name_ + ": offset " + fmt::format("{:#x}", written_) + ": write", errno);
-    }
-    data += n;
-    len -= static_cast<size_t>(n);
-    written_ += static_cast<uint64_t>(n);
-    last_progress = Clock::now();
-  }
-  return Status::Ok();
 }
 
 }  // namespace halite::qemu

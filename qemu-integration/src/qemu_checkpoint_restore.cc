@@ -22,55 +22,31 @@ class ChannelSink final : public PageSink {
   ChannelSink(PushRestoreChannel* channel, std::vector<uint32_t> block_of_region)
       : channel_(channel), block_of_region_(std::move(block_of_region)) {}
 
-  Status InstallPages(PageRef first, uint64_t count, std::span<const uint8_t> data) override {
-    if (first.region >= block_of_region_.size() || data.size() != count * kTargetPageSize) {
-      return Status::InvalidArgument("install of region " + std::to_string(first.region) + " pages " +
-                                     std::to_string(first.page) + "+" + std::to_string(count));
+  Status Install(std::span<const PageInstall> batch, InstallPriority priority, size_t* runs_installed) override {
+    *runs_installed = 0;
+    HLT_ASSIGN_OR_RETURN(std::unique_ptr<RamSection> section, channel_->OpenSection(priority));
+    for (const PageInstall& run : batch) {
+      if (run.first.region >= block_of_region_.size() ||
+          (!run.zero() && run.data.size() != run.count * kTargetPageSize)) {
+        return Status::InvalidArgument("install of region " + std::to_string(run.first.region) + " pages " +
+                                       std::to_string(run.first.page) + "+" + std::to_string(run.count));
+      }
+      const PageId id{block_of_region_[run.first.region], run.first.page};
+      HLT_RETURN_IF_ERROR(run.zero() ? section->AddZeroPages(id, run.count)
+                                     : section->AddPages(id, run.count, run.data.data()));
+      ++*runs_installed;
     }
-    const PageId id{block_of_region_[first.region], first.page};
-    if (t_batch_ != this) return channel_->SendPages(id, count, data.data());
-    if (!t_batch_status_.ok()) return t_batch_status_;
-    return channel_->AddPages(id, count, data.data());
-  }
-
-  Status InstallZeroPages(PageRef first, uint64_t count) override {
-    if (first.region >= block_of_region_.size()) {
-      return Status::InvalidArgument("zero install of region " + std::to_string(first.region));
-    }
-    const PageId id{block_of_region_[first.region], first.page};
-    if (t_batch_ != this) {
-      HLT_RETURN_IF_ERROR(channel_->BeginSection());
-      Status s = channel_->AddZeroPages(id, count);
-      Status e = channel_->EndSection();
-      return s.ok() ? e : s;
-    }
-    if (!t_batch_status_.ok()) return t_batch_status_;
-    return channel_->AddZeroPages(id, count);
+    return section->Close();
   }
 
   // Nothing is on the destination before the engine sends it: POSTCOPY_ADVISE discarded all of its RAM (lazy),
   // and an eager restore sends every page.
   bool IsPresent(PageRef) const override { return false; }
 
-  void BeginBatch() override {
-    t_batch_ = this;
-    t_batch_status_ = channel_->BeginSection();
-  }
-  Status EndBatch() override {
-    if (t_batch_ != this) return Status::Ok();
-    t_batch_ = nullptr;
-    if (!t_batch_status_.ok()) return t_batch_status_;
-    return channel_->EndSection();
-  }
-
  private:
-  static thread_local const ChannelSink* t_batch_;
-  static thread_local Status t_batch_status_;
   PushRestoreChannel* channel_;
   std::vector<uint32_t> block_of_region_;
 };
-thread_local const ChannelSink* ChannelSink::t_batch_ = nullptr;
-thread_local Status ChannelSink::t_batch_status_;
 
 void CollectStats(const RestoreEngine& engine, const PushRestoreChannel& channel, CheckpointRestoreResult* result) {
   result->channel = channel.stats();

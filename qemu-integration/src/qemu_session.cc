@@ -44,7 +44,7 @@ Result<SavedVmState> SaveFromQemu(QmpClient& qmp, MigrationStreamHandler& handle
     (void)resume();
     return fd.error();
   }
-  FdSource source(fd->get(), 120000);
+  FdSource source(fd->get(), FdSourceOptions{"migration stream", 0, 120000});
   MigrationStreamReader reader(&source, &handler, ropts);
   s = reader.Run();
   fd->reset();

@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <array>
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <cstring>
@@ -66,7 +67,7 @@ std::string Request(const char* block, uint64_t page) {
 // EOF if every page came exactly once (or at once when kill_after_package).
 void Destination(int fd, DestResult* r, std::vector<std::pair<const char*, uint64_t>> requests, uint32_t shut,
                  bool close_after_package) {
-  FdSource src(fd, 10000);
+  FdSource src(fd, FdSourceOptions{"return path", 0, 10000});
   StreamInput in(&src, "fake destination");
   auto fail = [&](const std::string& m) { r->status = Status::Corrupt(m); };
   std::map<std::string, uint32_t> block_index{{"pc.ram", 0}, {"pc.bios", 1}};
@@ -141,7 +142,8 @@ void Destination(int fd, DestResult* r, std::vector<std::pair<const char*, uint6
 class FakeEngine {
  public:
   explicit FakeEngine(PushRestoreChannel* ch) : ch_(ch) {}
-  Status SendRun(uint32_t block, uint64_t first, uint64_t count) {
+  Status SendRun(uint32_t block, uint64_t first, uint64_t count,
+                 InstallPriority priority = InstallPriority::kBackground) {
     std::vector<PageId> mine;
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -150,20 +152,17 @@ class FakeEngine {
       }
     }
     if (mine.empty()) return Status::Ok();
-    HLT_RETURN_IF_ERROR(ch_->BeginSection());
-    Status s;
+    HLT_ASSIGN_OR_RETURN(std::unique_ptr<RamSection> section, ch_->OpenSection(priority));
     uint8_t page[4096];
     for (const PageId& id : mine) {
-      if (!s.ok()) break;
       if (IsZero(id)) {
-        s = ch_->AddZeroPages(id, 1);
+        HLT_RETURN_IF_ERROR(section->AddZeroPages(id, 1));
       } else {
         memset(page, Fill(id), sizeof page);
-        s = ch_->AddPages(id, 1, page);
+        HLT_RETURN_IF_ERROR(section->AddPages(id, 1, page));
       }
     }
-    Status e = ch_->EndSection();
-    return s.ok() ? e : s;
+    return section->Close();
   }
 
  private:
@@ -186,7 +185,7 @@ TEST_CASE("push channel: preload, requests on workers, background pushes, every 
   o.max_queued_push_pages = 16;
   PushRestoreChannel ch(sv[0], state, o, [&](PageId id) {
     ++handled;
-    return engine->SendRun(id.block, id.page - id.page % 32, 32);
+    return engine->SendRun(id.block, id.page - id.page % 32, 32, InstallPriority::kUrgent);
   });
   FakeEngine fe(&ch);
   engine = &fe;
@@ -295,16 +294,36 @@ TEST_CASE("push channel: SHUT 1 after EOF is aborted", "[push]") {
   REQUIRE(s.message().find("SHUT 1") != std::string::npos);
 }
 
+// A lazy channel whose destination reads and drops everything (no return path): for what the source checks.
+struct DrainedChannel {
+  explicit DrainedChannel(const SavedVmState& state)
+      : sv(MakePair()), drain([this] {
+          char buf[65536];
+          while (read(sv[1], buf, sizeof buf) > 0) {
+          }
+        }),
+        channel(sv[0], state, PushRestoreOptions{}, [](PageId) { return Status::Ok(); }) {}
+  ~DrainedChannel() {
+    channel.Abort(Status::Aborted("test over"));
+    channel.StopThreads();
+    drain.join();
+    close(sv[0]);
+    close(sv[1]);
+  }
+  static std::array<int, 2> MakePair() {
+    std::array<int, 2> fds{-1, -1};
+    REQUIRE(socketpair(AF_UNIX, SOCK_STREAM, 0, fds.data()) == 0);
+    return fds;
+  }
+  std::array<int, 2> sv;
+  std::thread drain;
+  PushRestoreChannel channel;
+};
+
 TEST_CASE("push channel: a page sent twice is refused", "[push]") {
   const SavedVmState state = MakeState();
-  int sv[2];
-  REQUIRE(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
-  std::thread drain([&] {
-    char buf[65536];
-    while (read(sv[1], buf, sizeof buf) > 0) {
-    }
-  });
-  PushRestoreChannel ch(sv[0], state, PushRestoreOptions{}, [&](PageId) { return Status::Ok(); });
+  DrainedChannel dc(state);
+  PushRestoreChannel& ch = dc.channel;
   REQUIRE(ch.Begin().ok());
   uint8_t page[4096] = {1};
   REQUIRE(ch.SendPages(PageId{0, 3}, 1, page).ok());
@@ -313,15 +332,46 @@ TEST_CASE("push channel: a page sent twice is refused", "[push]") {
   REQUIRE(s.message().find("page 3 of RAMBlock pc.ram sent twice") != std::string::npos);
   // A zero page too, before any byte of it is written: the section stays empty.
   const uint64_t bytes_before = ch.stats(false).bytes_sent;
-  REQUIRE(ch.BeginSection().ok());
-  CHECK(ch.AddZeroPages(PageId{0, 3}, 1).code() == StatusCode::kInternal);
-  REQUIRE(ch.EndSection().ok());
+  {
+    auto section = ch.OpenSection();
+    REQUIRE(section.has_value());
+    CHECK((*section)->AddZeroPages(PageId{0, 3}, 1).code() == StatusCode::kInternal);
+    REQUIRE((*section)->Close().ok());
+    CHECK((*section)->Close().code() == StatusCode::kInternal);  // closed once
+  }
   CHECK(ch.stats(false).bytes_sent == bytes_before);
   ch.Abort(s);
-  ch.StopThreads();
-  drain.join();
-  close(sv[0]);
-  close(sv[1]);
+}
+
+TEST_CASE("push channel: a section holds the stream until it closes or goes away; no nesting", "[push]") {
+  const SavedVmState state = MakeState();
+  DrainedChannel dc(state);
+  PushRestoreChannel& ch = dc.channel;
+  REQUIRE(ch.Begin().ok());
+  uint8_t page[4096] = {7};
+  std::atomic<bool> other_sent{false};
+  std::thread other;
+  {
+    auto held = ch.OpenSection();
+    REQUIRE(held.has_value());
+    REQUIRE((*held)->AddPages(PageId{0, 10}, 1, page).ok());
+    // The same thread cannot open a second one (it would wait for itself).
+    auto nested = ch.OpenSection();
+    REQUIRE(!nested.has_value());
+    CHECK(nested.error().code() == StatusCode::kInternal);
+    // Another thread waits for the stream...
+    other = std::thread([&] {
+      if (ch.SendPages(PageId{0, 11}, 1, page).ok()) other_sent = true;
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    CHECK(!other_sent.load());
+    // ...until the section goes away without Close(): its destructor closes it.
+  }
+  other.join();
+  CHECK(other_sent.load());
+  CHECK(ch.IsSent(PageId{0, 10}));
+  CHECK(ch.IsSent(PageId{0, 11}));
+  CHECK(ch.stats(false).sections == 2);
 }
 
 TEST_CASE("push channel: eager streams everything, waits for the close, and reports a destination that never "
@@ -340,7 +390,7 @@ TEST_CASE("push channel: eager streams everything, waits for the close, and repo
     } back;
     Status read_status;
     std::thread dest([&] {
-      FdSource src(sv[1]);
+      FdSource src(sv[1], FdSourceOptions{"restore stream"});
       MigrationStreamReader reader(&src, &back);
       read_status = reader.Run();  // ends at the source's half-close
       if (dest_closes) shutdown(sv[1], SHUT_RDWR);

@@ -32,8 +32,7 @@ SavedVmState ParseSample(Pages* pages) {
 TEST_CASE("writer's precopy stream reads back identically", "[writer]") {
   Pages in;
   const SavedVmState state = ParseSample(&in);
-  std::string out;
-  StringSink sink(&out);
+  MemorySink sink;
   MigrationStreamWriter w(&sink, &state);
   REQUIRE(w.WriteHeader().ok());
   REQUIRE(w.WriteConfiguration().ok());
@@ -52,7 +51,7 @@ TEST_CASE("writer's precopy stream reads back identically", "[writer]") {
   REQUIRE(w.pages_sent() == w.total_pages());
 
   Pages back;
-  MemorySource src(std::span(reinterpret_cast<const uint8_t*>(out.data()), out.size()));
+  MemorySource src(sink.view());
   MigrationStreamReader reader(&src, &back);
   REQUIRE(reader.Run().ok());
   REQUIRE(back.pages == in.pages);
@@ -85,8 +84,7 @@ struct Walk {
 TEST_CASE("writer lays out the postcopy sequence QEMU 7.2 expects", "[writer]") {
   Pages in;
   const SavedVmState state = ParseSample(&in);
-  std::string out;
-  StringSink sink(&out);
+  MemorySink sink;
   MigrationStreamWriter w(&sink, &state, MigrationStreamWriterOptions{true, 4096});
   REQUIRE(w.WriteHeader().ok());
   REQUIRE(w.WriteConfiguration().ok());
@@ -109,6 +107,7 @@ TEST_CASE("writer lays out the postcopy sequence QEMU 7.2 expects", "[writer]") 
   REQUIRE(w.WriteRamEnd().ok());
   REQUIRE(w.WriteEof().ok());
 
+  const std::string out(sink.view());
   Walk k{out};
   REQUIRE(k.Get(4) == 0x5145564d);
   REQUIRE(k.Get(4) == 3);
@@ -191,8 +190,7 @@ TEST_CASE("writer lays out the postcopy sequence QEMU 7.2 expects", "[writer]") 
 TEST_CASE("writer refuses a discard after pages and an oversized package", "[writer]") {
   Pages in;
   SavedVmState state = ParseSample(&in);
-  std::string out;
-  StringSink sink(&out);
+  MemorySink sink;
   MigrationStreamWriter w(&sink, &state);
   REQUIRE(w.WriteRamStart().code() == StatusCode::kInternal);  // before the header
   REQUIRE(w.WriteHeader().ok());
@@ -206,8 +204,7 @@ TEST_CASE("writer refuses a discard after pages and an oversized package", "[wri
   REQUIRE(w.WriteDiscardAll().code() == StatusCode::kInternal);
 
   state.device_state.assign(17u << 20, 'x');
-  std::string out2;
-  StringSink sink2(&out2);
+  MemorySink sink2;
   MigrationStreamWriter w2(&sink2, &state);
   REQUIRE(w2.WriteHeader().ok());
   REQUIRE(w2.WriteConfiguration().ok());

@@ -126,22 +126,14 @@ class RecordingSink : public PageSink {
       flags_.emplace_back(r.page_count());
     }
   }
-  Status InstallPages(PageRef first, uint64_t count, std::span<const uint8_t> data) override {
-    if (data.size() != count * 4096) return Status::Internal("data size mismatch");
-    if (fail_installs_.load() > 0) {
-      fail_installs_.fetch_sub(1);
-      return Status::IoError("injected sink failure");
+  Status Install(std::span<const PageInstall> batch, InstallPriority priority, size_t* runs_installed) override {
+    (priority == InstallPriority::kUrgent ? urgent_batches_ : background_batches_).fetch_add(1);
+    *runs_installed = 0;
+    for (const PageInstall& run : batch) {
+      HLT_RETURN_IF_ERROR(run.zero() ? InstallZeroRun(run) : InstallDataRun(run));
+      ++*runs_installed;
     }
-    if (install_delay_us_.load()) std::this_thread::sleep_for(std::chrono::microseconds(install_delay_us_.load()));
-    for (uint64_t i = 0; i < count; ++i) Mark(PageRef{first.region, first.page + i});
-    std::memcpy(memory_[first.region].data() + first.page * 4096, data.data(), data.size());
-    calls_.fetch_add(1);
-    return Status::Ok();
-  }
-  Status InstallZeroPages(PageRef first, uint64_t count) override {
-    for (uint64_t i = 0; i < count; ++i) Mark(PageRef{first.region, first.page + i});
-    std::memset(memory_[first.region].data() + first.page * 4096, 0, count * 4096);
-    zero_calls_.fetch_add(1);
+    batches_.fetch_add(1);
     return Status::Ok();
   }
   bool IsPresent(PageRef page) const override {
@@ -156,11 +148,32 @@ class RecordingSink : public PageSink {
   bool Installed(PageRef p) const { return flags_[p.region][p.page].load() > 0; }
   const uint8_t* Page(PageRef p) const { return memory_[p.region].data() + p.page * 4096; }
   uint64_t double_installs() const { return doubles_.load(); }
-  uint64_t calls() const { return calls_.load(); }
+  uint64_t calls() const { return calls_.load(); }  // runs with data
+  uint64_t batches() const { return batches_.load(); }
+  uint64_t urgent_batches() const { return urgent_batches_.load(); }
+  uint64_t background_batches() const { return background_batches_.load(); }
   void FailNextInstalls(int n) { fail_installs_ = n; }
   void set_install_delay_us(uint64_t us) { install_delay_us_ = us; }
 
  private:
+  Status InstallDataRun(const PageInstall& run) {
+    if (run.data.size() != run.count * 4096) return Status::Internal("data size mismatch");
+    if (fail_installs_.load() > 0) {
+      fail_installs_.fetch_sub(1);
+      return Status::IoError("injected sink failure");
+    }
+    if (install_delay_us_.load()) std::this_thread::sleep_for(std::chrono::microseconds(install_delay_us_.load()));
+    for (uint64_t i = 0; i < run.count; ++i) Mark(PageRef{run.first.region, run.first.page + i});
+    std::memcpy(memory_[run.first.region].data() + run.first.page * 4096, run.data.data(), run.data.size());
+    calls_.fetch_add(1);
+    return Status::Ok();
+  }
+  Status InstallZeroRun(const PageInstall& run) {
+    for (uint64_t i = 0; i < run.count; ++i) Mark(PageRef{run.first.region, run.first.page + i});
+    std::memset(memory_[run.first.region].data() + run.first.page * 4096, 0, run.count * 4096);
+    zero_calls_.fetch_add(1);
+    return Status::Ok();
+  }
   void Mark(PageRef p) {
     if (flags_[p.region][p.page].fetch_add(1) > 0) doubles_.fetch_add(1);
     std::lock_guard<std::mutex> lock(mu_);
@@ -171,7 +184,8 @@ class RecordingSink : public PageSink {
   std::vector<std::vector<std::atomic<uint32_t>>> flags_;
   mutable std::mutex mu_;
   std::set<std::pair<uint32_t, uint64_t>> present_;
-  std::atomic<uint64_t> doubles_{0}, calls_{0}, zero_calls_{0};
+  std::atomic<uint64_t> doubles_{0}, calls_{0}, zero_calls_{0}, batches_{0};
+  std::atomic<uint64_t> urgent_batches_{0}, background_batches_{0};
   std::atomic<int> fail_installs_{0};
   std::atomic<uint64_t> install_delay_us_{0};
 };

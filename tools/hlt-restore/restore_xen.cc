@@ -68,7 +68,7 @@ int RestoreXen(cli::Args& args) {
     std::signal(SIGPIPE, SIG_IGN);
     int fd = to_stdout ? STDOUT_FILENO : ::open(out.c_str(), O_WRONLY | O_CLOEXEC);
     if (fd < 0) return cli::Fail(tool, Status::IoError(out + ": cannot open for writing", errno));
-    xen::FdByteSink sink(fd);
+    FdSink sink(fd, FdSinkOptions{to_stdout ? "stdout" : out});
     s = xen::ExportCheckpointToStream(**reader, sink, opt, &stats);
     if (s.ok()) s = sink.Flush();
     if (!to_stdout && ::close(fd) != 0 && s.ok()) s = Status::IoError(out + ": close failed", errno);

@@ -42,14 +42,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   options.source_name = "fuzz";
   auto format = DetectStreamFormat(bytes);
   options.format = format ? *format : StreamFormat::kXl;
-  MemoryByteSource source(bytes);
+  MemorySource source(bytes);
   ZeroPages pages;
   auto image = ImportSaveStream(source, pages, options);
   if (!image) return 0;
 
   auto decoded = DecodeXenState(EncodeXenState(*image));
   if (!decoded || !(*decoded == *image)) std::abort();
-  VectorByteSink out;
+  MemorySink out;
   if (!ExportSaveStream(*image, pages, out).ok()) std::abort();
   StreamVisitor visitor;
   if (!ParseStreamFromMemory(out.data().data(), out.data().size(), visitor).ok()) std::abort();

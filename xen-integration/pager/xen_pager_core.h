@@ -23,7 +23,7 @@
 
 #include "halite/checkpoint_reader.h"
 #include "halite/status.h"
-#include "halite/xen/xen_io.h"
+#include "halite/byte_streams.h"
 #include "halite/xen/xen_save_image.h"
 
 namespace halite::xen::pager {

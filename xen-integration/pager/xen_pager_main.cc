@@ -168,7 +168,7 @@ int Skeleton(const Args& a) {
   if (stream) {
     int fd = a.out == "-" ? STDOUT_FILENO : ::open(a.out.c_str(), O_WRONLY | O_CLOEXEC);
     if (fd < 0) return Fail(Status::IoError(a.out + ": cannot open", errno));
-    FdByteSink sink(fd);
+    FdSink sink(fd, FdSinkOptions{a.out == "-" ? "stdout" : a.out});
     Status s = ExportSkeleton(**reader, sink);
     if (s.ok()) s = sink.Flush();
     if (fd != STDOUT_FILENO) ::close(fd);

@@ -195,7 +195,7 @@ class Saver {
   Status Import() {
     const std::string& name = opt_.read.source_name;
     const auto start = Clock::now();
-    FdByteSource fd_source(fd_);
+    FdSource fd_source(fd_, FdSourceOptions{name, 256 * 1024});
     ReadOptions read = opt_.read;
     std::vector<uint8_t> head;
     if (opt_.detect_format) {

@@ -540,7 +540,7 @@ Status ParseStreamFromMemory(const uint8_t* data, size_t size, StreamVisitor& vi
   options.source_name = "memory";
   auto format = DetectStreamFormat(bytes);
   options.format = format ? *format : StreamFormat::kXl;  // let the xl reader explain what is wrong
-  MemoryByteSource source(bytes);
+  MemorySource source(bytes);
   return ReadStream(source, visitor, options);
 }
 

@@ -27,12 +27,12 @@ std::vector<uint8_t> Vector(const std::string& name) {
 Status Parse(const std::vector<uint8_t>& bytes, StreamVisitor& v, StreamFormat format = StreamFormat::kXl) {
   ReadOptions o;
   o.format = format;
-  MemoryByteSource source(bytes);
+  MemorySource source(bytes);
   return ReadStream(source, v, o);
 }
 
 XenSaveImage Import(const std::vector<uint8_t>& bytes, testing::MemoryPageStore& store) {
-  MemoryByteSource source(bytes);
+  MemorySource source(bytes);
   auto image = ImportSaveStream(source, store, ReadOptions{});
   INFO(image.status().ToString());
   REQUIRE(image.has_value());
@@ -53,7 +53,7 @@ TEST_CASE("the reader streams from a pipe in small pieces", "[xen]") {
     }
     ::close(fds[1]);
   });
-  FdByteSource source(fds[0], 64);
+  FdSource source(fds[0], FdSourceOptions{"pipe", 64});
   testing::DumpVisitor dump;
   Status s = ReadStream(source, dump, ReadOptions{});
   writer.join();
@@ -83,14 +83,14 @@ TEST_CASE("flipping any byte yields an error or a valid stream, never a crash", 
     auto damaged = bytes;
     damaged[i] ^= 0xA5;
     testing::MemoryPageStore store;
-    MemoryByteSource source(damaged);
+    MemorySource source(damaged);
     auto image = ImportSaveStream(source, store, ReadOptions{});
     if (!image) {
       ++rejected;
       continue;
     }
     // Whatever was accepted must export to a stream the reader accepts again.
-    VectorByteSink out;
+    MemorySink out;
     REQUIRE(ExportSaveStream(*image, store, out).ok());
     StreamVisitor v;
     REQUIRE(Parse(out.data(), v).ok());
@@ -100,7 +100,7 @@ TEST_CASE("flipping any byte yields an error or a valid stream, never a crash", 
 }
 
 TEST_CASE("the writer refuses batches Xen would reject", "[xen]") {
-  VectorByteSink sink;
+  MemorySink sink;
   StreamWriter w(sink);
   std::vector<uint8_t> page(kPageSize, 1);
   std::vector<PageEntry> none;
@@ -164,7 +164,7 @@ TEST_CASE("OrderLikeXen417 turns a v2 stream into a v3 one with STATIC_DATA_END"
   XenSaveImage image = Import(Vector("hvm-v2-no-static-data-end.xl"), store);
   CHECK(image.libxc.version == 2);
   OrderLikeXen417(&image);
-  VectorByteSink out;
+  MemorySink out;
   REQUIRE(ExportSaveStream(image, store, out).ok());
   testing::MemoryPageStore store2;
   XenSaveImage again = Import(out.data(), store2);
@@ -204,11 +204,11 @@ TEST_CASE("a raised pfn limit reads large batches and export splits them to 1024
   auto bytes = Vector("page-data-count-1025.xl");
   ReadOptions o;
   o.max_pfns_per_record = 4096;
-  MemoryByteSource source(bytes);
+  MemorySource source(bytes);
   testing::MemoryPageStore store;
   auto image = ImportSaveStream(source, store, o);
   REQUIRE(image.has_value());
-  VectorByteSink out;
+  MemorySink out;
   REQUIRE(ExportSaveStream(*image, store, out).ok());
   testing::DumpVisitor dump;
   REQUIRE(Parse(out.data(), dump).ok());
@@ -218,12 +218,12 @@ TEST_CASE("a raised pfn limit reads large batches and export splits them to 1024
 TEST_CASE("a small synthetic image round-trips byte for byte", "[xen]") {
   XenSaveImage image = testing::MakeSynthImage(3000);
   testing::SynthPageSource synth;
-  VectorByteSink first;
+  MemorySink first;
   REQUIRE(ExportSaveStream(image, synth, first).ok());
   testing::MemoryPageStore store;
   XenSaveImage imported = Import(first.data(), store);
   CHECK(imported == image);
-  VectorByteSink second;
+  MemorySink second;
   REQUIRE(ExportSaveStream(imported, store, second).ok());
   CHECK(second.data() == first.data());
 }

@@ -65,7 +65,7 @@ struct Fixture {
     ckpt = dir + "/g.hlt";
     const uint64_t pages = 32768;
     testing::SynthLinuxGuest guest(pages, 12);
-    VectorByteSink sink;
+    MemorySink sink;
     testing::SynthGuestPageSource source(guest);
     REQUIRE(ExportSaveStream(testing::MakeSynthGuestImage(pages, guest.vcpus()), source, sink).ok());
     stream = sink.Take();
@@ -174,12 +174,12 @@ TEST_CASE("xen pager: the skeleton stream keeps records and batches and carries 
   Fixture fx;
   auto reader = CheckpointReader::Open(fx.ckpt);
   REQUIRE(reader);
-  VectorByteSink skel;
+  MemorySink skel;
   REQUIRE(ExportSkeleton(**reader, skel).ok());
   CHECK(skel.data().size() < fx.stream.size() / 100);
 
   testing::MemoryPageStore full_store, skel_store;
-  MemoryByteSource full_src(fx.stream), skel_src(skel.data());
+  MemorySource full_src(fx.stream), skel_src(skel.data());
   auto full = ImportSaveStream(full_src, full_store, ReadOptions{});
   auto lazy = ImportSaveStream(skel_src, skel_store, ReadOptions{});
   REQUIRE(full);

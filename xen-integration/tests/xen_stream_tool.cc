@@ -107,7 +107,7 @@ int main(int argc, char** argv) {
     if (files.size() != 1 || pages == 0) return Usage();
     int fd = OpenOut(files[0]);
     if (fd < 0) return Fail(Status::IoError("cannot create " + files[0], errno));
-    FdByteSink sink(fd);
+    FdSink sink(fd);
     Status s;
     if (linux_guest) {
       if (pages < 16384) return Usage();
@@ -129,7 +129,7 @@ int main(int argc, char** argv) {
     if (!reader) return Fail(reader.error());
     int fd = OpenOut(files[1]);
     if (fd < 0) return Fail(Status::IoError("cannot create " + files[1], errno));
-    FdByteSink sink(fd);
+    FdSink sink(fd);
     Status s = pager::ExportSkeleton(**reader, sink);
     if (s.ok()) s = sink.Flush();
     if (fd != 1) ::close(fd);
@@ -140,7 +140,7 @@ int main(int argc, char** argv) {
   options.source_name = files[0];
   int in = OpenIn(files[0]);
   if (in < 0) return Fail(Status::IoError("cannot open " + files[0], errno));
-  FdByteSource source(in);
+  FdSource source(in, FdSourceOptions{files[0], 256 * 1024});
 
   if (cmd == "dump" && files.size() == 1) {
     testing::DumpVisitor dump;
@@ -164,7 +164,7 @@ int main(int argc, char** argv) {
     if (!(*decoded == *image)) return Fail(Status::Internal("state blob did not round-trip"));
     int out = OpenOut(files[1]);
     if (out < 0) return Fail(Status::IoError("cannot create " + files[1], errno));
-    FdByteSink sink_out(out);
+    FdSink sink_out(out);
     Status s = ExportSaveStream(*decoded, pages_in, sink_out);
     if (out != 1) ::close(out);
     if (!s.ok()) return Fail(s);

@@ -69,7 +69,7 @@ TEST_CASE("golden vectors decode to their expected events or errors", "[xen][vec
       ReadOptions options;
       options.format = FormatOf(e.format);
       options.source_name = e.name;
-      MemoryByteSource source(bytes);
+      MemorySource source(bytes);
       testing::DumpVisitor dump;
       Status s = ReadStream(source, dump, options);
       if (e.expect == "ok") {
@@ -96,7 +96,7 @@ TEST_CASE("valid vectors round-trip through import, state blob and export", "[xe
       ReadOptions options;
       options.format = FormatOf(e.format);
       options.source_name = e.name;
-      MemoryByteSource source(bytes);
+      MemorySource source(bytes);
       testing::MemoryPageStore store;
       auto image = ImportSaveStream(source, store, options);
       INFO(image.status().ToString());
@@ -106,7 +106,7 @@ TEST_CASE("valid vectors round-trip through import, state blob and export", "[xe
       REQUIRE(decoded.has_value());
       REQUIRE(*decoded == *image);
 
-      VectorByteSink out;
+      MemorySink out;
       Status s = ExportSaveStream(*decoded, store, out);
       INFO(s.ToString());
       REQUIRE(s.ok());
@@ -119,7 +119,7 @@ TEST_CASE("valid vectors round-trip through import, state blob and export", "[xe
         // Resent pages and verify copies are written once: same final pages, same kept records.
         REQUIRE(e.roundtrip == "final");
         CHECK(out.data().size() < bytes.size());
-        MemoryByteSource again(out.data());
+        MemorySource again(out.data());
         testing::MemoryPageStore store2;
         ImportStats stats;
         auto image2 = ImportSaveStream(again, store2, options, &stats);
@@ -135,7 +135,7 @@ TEST_CASE("valid vectors round-trip through import, state blob and export", "[xe
 
 TEST_CASE("live resends: the last copy of each pfn wins", "[xen][vectors]") {
   auto bytes = ReadBytes(VectorDir() + "/hvm-live-resend.xl");
-  MemoryByteSource source(bytes);
+  MemorySource source(bytes);
   testing::MemoryPageStore store;
   ImportStats stats;
   auto image = ImportSaveStream(source, store, ReadOptions{}, &stats);

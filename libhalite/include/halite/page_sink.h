@@ -6,9 +6,9 @@
 // send one twice; a pager that fills a Xen domain; a test sink that records what it was given.
 //
 // The engine's promises to every sink (they are what makes a "send once" sink possible):
-//  - every page is installed at most once over the sink's whole life, by exactly one of InstallPages or
-//    InstallZeroPages, and never after IsPresent() answered true for it;
-//  - a run never crosses the end of its region, and `data` holds exactly count * 4096 bytes;
+//  - every page is installed at most once over the sink's whole life, in one run of one Install() call, and
+//    never after IsPresent() answered true for it;
+//  - a run never crosses the end of its region, and its `data` is empty (zero pages) or exactly count * 4096 bytes;
 //  - calls come from several threads at once (demand faults, the background loader), never for the same page;
 //  - buffers are borrowed for the duration of the call only.
 // A call that fails leaves the engine free to offer the same pages again later (after its retry policy), so a
@@ -26,33 +26,42 @@
 
 namespace halite {
 
+// One run of a batch: `count` consecutive pages of region first.region from page first.page, with the content in
+// `data` (count * 4096 bytes, page after page), or all-zero pages when `data` is empty (no data travels:
+// Twinkle's free-page avoidance).
+struct PageInstall {
+  PageRef first;
+  uint64_t count = 0;
+  std::span<const uint8_t> data;
+  bool zero() const { return data.empty(); }
+};
+
+// How soon a batch matters. A sink that queues (a network sender with a throttle) lets an urgent batch pass.
+enum class InstallPriority {
+  kUrgent,      // on a fault's path: the faulting block, its zero pages, the blocks predicted on its thread
+  kBackground,  // the background loader, the idle sweep, a preload
+};
+
 class HALITE_EXPORT PageSink {
  public:
   virtual ~PageSink() = default;
 
-  // Installs `count` consecutive pages of region first.region, starting at page first.page, with the content in
-  // `data` (count * 4096 bytes, page after page). A page the sink finds already populated by someone else (the
-  // VMM wrote it, an earlier precopy phase sent it) is left as it is; that is not an error.
-  // Thread-safe. Errors: kIoError (the socket or mapping failed; retryable() when trying again can help),
-  // kAborted (the sink was shut down), kInvalidArgument (the range is not the sink's).
-  virtual Status InstallPages(PageRef first, uint64_t count, std::span<const uint8_t> data) = 0;
-
-  // Installs `count` consecutive all-zero pages (no data travels: Twinkle's free-page avoidance). Same rules and
-  // errors as InstallPages.
-  virtual Status InstallZeroPages(PageRef first, uint64_t count) = 0;
+  // Installs one batch (the pages of one block, or one fault's zero pages) "in one go", run after run, on the
+  // calling thread. A sink may defer work to the end of the call: the userfaultfd sink wakes the faulting threads
+  // once, when every page of the batch is in, so a thread does not resume and fault again on the block's next page
+  // while the block is still going in; the QEMU sink sends the batch as one RAM section. A page the sink finds
+  // already populated by someone else (the VMM wrote it, an earlier precopy phase sent it) is left as it is; that
+  // is not an error.
+  // Stops at the first run that fails and returns its error; *runs_installed is the number of runs before it,
+  // all installed completely. Thread-safe. Errors: kIoError (the socket or mapping failed; retryable() when
+  // trying again can help), kAborted (the sink was shut down), kInvalidArgument (a run is not the sink's, or its
+  // data is neither empty nor count pages).
+  virtual Status Install(std::span<const PageInstall> batch, InstallPriority priority, size_t* runs_installed) = 0;
 
   // True when `page` already holds content the engine must not overwrite: it was populated before the restore
   // began (precopy), or its owner discarded it (a balloon, munmap). The engine asks once per page, just before it
   // would install it, and then counts it as installed. Must be cheap (called for every page) and thread-safe.
   virtual bool IsPresent(PageRef page) const = 0;
-
-  // Bracket the installs of one block (or one fault's zero pages), on the calling thread: one block goes in "in
-  // one go". A sink may defer work to EndBatch: the userfaultfd sink wakes the faulting threads once, when every
-  // page of the block is in, so a thread does not resume and fault again on the block's next page while the block
-  // is still being installed. Batches do not nest. EndBatch is called even when an install failed; its error is
-  // reported like an install's. Defaults: nothing.
-  virtual void BeginBatch() {}
-  virtual Status EndBatch() { return Status::Ok(); }
 };
 
 }  // namespace halite

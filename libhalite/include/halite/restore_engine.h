@@ -123,10 +123,10 @@ struct HALITE_EXPORT RestoreEngineStats {
   uint64_t bytes_read = 0;             // stored payload bytes read from the checkpoint
   uint64_t bytes_decompressed = 0;     // raw bytes produced by those reads
 
-  uint64_t pages_installed = 0;        // pages given to InstallPages
-  uint64_t zero_pages_installed = 0;   // pages given to InstallZeroPages
+  uint64_t pages_installed = 0;        // pages installed with data
+  uint64_t zero_pages_installed = 0;   // pages installed as zero pages (no data)
   uint64_t pages_skipped_present = 0;  // pages the sink reported present (never installed by the engine)
-  uint64_t install_calls = 0;          // InstallPages + InstallZeroPages calls
+  uint64_t install_calls = 0;          // runs of adjacent pages given to the sink (a batch holds one or more)
 
   uint64_t read_ns = 0;     // total time in block reads (read + verify + decompress), all threads
   uint64_t install_ns = 0;  // total time in sink calls, all threads

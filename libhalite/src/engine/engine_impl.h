@@ -78,9 +78,10 @@ class HALITE_HIDDEN RestoreEngine::Impl {
     uint64_t g;     // global page
     uint32_t slot;  // its slot in the block
   };
-  Status InstallMembers(uint32_t b, std::span<const uint8_t> raw);
+  Status InstallMembers(uint32_t b, std::span<const uint8_t> raw, InstallPriority priority);
   // Installs `todo` (sorted by page) as runs of adjacent pages; on failure releases the claims not installed.
-  Status InstallRuns(std::span<const Todo> todo, std::span<const uint8_t> raw, std::vector<uint8_t>& staging);
+  Status InstallRuns(std::span<const Todo> todo, std::span<const uint8_t> raw, std::vector<uint8_t>& staging,
+                     InstallPriority priority);
   // Installs the zero/absent pages of the aligned window around global page g. Returns kZero when this call
   // installed g, kPresent when another thread had.
   Result<FaultKind> InstallZeroWindow(uint64_t g);

@@ -27,13 +27,6 @@ constexpr auto kEagainPatience = std::chrono::seconds(10);
 
 std::string Errno(int e) { return std::strerror(e); }
 
-// The pages a thread installed since BeginBatch, per region, as one span: woken all at once at EndBatch.
-struct Batch {
-  const void* owner = nullptr;
-  std::vector<std::pair<uint64_t, uint64_t>> spans;  // per region: [first page, end page)
-};
-thread_local Batch tl_batch;
-
 }  // namespace
 
 class HALITE_HIDDEN LazyMemory::Impl final : public PageSink {
@@ -57,10 +50,7 @@ class HALITE_HIDDEN LazyMemory::Impl final : public PageSink {
   void Stop();
 
   // PageSink
-  Status InstallPages(PageRef first, uint64_t count, std::span<const uint8_t> data) override;
-  Status InstallZeroPages(PageRef first, uint64_t count) override;
-  void BeginBatch() override;
-  Status EndBatch() override;
+  Status Install(std::span<const PageInstall> batch, InstallPriority priority, size_t* runs_installed) override;
   bool IsPresent(PageRef page) const override {
     uint64_t g = areas_[page.region].first + page.page;
     return present_.Test(g) || discarded_.Test(g);
@@ -83,9 +73,14 @@ class HALITE_HIDDEN LazyMemory::Impl final : public PageSink {
 
  private:
   enum class Fill { kCopy, kZero };
+  // Per region, the span [first page, end page) a batch filled: woken all at once when the batch is in.
+  using WakeSpans = std::vector<std::pair<uint64_t, uint64_t>>;
   // Fills [page, page+count) of `region` by copy or zero page, skipping pages found populated (EEXIST) or
-  // gone (unmapped), and waking every thread waiting on the range.
-  Status FillRange(uint32_t region, uint64_t page, uint64_t count, const uint8_t* src, Fill how);
+  // gone (unmapped). Without `batch`, wakes every thread waiting on the range; with it, widens the region's span
+  // there and leaves the waking to WakeBatch.
+  Status FillRange(uint32_t region, uint64_t page, uint64_t count, const uint8_t* src, Fill how,
+                   WakeSpans* batch = nullptr);
+  Status WakeBatch(const WakeSpans& batch);
   void HandlerThread();
   void OnPageFault(const engine::UffdMessage& m);
   void OnDiscard(uint64_t start, uint64_t end);
@@ -201,7 +196,8 @@ bool LazyMemory::Impl::Locate(uint64_t address, PageRef* ref) const {
   return false;
 }
 
-Status LazyMemory::Impl::FillRange(uint32_t region, uint64_t page, uint64_t count, const uint8_t* src, Fill how) {
+Status LazyMemory::Impl::FillRange(uint32_t region, uint64_t page, uint64_t count, const uint8_t* src, Fill how,
+                                   WakeSpans* batch) {
   const Area& a = areas_[region];
   if (page + count > a.size / kPage || count == 0) {
     return Status::InvalidArgument("region \"" + regions_[region].name + "\": pages " + std::to_string(page) + ".." +
@@ -212,7 +208,7 @@ Status LazyMemory::Impl::FillRange(uint32_t region, uint64_t page, uint64_t coun
   uint64_t len = count * kPage;
   uint64_t off = 0;
   bool wake = false;
-  const bool batched = tl_batch.owner == this;
+  const bool batched = batch != nullptr;
   auto patience_end = std::chrono::steady_clock::now() + kEagainPatience;
   while (off < len) {
     uint64_t g = a.first + page + off / kPage;
@@ -267,7 +263,7 @@ Status LazyMemory::Impl::FillRange(uint32_t region, uint64_t page, uint64_t coun
     }
   }
   if (batched) {
-    auto& span = tl_batch.spans[region];
+    auto& span = (*batch)[region];
     span.first = std::min(span.first, page);
     span.second = std::max(span.second, page + count);
   } else if (wake) {
@@ -277,18 +273,11 @@ Status LazyMemory::Impl::FillRange(uint32_t region, uint64_t page, uint64_t coun
   return Status::Ok();
 }
 
-void LazyMemory::Impl::BeginBatch() {
-  tl_batch.owner = this;
-  tl_batch.spans.assign(areas_.size(), {UINT64_MAX, 0});
-}
-
-Status LazyMemory::Impl::EndBatch() {
-  if (tl_batch.owner != this) return Status::Ok();
-  tl_batch.owner = nullptr;
-  // One wake over the span of the block's pages: threads waiting on pages of the span that are not installed
+Status LazyMemory::Impl::WakeBatch(const WakeSpans& batch) {
+  // One wake over the span of the batch's pages: threads waiting on pages of the span that are not installed
   // (other blocks) wake too, find their page still missing and fault again, which costs them a retry only.
   for (size_t r = 0; r < areas_.size(); ++r) {
-    auto [lo, hi] = tl_batch.spans[r];
+    auto [lo, hi] = batch[r];
     if (lo >= hi) continue;
     int e = engine::UffdWake(uffd_, reinterpret_cast<uint64_t>(areas_[r].base) + lo * kPage, (hi - lo) * kPage);
     c_.wake_ioctls.fetch_add(1, std::memory_order_relaxed);
@@ -299,15 +288,26 @@ Status LazyMemory::Impl::EndBatch() {
   return Status::Ok();
 }
 
-Status LazyMemory::Impl::InstallPages(PageRef first, uint64_t count, std::span<const uint8_t> data) {
-  if (first.region >= areas_.size()) return Status::InvalidArgument("no region " + std::to_string(first.region));
-  if (data.size() != count * kPage) return Status::InvalidArgument("InstallPages: data is not count pages");
-  return FillRange(first.region, first.page, count, data.data(), Fill::kCopy);
-}
-
-Status LazyMemory::Impl::InstallZeroPages(PageRef first, uint64_t count) {
-  if (first.region >= areas_.size()) return Status::InvalidArgument("no region " + std::to_string(first.region));
-  return FillRange(first.region, first.page, count, nullptr, Fill::kZero);
+// Every batch is the same here: a copy into the mapping does not queue behind anything.
+Status LazyMemory::Impl::Install(std::span<const PageInstall> batch, InstallPriority, size_t* runs_installed) {
+  *runs_installed = 0;
+  WakeSpans spans(areas_.size(), {UINT64_MAX, 0});
+  Status s;
+  for (const PageInstall& run : batch) {
+    if (run.first.region >= areas_.size()) {
+      s = Status::InvalidArgument("no region " + std::to_string(run.first.region));
+    } else if (!run.zero() && run.data.size() != run.count * kPage) {
+      s = Status::InvalidArgument("install: data is not count pages");
+    } else {
+      s = FillRange(run.first.region, run.first.page, run.count, run.zero() ? nullptr : run.data.data(),
+                    run.zero() ? Fill::kZero : Fill::kCopy, &spans);
+    }
+    if (!s.ok()) break;
+    ++*runs_installed;
+  }
+  // Wake what went in even when a run failed: its faulting threads must not wait for a retry.
+  Status woke = WakeBatch(spans);
+  return s.ok() ? woke : s;
 }
 
 void LazyMemory::Impl::RecordError(const Status& s) {

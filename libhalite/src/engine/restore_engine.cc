@@ -106,7 +106,7 @@ Status RestoreEngine::Impl::ReadWithRetries(uint32_t b, std::span<uint8_t> out) 
   }
 }
 
-Status RestoreEngine::Impl::InstallMembers(uint32_t b, std::span<const uint8_t> raw) {
+Status RestoreEngine::Impl::InstallMembers(uint32_t b, std::span<const uint8_t> raw, InstallPriority priority) {
   thread_local std::vector<Todo> todo;
   thread_local std::vector<uint8_t> staging;
   todo.clear();
@@ -119,45 +119,65 @@ Status RestoreEngine::Impl::InstallMembers(uint32_t b, std::span<const uint8_t> 
     }
     todo.push_back({m.page, m.slot});
   }
-  // Install in page order so that pages adjacent in guest memory go in one call (one UFFDIO_COPY, one message).
+  // Install in page order so that pages adjacent in guest memory go in one run (one UFFDIO_COPY, one message).
   std::sort(todo.begin(), todo.end(), [](const Todo& x, const Todo& y) { return x.g < y.g; });
-  sink_.BeginBatch();
-  Status s = InstallRuns(todo, raw, staging);
-  Status end = sink_.EndBatch();
-  return s.ok() ? end : s;
+  return InstallRuns(todo, raw, staging, priority);
 }
 
 Status RestoreEngine::Impl::InstallRuns(std::span<const Todo> todo, std::span<const uint8_t> raw,
-                                        std::vector<uint8_t>& staging) {
+                                        std::vector<uint8_t>& staging, InstallPriority priority) {
+  // Cut `todo` into runs of pages adjacent in guest memory. A run whose pages are not adjacent in the block (or
+  // are duplicates) is gathered into `staging` so that it still goes in one piece; staging is sized before any
+  // span into it is taken.
+  struct Cut {
+    size_t begin, end;     // [begin, end) of todo
+    size_t staging_pages;  // offset into staging, or SIZE_MAX when the run is contiguous in `raw`
+  };
+  thread_local std::vector<Cut> cuts;
+  thread_local std::vector<PageInstall> runs;
+  cuts.clear();
+  size_t gathered = 0;
   for (size_t i = 0; i < todo.size();) {
-    uint64_t end = RegionEnd(todo[i].g);
+    const uint64_t end = RegionEnd(todo[i].g);
     size_t j = i + 1;
     bool slots_adjacent = true;
     while (j < todo.size() && todo[j].g == todo[j - 1].g + 1 && todo[j].g < end) {
       slots_adjacent = slots_adjacent && todo[j].slot == todo[j - 1].slot + 1;
       ++j;
     }
-    uint64_t n = j - i;
-    std::span<const uint8_t> src;
-    if (slots_adjacent) {
-      src = raw.subspan(todo[i].slot * kPage, n * kPage);
-    } else {
-      // Adjacent in memory but not in the block (or duplicates): gather them so the run still goes in one call.
-      staging.resize(n * kPage);
-      for (size_t k = 0; k < n; ++k)
-        std::memcpy(staging.data() + k * kPage, raw.data() + todo[i + k].slot * kPage, kPage);
-      src = std::span<const uint8_t>(staging.data(), n * kPage);
-    }
-    Status s = sink_.InstallPages(RefOf(todo[i].g), n, src);
-    c_.install_calls.fetch_add(1, std::memory_order_relaxed);
-    if (!s.ok()) {
-      // Release the claims of everything not installed, so a later load of this block offers them again.
-      for (size_t k = i; k < todo.size(); ++k) claimed_.Clear(todo[k].g);
-      return s;
-    }
-    for (size_t k = i; k < j; ++k) installed_.Set(todo[k].g);
-    c_.pages_installed.fetch_add(n, std::memory_order_relaxed);
+    cuts.push_back({i, j, slots_adjacent ? SIZE_MAX : gathered});
+    if (!slots_adjacent) gathered += j - i;
     i = j;
+  }
+  staging.resize(gathered * kPage);
+  runs.clear();
+  for (const Cut& c : cuts) {
+    const uint64_t n = c.end - c.begin;
+    std::span<const uint8_t> src;
+    if (c.staging_pages == SIZE_MAX) {
+      src = raw.subspan(todo[c.begin].slot * kPage, n * kPage);
+    } else {
+      uint8_t* dst = staging.data() + c.staging_pages * kPage;
+      for (size_t k = 0; k < n; ++k) std::memcpy(dst + k * kPage, raw.data() + todo[c.begin + k].slot * kPage, kPage);
+      src = std::span<const uint8_t>(dst, n * kPage);
+    }
+    runs.push_back(PageInstall{RefOf(todo[c.begin].g), n, src});
+  }
+  size_t done = 0;
+  Status s = runs.empty() ? Status::Ok() : sink_.Install(runs, priority, &done);
+  done = s.ok() ? cuts.size() : std::min(done, cuts.size());
+  c_.install_calls.fetch_add(s.ok() ? cuts.size() : done + 1, std::memory_order_relaxed);
+  uint64_t pages = 0;
+  for (size_t r = 0; r < done; ++r) {
+    for (size_t k = cuts[r].begin; k < cuts[r].end; ++k) installed_.Set(todo[k].g);
+    pages += cuts[r].end - cuts[r].begin;
+  }
+  c_.pages_installed.fetch_add(pages, std::memory_order_relaxed);
+  if (!s.ok()) {
+    // Release the claims of everything not installed, so a later load of this block offers them again.
+    const size_t first_not_installed = done < cuts.size() ? cuts[done].begin : todo.size();
+    for (size_t k = first_not_installed; k < todo.size(); ++k) claimed_.Clear(todo[k].g);
+    return s;
   }
   return Status::Ok();
 }
@@ -193,7 +213,9 @@ Status RestoreEngine::Impl::LoadBlock(uint32_t b, Cause cause) {
   c_.blocks_read_by[size_t(cause)].fetch_add(1, std::memory_order_relaxed);
   c_.bytes_read.fetch_add(info.stored_length, std::memory_order_relaxed);
   c_.bytes_decompressed.fetch_add(info.raw_length(), std::memory_order_relaxed);
-  s = InstallMembers(b, raw);
+  // The faulting thread waits for its block and for the blocks predicted on its path; the rest can queue.
+  const bool on_fault_path = cause == Cause::kDemand || cause == Cause::kPredicted;
+  s = InstallMembers(b, raw, on_fault_path ? InstallPriority::kUrgent : InstallPriority::kBackground);
   c_.install_ns.fetch_add(NowNs() - t_install, std::memory_order_relaxed);
   if (!s.ok()) {
     SetBlockState(b, kNotLoaded);
@@ -264,25 +286,27 @@ Result<FaultKind> RestoreEngine::Impl::InstallZeroWindow(uint64_t g) {
   }
   bool g_present = std::find(todo.begin(), todo.end(), g) == todo.end();
   uint64_t t = NowNs();
-  Status failed;
-  sink_.BeginBatch();
+  std::vector<PageInstall> runs;
+  std::vector<size_t> run_begin;  // index into todo of each run's first page
   for (size_t i = 0; i < todo.size();) {
     size_t j = i + 1;
     while (j < todo.size() && todo[j] == todo[j - 1] + 1) ++j;
-    Status s = failed.ok() ? sink_.InstallZeroPages(RefOf(todo[i]), j - i) : failed;
-    if (failed.ok()) c_.install_calls.fetch_add(1, std::memory_order_relaxed);
-    for (size_t k = i; k < j; ++k) {
-      if (s.ok())
-        installed_.Set(todo[k]);
-      else
-        claimed_.Clear(todo[k]);
-    }
-    if (s.ok()) c_.zero_pages_installed.fetch_add(j - i, std::memory_order_relaxed);
-    if (!s.ok() && failed.ok()) failed = s;
+    runs.push_back(PageInstall{RefOf(todo[i]), j - i, {}});
+    run_begin.push_back(i);
     i = j;
   }
-  Status end = sink_.EndBatch();
-  if (failed.ok()) failed = end;
+  size_t done = 0;
+  Status failed = runs.empty() ? Status::Ok() : sink_.Install(runs, InstallPriority::kUrgent, &done);
+  done = failed.ok() ? runs.size() : std::min(done, runs.size());
+  c_.install_calls.fetch_add(failed.ok() ? runs.size() : done + 1, std::memory_order_relaxed);
+  const size_t installed_end = done < runs.size() ? run_begin[done] : todo.size();
+  for (size_t k = 0; k < todo.size(); ++k) {
+    if (k < installed_end)
+      installed_.Set(todo[k]);
+    else
+      claimed_.Clear(todo[k]);
+  }
+  c_.zero_pages_installed.fetch_add(installed_end, std::memory_order_relaxed);
   c_.install_ns.fetch_add(NowNs() - t, std::memory_order_relaxed);
   if (!failed.ok()) return failed;
   if (!g_present) result = FaultKind::kZero;

@@ -1,8 +1,8 @@
-// Forward-only byte input and output for QEMU's migration channels (sockets, pipes, files, memory).
+// Reading QEMU's migration streams record by record, and the big-endian helpers its records need. The byte
+// streams themselves (file descriptors, memory) are the library's: halite/byte_streams.h.
 //
-// A migration channel is a stream: nothing here ever seeks. Inputs keep a buffer so parsers can look at a whole
-// record at once without copying; outputs buffer small records into large writes. None of these classes is
-// thread-safe; a socket may be read by one thread while another writes it (two objects, one fd).
+// A migration channel is a stream: nothing here ever seeks. StreamInput keeps a buffer so parsers can look at a
+// whole record at once without copying. Not thread-safe.
 #ifndef HALITE_QEMU_QEMU_BYTE_IO_H_
 #define HALITE_QEMU_QEMU_BYTE_IO_H_
 
@@ -16,38 +16,10 @@
 #include <vector>
 
 #include "halite/status.h"
+#include "halite/byte_streams.h"
 #include "halite/storage.h"
 
 namespace halite::qemu {
-
-// Reads a file descriptor it borrows (the caller closes it, after the source is gone).
-// idle_timeout_ms > 0: a read that sees no byte for that long fails with an io-error instead of blocking forever.
-// stop: when set and becoming true, a pending read returns an aborted Status within ~50 ms.
-class FdSource : public SequentialSource {
- public:
-  FdSource(int fd, int idle_timeout_ms = 0, const std::atomic<bool>* stop = nullptr)
-      : fd_(fd), idle_timeout_ms_(idle_timeout_ms), stop_(stop) {}
-  Result<size_t> ReadSome(void* buf, size_t len) override;
-
- private:
-  int fd_;
-  int idle_timeout_ms_;
-  const std::atomic<bool>* stop_;
-};
-
-// Reads a span it borrows (must outlive the source). Optionally hands out at most max_chunk bytes per read,
-// which lets tests exercise record boundaries that fall between reads.
-class MemorySource : public SequentialSource {
- public:
-  explicit MemorySource(std::span<const uint8_t> data, size_t max_chunk = SIZE_MAX)
-      : data_(data), max_chunk_(max_chunk) {}
-  Result<size_t> ReadSome(void* buf, size_t len) override;
-
- private:
-  std::span<const uint8_t> data_;
-  size_t pos_ = 0;
-  size_t max_chunk_;
-};
 
 // Buffered forward reader over a SequentialSource it borrows. Tracks the absolute stream offset for error messages.
 class StreamInput {
@@ -89,43 +61,6 @@ class StreamInput {
   bool eof_ = false;
 };
 
-
-// Writes a file descriptor it borrows, buffering up to buffer_size bytes. Sockets are written with
-// MSG_NOSIGNAL so a peer that died gives an io-error (EPIPE) rather than SIGPIPE.
-// stall_timeout_ms > 0: a write that makes no progress for that long fails (a peer that stopped reading).
-class FdSink : public SequentialSink {
- public:
-  FdSink(int fd, std::string name, size_t buffer_size = 256 * 1024, int stall_timeout_ms = 30000);
-  ~FdSink() override = default;  // unflushed bytes are dropped: call Flush()
-  Status Write(const void* data, size_t len) override;
-  Status Flush() override;
-  uint64_t bytes_written() const { return written_; }
-
- private:
-  Status WriteAll(const uint8_t* data, size_t len);
-
-  int fd_;
-  std::string name_;
-  std::vector<uint8_t> buf_;
-  size_t used_ = 0;
-  size_t capacity_;
-  int stall_timeout_ms_;
-  uint64_t written_ = 0;
-  int is_socket_ = -1;  // unknown until the first write
-};
-
-// Appends to a std::string it borrows (tests, and building PACKAGED payloads).
-class StringSink : public SequentialSink {
- public:
-  explicit StringSink(std::string* out) : out_(out) {}
-  Status Write(const void* data, size_t len) override {
-    out_->append(reinterpret_cast<const char*>(data), len);
-    return Status::Ok();
-  }
-
- private:
-  std::string* out_;
-};
 
 // Big-endian appenders for building records in memory.
 void PutU8(std::string* out, uint8_t v);

@@ -15,39 +15,33 @@
 //   VMDESC, then wait for QEMU to close the channel). Every page should be sent, zero pages too: ROM blocks on
 //   the destination start with its own contents.
 //
-// A section is one RAM PART section holding pages of any blocks. BeginSection() takes the stream for the calling
-// thread until EndSection(); other threads' sections wait. A section begun on a thread other than a request
-// worker, once the guest runs, is a background push: it first waits until the destination has read all but
-// max_queued_push_pages of the pages already sent (SIOCOUTQ), so an answer to a request never queues behind
-// more than that. Pages are never sent twice: AddPages / AddZeroPages test-and-set each page's bit before a byte
-// is written, and fail with an internal error (QEMU would pause on "File exists").
+// Pages go in RamSections (halite/qemu/qemu_ram_section.h): OpenSection() takes the stream for the calling
+// thread until the section closes; other threads' sections wait. Its priority says who it is for: an urgent
+// section answers a request (or is on its path); a background section opened once the guest runs first waits
+// until the destination has read all but max_queued_push_pages of the pages already sent (SIOCOUTQ), so that an
+// answer never queues behind more than that. Pages are never sent twice (a checked invariant).
+//
+// Inside, three parts share one failure (push/channel_health.h): the section writer (the stream and the sent
+// bitmap), the return-path listener (a thread reading QEMU's messages), and the request workers (threads calling
+// the request handler).
 //
 // Errors are sticky: the first failure (the destination closed the channel or reported failure, a handler
 // error, a stalled write) is kept, the socket is shut down (a postcopy destination then pauses with its guest
 // frozen instead of running on incomplete memory), and every later call returns it.
 //
-// Thread-safety: BeginSection/AddPages/AddZeroPages/EndSection/SendPages/IsSent/status/stats from any thread;
-// Begin, StartGuest, Finish and Abort from one controlling thread.
+// Thread-safety: OpenSection/SendPages/IsSent/status/stats from any thread; Begin, StartGuest, Finish and Abort
+// from one controlling thread.
 #ifndef HALITE_QEMU_QEMU_PUSH_SOURCE_H_
 #define HALITE_QEMU_QEMU_PUSH_SOURCE_H_
 
-#include <atomic>
-#include <chrono>
-#include <condition_variable>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <memory>
-#include <mutex>
-#include <optional>
-#include <string>
-#include <thread>
 #include <vector>
 
-#include "halite/latency_histogram.h"
-#include "halite/qemu/qemu_byte_io.h"
+#include "halite/page_sink.h"
+#include "halite/qemu/qemu_ram_section.h"
 #include "halite/qemu/qemu_saved_state.h"
-#include "halite/qemu/qemu_stream_writer.h"
 #include "halite/status.h"
 
 namespace halite::qemu {
@@ -109,98 +103,32 @@ class PushRestoreChannel {
   // on the destination delays it up to stall_timeout_ms.
   void StopThreads();
 
-  Status BeginSection();
-  Status AddPages(PageId first, uint64_t count, const uint8_t* data);  // count * 4096 bytes
-  Status AddZeroPages(PageId first, uint64_t count);
-  Status EndSection();
-  // BeginSection + AddPages + EndSection.
-  Status SendPages(PageId first, uint64_t count, const uint8_t* data);
+  // Takes the stream for a section (see the header comment). kUrgent: answers a request or is on its path.
+  Result<std::unique_ptr<RamSection>> OpenSection(InstallPriority priority = InstallPriority::kBackground);
+  // OpenSection + AddPages + Close.
+  Status SendPages(PageId first, uint64_t count, const uint8_t* data,
+                   InstallPriority priority = InstallPriority::kBackground);
 
   // Thread-safe, lock-free.
   bool IsSent(PageId page) const;
-  uint64_t pages_sent() const { return pages_sent_.load(std::memory_order_relaxed); }
-  uint64_t total_pages() const { return total_pages_; }
-  bool guest_started() const { return guest_started_.load(std::memory_order_acquire); }
+  uint64_t pages_sent() const;
+  uint64_t total_pages() const;
+  bool guest_started() const;
   // The first error (ok while healthy).
   Status status() const;
-  bool failed() const { return failed_.load(std::memory_order_acquire); }
+  bool failed() const;
   // Waits until the channel fails or timeout_ms passes; returns failed().
   bool WaitForFailure(int timeout_ms);
   // The order in which the destination asked for pages (each request's first page, every request).
   std::vector<PageId> RequestedPages() const;
   // Requests received so far (cheap: for polling).
-  uint64_t requests() const { return request_count_.load(std::memory_order_relaxed); }
+  uint64_t requests() const;
   // Without latency percentiles the call is cheaper (they walk the histogram's ~1,000 buckets).
   PushRestoreStats stats(bool latency_percentiles = true) const;
 
  private:
-  struct Request {
-    uint32_t block;
-    uint64_t first, count;
-    std::chrono::steady_clock::time_point received;
-  };
-  void Fail(const Status& s);
-  Status Sticky() const;
-  Status WriteFailed(const Status& s);
-  void ReturnPathLoop();
-  void WorkerLoop();
-  uint64_t QueuedPages();
-  void Throttle();
-  Status OpenIfNeeded();
-  Status MarkSent(PageId first, uint64_t count);
-  Status WaitForShut();
-  Status WaitForPeerClose();
-
-  int fd_;
-  const SavedVmState& state_;
-  const PushRestoreOptions options_;
-  PageRequestHandler handler_;
-  const std::chrono::steady_clock::time_point created_;
-  std::chrono::steady_clock::time_point t0_;
-  uint64_t total_pages_ = 0;
-
-  // The stream: one writer, one section at a time.
-  mutable std::mutex stream_mu_;
-  std::atomic<std::thread::id> owner_{};
-  FdSink sink_;
-  MigrationStreamWriter writer_;
-  bool section_open_ = false;  // the section's header is written (the first page came)
-  uint64_t section_pages_ = 0;
-  // Who the open section is for: pages placed before the guest starts, an answer on a request worker, or a
-  // background push (throttled behind what the destination has not read yet).
-  enum class SectionKind { kPreload, kRequestAnswer, kBackgroundPush };
-  SectionKind section_kind_ = SectionKind::kPreload;
-  bool ended_ = false;                                          // RAM END written: no more sections
-  std::vector<std::unique_ptr<std::atomic<uint64_t>[]>> sent_;  // per block, one bit a page
-  std::atomic<uint64_t> pages_sent_{0};
-  std::atomic<uint64_t> request_count_{0};
-
-  // Sections written but not yet read by the destination, for the throttle.
-  mutable std::mutex inflight_mu_;
-  std::deque<std::pair<uint64_t, uint64_t>> inflight_;  // (stream bytes at the section's end, pages)
-  uint64_t inflight_pages_ = 0;
-  std::atomic<uint64_t> bytes_flushed_{0};
-
-  // Shared with the return-path thread and the workers.
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<Request> requests_;
-  std::vector<PageId> requested_;
-  std::optional<uint32_t> shut_;
-  std::optional<std::chrono::steady_clock::time_point> package_pong_;
-  bool rp_ended_ = false;
-  bool workers_go_ = false;
-  Status error_;
-  std::atomic<bool> failed_{false};
-  std::atomic<bool> stop_{false};
-  std::atomic<bool> guest_started_{false};
-  LatencyHistogram request_latency_;  // request received -> answered (wait-free Record)
-  PushRestoreStats stats_;  // under mu_, except the fields written under stream_mu_ (merged in stats())
-  uint64_t request_pages_ = 0, preload_pages_ = 0, pushed_pages_ = 0, zero_pages_ = 0, sections_ = 0;  // stream_mu_
-  uint64_t throttle_waits_ = 0;                                                                        // inflight_mu_
-
-  std::thread rp_thread_;
-  std::vector<std::thread> workers_;
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
 };
 
 }  // namespace halite::qemu

@@ -29,7 +29,7 @@
 #include "halite/status.h"
 #include "halite/x86_guest_hints.h"
 #include "halite/x86_page_tables.h"
-#include "halite/xen/xen_io.h"
+#include "halite/byte_streams.h"
 #include "halite/xen/xen_save_image.h"
 #include "halite/xen/xen_stream_reader.h"
 

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "halite/status.h"
-#include "halite/xen/xen_io.h"
+#include "halite/byte_streams.h"
 #include "halite/xen/xen_page_layout.h"
 #include "halite/xen/xen_stream_reader.h"
 #include "halite/xen/xen_stream_visitor.h"

@@ -20,7 +20,7 @@
 #include <string>
 
 #include "halite/status.h"
-#include "halite/xen/xen_io.h"
+#include "halite/byte_streams.h"
 #include "halite/xen/xen_stream_visitor.h"
 
 namespace halite::xen {

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "halite/status.h"
-#include "halite/xen/xen_io.h"
+#include "halite/byte_streams.h"
 #include "halite/xen/xen_stream_visitor.h"
 
 namespace halite::xen {

@@ -1,0 +1,166 @@
+#include "push/section_writer.h"
+
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
+
+#include <algorithm>
+#include <string>
+
+#include <fmt/format.h>
+
+namespace halite::qemu::push {
+
+SectionWriter::SectionWriter(int fd, const SavedVmState& state, bool lazy, int stall_timeout_ms,
+                             std::function<Status(const Status&)> on_write_error)
+    : state_(state),
+      fd_(fd),
+      on_write_error_(std::move(on_write_error)),
+      sink_(fd, FdSinkOptions{"restore stream", 256 * 1024, stall_timeout_ms}),
+      writer_(&sink_, &state, MigrationStreamWriterOptions{lazy, kTargetPageSize}) {
+  for (const auto& b : state_.ram_blocks) {
+    const uint64_t words = (b.page_count() + 63) / 64;
+    sent_.emplace_back(new std::atomic<uint64_t>[words]);
+    for (uint64_t i = 0; i < words; ++i) sent_.back()[i].store(0, std::memory_order_relaxed);
+    total_pages_ += b.page_count();
+  }
+}
+
+Status SectionWriter::WriteRecords(const std::function<Status(MigrationStreamWriter&)>& write, bool end_of_stream) {
+  Status s;
+  {
+    std::lock_guard<std::mutex> lock(stream_mu_);
+    if (ended()) return Status::Aborted("restore channel: the stream has already ended");
+    if (end_of_stream) ended_.store(true, std::memory_order_release);
+    s = write(writer_);
+    if (s.ok()) s = writer_.Flush();
+    bytes_flushed_.store(sink_.bytes_written(), std::memory_order_release);
+  }
+  // A record too large for QEMU (PACKAGED over 16 MiB): refused before a byte went out; the channel is healthy.
+  if (s.code() == StatusCode::kInvalidArgument) return s;
+  return s.ok() ? s : on_write_error_(s);
+}
+
+Result<std::unique_ptr<RamSection>> SectionWriter::Open(SectionKind kind) {
+  if (owner_.load(std::memory_order_acquire) == std::this_thread::get_id()) {
+    return Status::Internal("restore channel: a section opened inside another section of the same thread");
+  }
+  std::unique_lock<std::mutex> lock(stream_mu_);
+  if (ended()) return Status::Aborted("restore channel: the stream has already ended");
+  owner_.store(std::this_thread::get_id(), std::memory_order_release);
+  return std::unique_ptr<RamSection>(new RamSection(this, std::move(lock), kind));
+}
+
+bool SectionWriter::IsSent(PageId page) const {
+  if (page.block >= sent_.size() || page.page >= state_.ram_blocks[page.block].page_count()) return false;
+  return (sent_[page.block][page.page / 64].load(std::memory_order_acquire) >> (page.page % 64)) & 1;
+}
+
+Status SectionWriter::MarkSent(PageId first, uint64_t count) {
+  if (first.block >= state_.ram_blocks.size() || count > state_.ram_blocks[first.block].page_count() ||
+      first.page > state_.ram_blocks[first.block].page_count() - count) {
+    return Status::Internal(fmt::format("restore channel: pages {}+{} are outside block {}", first.page, count,
+                                        first.block));
+  }
+  // Never a page twice: QEMU would pause the migration on "File exists". Checked before any byte is written.
+  for (uint64_t p = first.page; p < first.page + count; ++p) {
+    const uint64_t bit = uint64_t{1} << (p % 64);
+    if (sent_[first.block][p / 64].fetch_or(bit, std::memory_order_acq_rel) & bit) {
+      return Status::Internal(fmt::format("restore channel: page {} of RAMBlock {} sent twice", p,
+                                          state_.ram_blocks[first.block].name));
+    }
+  }
+  pages_sent_.fetch_add(count, std::memory_order_relaxed);
+  return Status::Ok();
+}
+
+void SectionWriter::SectionFlushed(SectionKind kind, uint64_t pages, uint64_t zero_pages) {
+  const uint64_t bytes = sink_.bytes_written();
+  bytes_flushed_.store(bytes, std::memory_order_release);
+  ++counts_.sections;
+  counts_.zero_pages += zero_pages;
+  switch (kind) {
+    case SectionKind::kPreload:
+      counts_.preload_pages += pages;
+      break;
+    case SectionKind::kRequestAnswer:
+      counts_.request_pages += pages;
+      break;
+    case SectionKind::kBackgroundPush:
+      counts_.pushed_pages += pages;
+      break;
+  }
+  std::lock_guard<std::mutex> lock(unread_mu_);
+  unread_.emplace_back(bytes, pages);
+  unread_pages_ += pages;
+}
+
+uint64_t SectionWriter::UnreadPages() {
+  int outq = 0;
+  if (ioctl(fd_, SIOCOUTQ, &outq) != 0) return 0;
+  const uint64_t flushed = bytes_flushed_.load(std::memory_order_acquire);
+  const uint64_t consumed = flushed - std::min<uint64_t>(flushed, static_cast<uint64_t>(outq));
+  std::lock_guard<std::mutex> lock(unread_mu_);
+  while (!unread_.empty() && unread_.front().first <= consumed) {
+    unread_pages_ -= unread_.front().second;
+    unread_.pop_front();
+  }
+  return unread_pages_;
+}
+
+SectionCounts SectionWriter::counts() const {
+  std::lock_guard<std::mutex> lock(stream_mu_);
+  SectionCounts out = counts_;
+  out.bytes_sent = sink_.bytes_written();
+  return out;
+}
+
+}  // namespace halite::qemu::push
+
+namespace halite::qemu {
+
+RamSection::~RamSection() {
+  if (lock_.owns_lock()) (void)Close();
+}
+
+Status RamSection::BeforeAdd(PageId first, uint64_t count) {
+  if (!lock_.owns_lock()) return Status::Internal("restore channel: pages added to a closed section");
+  HLT_RETURN_IF_ERROR(writer_->MarkSent(first, count));
+  pages_ += count;
+  if (header_written_) return Status::Ok();
+  header_written_ = true;
+  Status s = writer_->writer_.BeginRamPart();
+  return s.ok() ? s : writer_->on_write_error_(s);
+}
+
+Status RamSection::AddPages(PageId first, uint64_t count, const uint8_t* data) {
+  HLT_RETURN_IF_ERROR(BeforeAdd(first, count));
+  Status s;
+  for (uint64_t i = 0; i < count && s.ok(); ++i) {
+    s = writer_->writer_.WritePage(PageId{first.block, first.page + i}, data + i * kTargetPageSize);
+  }
+  return s.ok() ? s : writer_->on_write_error_(s);
+}
+
+Status RamSection::AddZeroPages(PageId first, uint64_t count) {
+  HLT_RETURN_IF_ERROR(BeforeAdd(first, count));
+  Status s;
+  for (uint64_t i = 0; i < count && s.ok(); ++i) s = writer_->writer_.WriteZeroPage(PageId{first.block, first.page + i});
+  if (!s.ok()) return writer_->on_write_error_(s);
+  zero_pages_ += count;
+  return Status::Ok();
+}
+
+Status RamSection::Close() {
+  if (!lock_.owns_lock()) return Status::Internal("restore channel: a section closed twice");
+  Status s;
+  if (header_written_) {
+    s = writer_->writer_.EndRamSection();
+    if (s.ok()) s = writer_->writer_.Flush();
+    if (s.ok()) writer_->SectionFlushed(kind_, pages_, zero_pages_);
+  }
+  writer_->Release();
+  lock_.unlock();
+  return s.ok() ? s : writer_->on_write_error_(s);
+}
+
+}  // namespace halite::qemu

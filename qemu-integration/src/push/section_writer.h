@@ -1,0 +1,93 @@
+// The sending half of a push restore channel: the migration stream, written by one thread at a time, and the
+// record of which pages went out. Control records (header, PACKAGED, EOF) go through WriteRecords; pages go
+// through RamSections (halite/qemu/qemu_ram_section.h), each holding the stream until it closes.
+#ifndef HALITE_QEMU_PUSH_SECTION_WRITER_H_
+#define HALITE_QEMU_PUSH_SECTION_WRITER_H_
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "halite/byte_streams.h"
+#include "halite/qemu/qemu_ram_section.h"
+#include "halite/qemu/qemu_saved_state.h"
+#include "halite/qemu/qemu_stream_writer.h"
+#include "halite/status.h"
+
+namespace halite::qemu::push {
+
+// Pages sent, by the kind of section that carried them.
+struct SectionCounts {
+  uint64_t preload_pages = 0;
+  uint64_t request_pages = 0;
+  uint64_t pushed_pages = 0;
+  uint64_t zero_pages = 0;  // of all sent, as ZERO records
+  uint64_t sections = 0;
+  uint64_t bytes_sent = 0;
+};
+
+class SectionWriter {
+ public:
+  // Borrows `fd` and `state`. `on_write_error` turns a failed write into the channel's error (explaining it
+  // from the return path when it can) and returns that error; every write error passes through it.
+  SectionWriter(int fd, const SavedVmState& state, bool lazy, int stall_timeout_ms,
+                std::function<Status(const Status&)> on_write_error);
+
+  // Writes records that are not pages with the stream held, then flushes. `write` gets the stream writer. With
+  // end_of_stream the stream is over once `write` ran: no section opens afterwards.
+  Status WriteRecords(const std::function<Status(MigrationStreamWriter&)>& write, bool end_of_stream = false);
+
+  // Takes the stream for the calling thread, waiting while another thread holds it. Errors: kInternal when this
+  // thread holds a section already (it would wait for itself), kAborted when the stream has ended.
+  Result<std::unique_ptr<RamSection>> Open(SectionKind kind);
+
+  // Lock-free.
+  bool IsSent(PageId page) const;
+  uint64_t pages_sent() const { return pages_sent_.load(std::memory_order_relaxed); }
+  uint64_t total_pages() const { return total_pages_; }
+  bool ended() const { return ended_.load(std::memory_order_acquire); }
+
+  // Pages in sections the destination has not read yet (the socket's unsent bytes, SIOCOUTQ); 0 when the fd is
+  // not a socket (no way to tell).
+  uint64_t UnreadPages();
+  SectionCounts counts() const;
+
+ private:
+  friend class halite::qemu::RamSection;
+  // Checks the range and test-and-sets each page's bit; kInternal for a page sent before (nothing is written).
+  Status MarkSent(PageId first, uint64_t count);
+  // A section ended: count it and remember where it ends in the stream. With the stream held.
+  void SectionFlushed(SectionKind kind, uint64_t pages, uint64_t zero_pages);
+  void Release() { owner_.store(std::thread::id(), std::memory_order_release); }
+
+  const SavedVmState& state_;
+  const int fd_;
+  std::function<Status(const Status&)> on_write_error_;
+
+  mutable std::mutex stream_mu_;  // held by a RamSection or WriteRecords
+  std::atomic<std::thread::id> owner_{};
+  FdSink sink_;
+  MigrationStreamWriter writer_;
+  SectionCounts counts_;  // with stream_mu_
+  std::atomic<bool> ended_{false};
+
+  std::vector<std::unique_ptr<std::atomic<uint64_t>[]>> sent_;  // per block, one bit a page
+  std::atomic<uint64_t> pages_sent_{0};
+  uint64_t total_pages_ = 0;
+
+  // Sections flushed but maybe not read by the destination yet: (stream bytes at the section's end, pages).
+  std::mutex unread_mu_;
+  std::deque<std::pair<uint64_t, uint64_t>> unread_;
+  uint64_t unread_pages_ = 0;
+  std::atomic<uint64_t> bytes_flushed_{0};
+};
+
+}  // namespace halite::qemu::push
+
+#endif  // HALITE_QEMU_PUSH_SECTION_WRITER_H_
