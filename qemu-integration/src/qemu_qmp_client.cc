@@ -21,6 +21,30 @@ int RemainingMs(Clock::time_point deadline) {
   return left < 0 ? 0 : static_cast<int>(left);
 }
 
+// QMP over a monitor socket of our own.
+class SocketQmpClient final : public QmpClient {
+ public:
+  SocketQmpClient(int fd, std::string name) : QmpClient(std::move(name)), fd_(fd) {}
+  ~SocketQmpClient() override {
+    if (fd_ >= 0) close(fd_);
+  }
+  Status Handshake(int timeout_ms);
+  Result<Json> ExecuteWithFd(std::string_view command, const Json& arguments, int fd, int timeout_ms) override;
+
+ protected:
+  Status ReadEvents(int timeout_ms, const char* waiting_for) override;
+
+ private:
+  Status Send(const std::string& text, int pass_fd, int timeout_ms);
+  // Reads until one complete message is framed, or the deadline passes (timeout_ms < 0: no wait at all,
+  // returns a null Json when nothing is complete).
+  Result<Json> ReadMessage(int timeout_ms, const char* waiting_for);
+
+  int fd_;
+  JsonFramer framer_;
+  int64_t next_id_ = 1;
+};
+
 }  // namespace
 
 Result<std::unique_ptr<QmpClient>> QmpClient::Connect(const std::string& socket_path, int timeout_ms) {
@@ -49,16 +73,12 @@ Result<std::unique_ptr<QmpClient>> QmpClient::Connect(const std::string& socket_
 }
 
 Result<std::unique_ptr<QmpClient>> QmpClient::Adopt(int fd, std::string name, int timeout_ms) {
-  std::unique_ptr<QmpClient> c(new QmpClient(fd, std::move(name)));
+  auto c = std::make_unique<SocketQmpClient>(fd, std::move(name));
   HLT_RETURN_IF_ERROR(c->Handshake(timeout_ms));
-  return c;
+  return std::unique_ptr<QmpClient>(std::move(c));
 }
 
-QmpClient::~QmpClient() {
-  if (fd_ >= 0) close(fd_);
-}
-
-Status QmpClient::Handshake(int timeout_ms) {
+Status SocketQmpClient::Handshake(int timeout_ms) {
   HLT_ASSIGN_OR_RETURN(Json greeting, ReadMessage(timeout_ms, "the QMP greeting"));
   const Json* qmp = greeting.Find("QMP");
   if (qmp == nullptr) {
@@ -70,7 +90,7 @@ Status QmpClient::Handshake(int timeout_ms) {
   return Status::Ok();
 }
 
-Status QmpClient::Send(const std::string& text, int pass_fd, int timeout_ms) {
+Status SocketQmpClient::Send(const std::string& text, int pass_fd, int timeout_ms) {
   const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
   size_t off = 0;
   bool fd_sent = pass_fd < 0;
@@ -106,7 +126,7 @@ Status QmpClient::Send(const std::string& text, int pass_fd, int timeout_ms) {
   return Status::Ok();
 }
 
-Result<Json> QmpClient::ReadMessage(int timeout_ms, const char* waiting_for) {
+Result<Json> SocketQmpClient::ReadMessage(int timeout_ms, const char* waiting_for) {
   const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms < 0 ? 0 : timeout_ms);
   for (;;) {
     std::string text;
@@ -140,7 +160,7 @@ Result<Json> QmpClient::ReadMessage(int timeout_ms, const char* waiting_for) {
   }
 }
 
-void QmpClient::QueueEvent(const Json& msg) {
+QmpEvent QmpClient::EventOf(const Json& msg) {
   QmpEvent ev;
   ev.name = msg.Find("event")->as_string();
   if (const Json* d = msg.Find("data")) ev.data = *d;
@@ -150,10 +170,20 @@ void QmpClient::QueueEvent(const Json& msg) {
     const Json* us = ts->Find("microseconds");
     if (s && us) ev.host_time_us = s->as_int() * 1000000 + us->as_int();
   }
-  events_.push_back(std::move(ev));
+  return ev;
 }
 
-Result<Json> QmpClient::ExecuteWithFd(std::string_view command, const Json& arguments, int fd, int timeout_ms) {
+Status QmpClient::ErrorStatus(std::string_view command, const Json& err) const {
+  const Json* cls = err.Find("class");
+  const Json* desc = err.Find("desc");
+  const std::string cls_s = cls && cls->is_string() ? cls->as_string() : "Error";
+  std::string message = name_ + ": " + std::string(command) + ": " + cls_s + ": " +
+                        (desc && desc->is_string() ? desc->as_string() : "");
+  if (cls_s == "CommandNotFound") return Status::Unsupported(std::move(message));
+  return Status::InvalidArgument(std::move(message));
+}
+
+Result<Json> SocketQmpClient::ExecuteWithFd(std::string_view command, const Json& arguments, int fd, int timeout_ms) {
   const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
   const int64_t id = next_id_++;
   Json req = Json::Obj({{"execute", std::string(command)}});
@@ -166,28 +196,17 @@ Result<Json> QmpClient::ExecuteWithFd(std::string_view command, const Json& argu
   for (;;) {
     HLT_ASSIGN_OR_RETURN(Json msg, ReadMessage(RemainingMs(deadline), waiting_for.c_str()));
     if (const Json* ev = msg.Find("event"); ev != nullptr && ev->is_string()) {
-      QueueEvent(msg);
+      QueueEvent(EventOf(msg));
       continue;
     }
     const Json* mid = msg.Find("id");
     // A reply without an id answers a request QEMU could not even parse, i.e. this one.
     if (mid != nullptr && !(mid->is_int() && mid->as_int() == id)) continue;  // a late reply to a timed-out call
     if (const Json* ret = msg.Find("return")) return *ret;
-    if (const Json* err = msg.Find("error")) {
-      const Json* cls = err->Find("class");
-      const Json* desc = err->Find("desc");
-      const std::string cls_s = cls ? cls->as_string() : "Error";
-      std::string message = name_ + ": " + std::string(command) + ": " + cls_s + ": " + (desc ? desc->as_string() : "");
-      if (cls_s == "CommandNotFound") return Status::Unsupported(std::move(message));
-      return Status::InvalidArgument(std::move(message));
-    }
+    if (const Json* err = msg.Find("error")) return ErrorStatus(command, *err);
     return Status::Corrupt(name_ + ": reply to '" + std::string(command) + "' has neither return nor error: " +
                            msg.Serialize().substr(0, 200));
   }
-}
-
-Result<Json> QmpClient::Execute(std::string_view command, const Json& arguments, int timeout_ms) {
-  return ExecuteWithFd(command, arguments, -1, timeout_ms);
 }
 
 Result<std::string> QmpClient::HumanMonitorCommand(std::string_view command_line, int timeout_ms) {
@@ -195,6 +214,18 @@ Result<std::string> QmpClient::HumanMonitorCommand(std::string_view command_line
                                        Json::Obj({{"command-line", std::string(command_line)}}), timeout_ms));
   if (!r.is_string()) return Status::Corrupt(name_ + ": human-monitor-command returned a non-string");
   return r.as_string();
+}
+
+Status SocketQmpClient::ReadEvents(int timeout_ms, const char* waiting_for) {
+  const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms < 0 ? 0 : timeout_ms);
+  for (;;) {
+    HLT_ASSIGN_OR_RETURN(Json msg, ReadMessage(timeout_ms < 0 ? -1 : RemainingMs(deadline), waiting_for));
+    if (msg.is_null()) return Status::Ok();  // timeout_ms < 0 and nothing more
+    if (const Json* ev = msg.Find("event"); ev != nullptr && ev->is_string()) {
+      QueueEvent(EventOf(msg));
+      if (timeout_ms >= 0) return Status::Ok();
+    }
+  }
 }
 
 Result<QmpEvent> QmpClient::WaitForEvent(std::string_view name, int timeout_ms,
@@ -210,17 +241,12 @@ Result<QmpEvent> QmpClient::WaitForEvent(std::string_view name, int timeout_ms,
       }
     }
     const std::string waiting_for = "event " + std::string(name);
-    HLT_ASSIGN_OR_RETURN(Json msg, ReadMessage(RemainingMs(deadline), waiting_for.c_str()));
-    if (const Json* ev = msg.Find("event"); ev != nullptr && ev->is_string()) QueueEvent(msg);
+    HLT_RETURN_IF_ERROR(ReadEvents(RemainingMs(deadline), waiting_for.c_str()));
   }
 }
 
 Result<std::vector<QmpEvent>> QmpClient::TakeEvents() {
-  for (;;) {
-    HLT_ASSIGN_OR_RETURN(Json msg, ReadMessage(-1, "events"));
-    if (msg.is_null()) break;
-    if (const Json* ev = msg.Find("event"); ev != nullptr && ev->is_string()) QueueEvent(msg);
-  }
+  HLT_RETURN_IF_ERROR(ReadEvents(-1, "events"));
   std::vector<QmpEvent> out(std::make_move_iterator(events_.begin()), std::make_move_iterator(events_.end()));
   events_.clear();
   return out;

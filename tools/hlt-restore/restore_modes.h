@@ -12,6 +12,7 @@ int Info(cli::Args& args);
 int Verify(cli::Args& args);
 int Replay(cli::Args& args);
 int RestoreQemu(cli::Args& args);  // restore_qemu.cc, built with the QEMU integration
+int RestoreLibvirt(cli::Args& args);  // restore_libvirt.cc, built with the libvirt integration
 
 }  // namespace halite::restore
 

@@ -15,6 +15,7 @@
 #include "halite/hint_files.h"
 #include "halite/qemu/qemu_checkpoint.h"
 #include "halite/qemu/qemu_launcher.h"
+#include "hlt-restore/lazy_restore_flags.h"
 #include "hlt-restore/restore_modes.h"
 
 namespace halite::restore {
@@ -38,12 +39,6 @@ const char* kQemuUsage =
     "  --qemu-dir DIR         launch mode: where QEMU's QMP socket and logs go (default: a new private directory\n"
     "                         under $TMPDIR, left behind with the running guest)\n"
     "  --incoming-socket P    QEMU listens on unix socket P (default: a socketpair passed over QMP)\n"
-    "  --eager                send everything before the device state (a precopy load; the guest runs after)\n"
-    "  --loader on|off        push the pages not asked for in the background, in the checkpoint's restore order\n"
-    "                         (default on); off: only on request until the guest has asked for nothing for\n"
-    "                         --idle-ms (default 1000), then the rest\n"
-    "  --rate-limit R         the loader reads at most R bytes of the checkpoint a second (K/M/G suffixes)\n"
-    "  --preload-ws           send the working-set blocks before the guest starts\n"
     "  --record-trace FILE    write the pages QEMU asked for, in order, as an access trace (feed it to\n"
     "                         `hlt-save relayout` for a learned layout)\n"
     "  --timeline FILE        the engine's fault and block-load timeline (CSV)\n"
@@ -77,7 +72,7 @@ int RestoreQemu(cli::Args& args) {
   const std::string tool = "hlt-restore qemu";
   const auto t_tool = std::chrono::system_clock::now();
   const int64_t tool_wall_us = std::chrono::duration_cast<std::chrono::microseconds>(t_tool.time_since_epoch()).count();
-  std::string usage = std::string(kQemuUsage) + cli::kKeyFileHelp;
+  std::string usage = std::string(kQemuUsage) + kLazyRestoreFlagsHelp + cli::kKeyFileHelp;
   std::string ckpt, socket, qemu_bin, qemu_dir, error, v, record, timeline, stats_json, progress_log;
   std::vector<std::string> qemu_args;
   bool launch = false, wait = false, quiet = false;
@@ -101,25 +96,7 @@ int RestoreQemu(cli::Args& args) {
       qemu_dir = v;
     } else if (args.Option("--incoming-socket", &v, &error)) {
       opt.unix_socket_path = v;
-    } else if (args.Flag("--eager")) {
-      opt.lazy = false;
-    } else if (args.Option("--loader", &v, &error)) {
-      if (v == "on")
-        opt.engine.background_loader = true;
-      else if (v == "off")
-        opt.engine.background_loader = false;
-      else if (error.empty())
-        error = "--loader: expected on or off, got \"" + v + "\"";
-    } else if (args.Option("--idle-ms", &v, &error)) {
-      uint64_t n = 0;
-      if (error.empty() && (!cli::ParseU64(v, &n) || n > 3600000)) error = "--idle-ms: bad value \"" + v + "\"";
-      opt.engine.idle_sweep_ms = uint32_t(n);
-    } else if (args.Option("--rate-limit", &v, &error)) {
-      uint64_t n = 0;
-      if (error.empty() && !cli::ParseU64(v, &n)) error = "--rate-limit: bad value \"" + v + "\"";
-      opt.engine.loader_rate_bytes_per_s = n;
-    } else if (args.Flag("--preload-ws")) {
-      opt.engine.preload_working_set = true;
+    } else if (ParseLazyRestoreFlag(args, &opt, &error)) {
     } else if (args.Option("--record-trace", &v, &error)) {
       record = v;
     } else if (args.Option("--timeline", &v, &error)) {
@@ -164,9 +141,7 @@ int RestoreQemu(cli::Args& args) {
       return cli::UsageError(tool, "QEMU ARGS must not contain -incoming (hlt-restore adds -incoming defer)", usage);
     }
   }
-  if (!opt.lazy && (opt.engine.preload_working_set || !opt.engine.background_loader)) {
-    return cli::UsageError(tool, "--eager sends everything first: --preload-ws and --loader off do not apply", usage);
-  }
+  if (std::string bad = CheckLazyRestoreFlags(opt); !bad.empty()) return cli::UsageError(tool, bad, usage);
 
   auto wall_us = [] {
     return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
@@ -340,45 +315,7 @@ int RestoreQemu(cli::Args& args) {
   }
   if (!quiet) {
     std::printf("restored %s (%s)\n", ckpt.c_str(), opt.lazy ? "lazy" : "eager");
-    std::printf(
-        "  time             %.1f ms to guest running (hlt-restore start to QEMU's RESUME; %.1f ms from the "
-        "restore call), all pages sent at %.1f ms, completed at %.1f ms\n",
-        Ms(tool_to_running), Ms(res.start_to_running_us), Ms(res.start_to_loaded_us), Ms(res.total_us));
-    if (opt.lazy) {
-      std::printf(
-          "  requests         %llu from QEMU (%llu for pages already on the way, %llu after the end); "
-          "answered in p50 %.2f ms, p99 %.2f ms, max %.2f ms\n",
-          (unsigned long long)c.requests, (unsigned long long)c.requests_already_sent,
-          (unsigned long long)c.requests_after_end, Ms(c.request_latency_p50_us), Ms(c.request_latency_p99_us),
-          Ms(c.request_latency_max_us));
-    }
-    std::printf(
-        "  pages sent       %llu before the guest started, %llu answering requests, %llu pushed; %llu of them "
-        "as zero pages; %s on the wire in %llu sections",
-        (unsigned long long)c.preload_pages, (unsigned long long)c.request_pages, (unsigned long long)c.pushed_pages,
-        (unsigned long long)c.zero_pages, cli::HumanBytes(c.bytes_sent).c_str(), (unsigned long long)c.sections);
-    if (opt.lazy) {
-      std::printf("; %llu zero pages never sent (they read as zero)", (unsigned long long)res.zero_pages_unsent);
-    }
-    std::printf("\n");
-    if (opt.lazy)
-      std::printf(
-          "  faults           %llu blocking (%llu joined a read in flight), %llu zero, %llu present; blocking "
-          "p50 %.1f us, p99 %.1f us%s\n",
-          (unsigned long long)e.faults_blocking, (unsigned long long)e.faults_joined, (unsigned long long)e.faults_zero,
-          (unsigned long long)e.faults_present, double(e.blocking_latency.p50_ns) / 1e3,
-          double(e.blocking_latency.p99_ns) / 1e3,
-          res.sweep_blocks ? (" (then " + std::to_string(res.sweep_blocks) +
-                              " blocks swept after the guest "
-                              "went idle)")
-                                 .c_str()
-                           : "");
-    std::printf("  blocks read      %llu of %llu (demand %llu, loader %llu, preload %llu)\n",
-                (unsigned long long)ef.blocks_read, (unsigned long long)ef.blocks_total,
-                (unsigned long long)ef.blocks_read_demand, (unsigned long long)ef.blocks_read_loader,
-                (unsigned long long)ef.blocks_read_preload);
-    std::printf("  bytes read       %s of the checkpoint (%s decompressed)\n", cli::HumanBytes(ef.bytes_read).c_str(),
-                cli::HumanBytes(ef.bytes_decompressed).c_str());
+    PrintRestoreSummary(res, tool_to_running);
     if (proc) {
       std::printf("  qemu             pid %d keeps running; QMP socket %s, stdout/stderr logs in %s\n",
                   int(proc->pid()), proc->qmp_socket_path().c_str(), proc->work_dir().c_str());

@@ -11,6 +11,7 @@ const char* kUsage =
     "  raw IMAGE -o CKPT [writer options]     save a raw memory image\n"
     "  xen STREAM -o CKPT [writer options]    save an `xl save` stream (file, FIFO or - for stdin)\n"
     "  qemu --qmp SOCKET -o CKPT [--live]     save a running QEMU through its QMP socket\n"
+    "  libvirt DOMAIN -o CKPT [--connect URI] save a running libvirt domain, its disks frozen with it\n"
     "  relayout CKPT -o NEW --access-trace F  re-plan a checkpoint around a trace recorded at restore time\n"
     "Run `hlt-save MODE --help` for a mode's options; `hlt-save --version` for the versions.\n"
     "Exit codes: 0 success, 2 usage error, 3 I/O error, 4 invalid or corrupt input.\n";
@@ -34,6 +35,9 @@ int main(int argc, char** argv) {
   if (mode == "relayout") return halite::save::Relayout(args);
 #ifdef HALITE_TOOLS_WITH_QEMU
   if (mode == "qemu") return halite::save::SaveQemu(args);
+#endif
+#ifdef HALITE_TOOLS_WITH_LIBVIRT
+  if (mode == "libvirt") return halite::save::SaveLibvirt(args);
 #endif
   std::cerr << "hlt-save: unknown mode \"" << mode << "\"\n" << kUsage;
   return halite::cli::kExitUsage;

@@ -10,6 +10,7 @@ int SaveRaw(cli::Args& args);
 int SaveXen(cli::Args& args);  // save_xen.cc, built with the Xen integration
 int Relayout(cli::Args& args);
 int SaveQemu(cli::Args& args);  // save_qemu.cc, built with the QEMU integration
+int SaveLibvirt(cli::Args& args);  // save_libvirt.cc, built with the libvirt integration
 
 }  // namespace halite::save
 

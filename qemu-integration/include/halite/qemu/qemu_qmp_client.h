@@ -26,6 +26,9 @@ struct QmpEvent {
   int64_t host_time_us;   // QEMU's timestamp (host wall clock, microseconds since the epoch)
 };
 
+// A QMP conversation with one QEMU, however it is reached: a monitor socket of its own (Connect, Adopt), or a
+// management layer's passthrough (halite/libvirt/libvirt_qmp.h). Implementations provide ExecuteWithFd and
+// ReadEvents; the event queue is shared.
 class QmpClient {
  public:
   // Connects to socket_path, retrying while the socket does not exist or refuses (QEMU may still be starting),
@@ -33,20 +36,23 @@ class QmpClient {
   static Result<std::unique_ptr<QmpClient>> Connect(const std::string& socket_path, int timeout_ms = 10000);
   // Same over an already connected stream socket; takes ownership of fd.
   static Result<std::unique_ptr<QmpClient>> Adopt(int fd, std::string name, int timeout_ms = 10000);
-  ~QmpClient();
+  virtual ~QmpClient() = default;
   QmpClient(const QmpClient&) = delete;
   QmpClient& operator=(const QmpClient&) = delete;
 
-  // The greeting's "QMP" member (version, capabilities).
+  // The greeting's "QMP" member (version, capabilities); null when the transport has no greeting.
   const Json& greeting() const { return greeting_; }
 
   // Runs a command and returns its "return" value. A QEMU error becomes a Status whose message names the
   // command, QEMU's error class and description: "qmp: migrate-incoming: GenericError: Postcopy is not
   // supported" (code unsupported for CommandNotFound, invalid-argument otherwise). A timeout or a closed
   // connection is an io-error. Events seen while waiting are queued.
-  Result<Json> Execute(std::string_view command, const Json& arguments = Json(), int timeout_ms = 30000);
-  // Same, passing fd along with the message (SCM_RIGHTS): for "getfd" and "add-fd". The caller keeps its fd.
-  Result<Json> ExecuteWithFd(std::string_view command, const Json& arguments, int fd, int timeout_ms = 30000);
+  Result<Json> Execute(std::string_view command, const Json& arguments = Json(), int timeout_ms = 30000) {
+    return ExecuteWithFd(command, arguments, -1, timeout_ms);
+  }
+  // Same, passing fd along with the command (SCM_RIGHTS): for "getfd" and "add-fd". The caller keeps its fd.
+  virtual Result<Json> ExecuteWithFd(std::string_view command, const Json& arguments, int fd,
+                                     int timeout_ms = 30000) = 0;
   // human-monitor-command: returns HMP's text output.
   Result<std::string> HumanMonitorCommand(std::string_view command_line, int timeout_ms = 30000);
 
@@ -59,21 +65,22 @@ class QmpClient {
 
   const std::string& name() const { return name_; }
 
- private:
-  QmpClient(int fd, std::string name) : fd_(fd), name_(std::move(name)) {}
-  Status Handshake(int timeout_ms);
-  Status Send(const std::string& text, int pass_fd, int timeout_ms);
-  // Reads until one complete message is framed, or the deadline passes (timeout_ms < 0: no wait at all,
-  // returns a null Json when nothing is complete).
-  Result<Json> ReadMessage(int timeout_ms, const char* waiting_for);
-  void QueueEvent(const Json& msg);
+ protected:
+  explicit QmpClient(std::string name) : name_(std::move(name)) {}
+  // Queues the events that arrive within timeout_ms (at least one, or a retryable io-error naming
+  // `waiting_for` when none does); timeout_ms < 0: only those already there, never an error for none.
+  virtual Status ReadEvents(int timeout_ms, const char* waiting_for) = 0;
+  void QueueEvent(QmpEvent event) { events_.push_back(std::move(event)); }
+  // A QMP error object ({"class": ..., "desc": ...}) as a Status naming `command`.
+  Status ErrorStatus(std::string_view command, const Json& error) const;
+  // An event message ({"event": ..., "data": ..., "timestamp": ...}) as a QmpEvent.
+  static QmpEvent EventOf(const Json& message);
 
-  int fd_;
   std::string name_;
   Json greeting_;
-  JsonFramer framer_;
+
+ private:
   std::deque<QmpEvent> events_;
-  int64_t next_id_ = 1;
 };
 
 }  // namespace halite::qemu

@@ -1,0 +1,67 @@
+// The few edits a restore makes to a saved libvirt domain XML, done with a real XML parser (libxml2):
+// its name, UUID and MACs (a clone's identity), where its disks point, the VM generation ID, and the QEMU
+// arguments libvirt passes through (`<qemu:commandline>`).
+#ifndef HALITE_LIBVIRT_DOMAIN_XML_H_
+#define HALITE_LIBVIRT_DOMAIN_XML_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "halite/status.h"
+
+namespace halite::libvirt {
+
+// A disk the guest can write: its contents belong to the checkpoint.
+struct WritableDisk {
+  std::string target;  // "vda"
+  std::string source;  // the image file
+  std::string format;  // the driver type: "qcow2", "raw"
+};
+
+class DomainXml {
+ public:
+  // Errors: kCorrupt naming `what` when the text is not a <domain> document.
+  static Result<DomainXml> Parse(const std::string& text, const std::string& what);
+  DomainXml(DomainXml&&) noexcept;
+  DomainXml& operator=(DomainXml&&) noexcept;
+  ~DomainXml();
+
+  std::string Format() const;
+
+  std::string name() const;
+  void SetName(const std::string& name);
+  std::string uuid() const;
+  // Removes the <uuid>: libvirt gives the domain a new one.
+  void DropUuid();
+  // Removes every interface's <mac>: libvirt gives each a new address. Returns how many interfaces there are.
+  size_t DropMacs();
+  // Empties <genid>: libvirt gives the VM a new generation ID (QEMU's vmgenid device writes it into guest memory
+  // after the load and notifies the guest). False, and nothing changed, when the domain has no <genid>: adding
+  // the device would change the machine the saved state belongs to.
+  bool RenewGenid();
+  std::string genid() const;
+
+  // Disks of device type "disk" backed by a file that the guest may write (not <readonly/>, not <shareable/>).
+  // Disks on block devices or networks: kUnsupported naming the disk.
+  Result<std::vector<WritableDisk>> WritableDisks() const;
+  // Gives every file-backed character device (serial, console, channel: <source path=...>) a file of its own,
+  // PATH.SUFFIX, so that clones do not write one log. Returns the new paths.
+  std::vector<std::string> SuffixCharDeviceFiles(const std::string& suffix);
+  // The target of every <disk> (cdroms and read-only disks included).
+  std::vector<std::string> DiskTargets() const;
+  // Points disk `target` at `source` (format `format`). kNotFound when there is no such disk.
+  Status SetDiskSource(const std::string& target, const std::string& source, const std::string& format);
+
+  // Appends QEMU arguments through libvirt's qemu namespace (<qemu:commandline><qemu:arg value=.../>).
+  void AddQemuArgs(const std::vector<std::string>& args);
+
+ private:
+  struct Doc;
+  explicit DomainXml(std::unique_ptr<Doc> doc);
+  std::unique_ptr<Doc> doc_;
+};
+
+}  // namespace halite::libvirt
+
+#endif  // HALITE_LIBVIRT_DOMAIN_XML_H_

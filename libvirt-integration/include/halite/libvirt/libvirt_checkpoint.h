@@ -1,0 +1,104 @@
+// A libvirt domain into a libhalite checkpoint, and back (as itself or as a clone): what `hlt-save libvirt` and
+// `hlt-restore libvirt` call. Thin over the QEMU integration (halite/qemu/qemu_checkpoint.h): libvirt provides
+// the domain's XML, its disks and the way to reach its QEMU; the pages travel exactly as for plain QEMU.
+//
+// A checkpoint made from libvirt is a QEMU checkpoint plus two blobs:
+//   "libvirt.domain.xml"  the domain's migratable XML at the save (its disks point at the frozen images);
+//   "libvirt.disks.json"  each writable disk's frozen image: {"target", "path", "format", "size", "xxh3_128"}.
+//
+// Disks: memory and disk are captured at one instant. With the guest paused, the memory is saved, then an
+// external disk-only snapshot (no libvirt metadata) freezes every writable disk's image as of that instant and
+// moves the domain onto a new qcow2 overlay beside it. The frozen images are the bases of every restore: each
+// restore gets overlays of its own (`qemu-img create -b FROZEN -F FMT`), so a frozen image is never written,
+// and a restore refuses to start when one changed (size or content hash).
+#ifndef HALITE_LIBVIRT_LIBVIRT_CHECKPOINT_H_
+#define HALITE_LIBVIRT_LIBVIRT_CHECKPOINT_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "halite/checkpoint_reader.h"
+#include "halite/libvirt/libvirt_connection.h"
+#include "halite/qemu/qemu_checkpoint.h"
+#include "halite/status.h"
+
+namespace halite::libvirt {
+
+inline constexpr const char* kDomainXmlBlobName = "libvirt.domain.xml";
+inline constexpr const char* kDisksBlobName = "libvirt.disks.json";
+
+struct FrozenDisk {
+  std::string target;  // "vda"
+  std::string path;    // the image as of the save (absolute)
+  std::string format;  // "qcow2", "raw"
+  uint64_t size = 0;   // bytes of the image file
+  std::string xxh3_128;  // hex of XXH3-128 over the image file's bytes
+};
+
+// ---- Save ----
+
+struct LibvirtSaveOptions {
+  enum class Then { kContinue, kStop, kDestroy };
+  Then then = Then::kContinue;  // afterwards: resume a guest that was running, leave it paused, or destroy it
+  // The QEMU save (writer options, page-table walk, live). `then` and `before_finish` are set here.
+  qemu::CheckpointSaveOptions qemu;
+};
+
+struct LibvirtSaveResult {
+  qemu::CheckpointSaveResult qemu;
+  std::string domain;
+  std::vector<FrozenDisk> disks;
+  std::vector<std::string> overlays;  // where the domain's writable disks went on (one per frozen disk)
+  double guest_paused_seconds = 0;    // pause to resume (0 when the guest stays paused or was not running)
+};
+
+// Saves running domain `name` into checkpoint `path` (nothing is created unless everything succeeds). Errors:
+// kNotFound for an unknown domain, kInvalidArgument for a domain that is not running, kUnsupported for a live
+// save of a domain with writable disks (not yet: the disk snapshot would not match the memory), and those of the
+// QEMU save. A guest that was running runs again if the save fails.
+Result<LibvirtSaveResult> SaveLibvirtDomain(const Connection& connection, const std::string& name,
+                                            const std::string& path, LibvirtSaveOptions options);
+
+// ---- Restore ----
+
+struct LibvirtRestoreOptions {
+  std::string name;       // empty: the saved name (a clone: "<saved>-clone-<8 hex digits>")
+  bool clone = false;     // new UUID, new MACs, new VM generation ID
+  std::string disk_dir;   // where each restore's disk overlays go (empty: beside the checkpoint)
+  bool paused = false;    // the guest stays paused (libvirt says "paused") until resumed
+  // Where the private QMP socket of the new QEMU goes (a new directory under it; empty: /tmp).
+  std::string runtime_dir;
+  qemu::CheckpointRestoreOptions qemu;  // lazy options; paused is set here
+  // Called once the domain is defined and started, before any page moves (its name and UUID).
+  std::function<void(const std::string& name, const std::string& uuid)> on_started;
+};
+
+struct LibvirtRestoreResult {
+  std::string domain;
+  std::string uuid;
+  std::vector<std::string> overlays;
+  bool had_genid = false;          // the saved domain had a VM generation ID device (renewed for a clone)
+  uint64_t define_us = 0;          // call start to the domain started (waiting for its memory)
+  qemu::CheckpointRestoreResult qemu;
+};
+
+// The frozen disks recorded in a checkpoint (empty for a domain without writable disks). kInvalidArgument for a
+// checkpoint not made by SaveLibvirtDomain.
+Result<std::vector<FrozenDisk>> ReadFrozenDisks(const CheckpointReader& reader);
+// Checks that every frozen image is still there with its size and content hash; kInvalidArgument naming the
+// first that is not.
+Status VerifyFrozenDisks(const std::vector<FrozenDisk>& disks);
+
+// Creates a transient domain from the checkpoint's XML (its own name, UUID, MACs and disk overlays when a
+// clone), started with `-incoming defer`, and restores its memory lazily (or eagerly) through the QEMU path.
+// Returns when the restore completed (every page in). Before the guest runs, every failure removes what this
+// call made (the domain, the overlays). Errors: kInvalidArgument for a checkpoint not from libvirt, a frozen
+// disk that changed, a name in use or an overlay that exists; then those of libvirt and of the QEMU restore.
+Status RestoreLibvirtDomain(const Connection& connection, const CheckpointReader& reader,
+                            const std::string& checkpoint_path, LibvirtRestoreOptions options,
+                            LibvirtRestoreResult* result);
+
+}  // namespace halite::libvirt
+
+#endif  // HALITE_LIBVIRT_LIBVIRT_CHECKPOINT_H_

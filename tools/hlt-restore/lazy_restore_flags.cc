@@ -1,0 +1,93 @@
+#include "hlt-restore/lazy_restore_flags.h"
+
+#include <cstdio>
+
+namespace halite::restore {
+namespace {
+double Ms(uint64_t us) { return double(us) / 1e3; }
+}  // namespace
+
+const char* kLazyRestoreFlagsHelp =
+    "  --eager                send everything before the device state (a precopy load; the guest runs after)\n"
+    "  --loader on|off        push the pages not asked for in the background, in the checkpoint's restore order\n"
+    "                         (default on); off: only on request until the guest has asked for nothing for\n"
+    "                         --idle-ms (default 1000), then the rest\n"
+    "  --rate-limit R         the loader reads at most R bytes of the checkpoint a second (K/M/G suffixes)\n"
+    "  --preload-ws           send the working-set blocks before the guest starts\n";
+
+bool ParseLazyRestoreFlag(cli::Args& args, qemu::CheckpointRestoreOptions* opt, std::string* error) {
+  std::string v;
+  if (args.Flag("--eager")) {
+    opt->lazy = false;
+  } else if (args.Option("--loader", &v, error)) {
+    if (v == "on")
+      opt->engine.background_loader = true;
+    else if (v == "off")
+      opt->engine.background_loader = false;
+    else if (error->empty())
+      *error = "--loader: expected on or off, got \"" + v + "\"";
+  } else if (args.Option("--idle-ms", &v, error)) {
+    uint64_t n = 0;
+    if (error->empty() && (!cli::ParseU64(v, &n) || n > 3600000)) *error = "--idle-ms: bad value \"" + v + "\"";
+    opt->engine.idle_sweep_ms = uint32_t(n);
+  } else if (args.Option("--rate-limit", &v, error)) {
+    uint64_t n = 0;
+    if (error->empty() && !cli::ParseU64(v, &n)) *error = "--rate-limit: bad value \"" + v + "\"";
+    opt->engine.loader_rate_bytes_per_s = n;
+  } else if (args.Flag("--preload-ws")) {
+    opt->engine.preload_working_set = true;
+  } else {
+    return false;
+  }
+  return true;
+}
+
+std::string CheckLazyRestoreFlags(const qemu::CheckpointRestoreOptions& opt) {
+  if (!opt.lazy && (opt.engine.preload_working_set || !opt.engine.background_loader)) {
+    return "--eager sends everything first: --preload-ws and --loader off do not apply";
+  }
+  return "";
+}
+
+void PrintRestoreSummary(const qemu::CheckpointRestoreResult& res, uint64_t tool_to_running) {
+  const auto& c = res.channel;
+  const auto& e = res.engine;
+  const auto& ef = res.engine_final;
+  std::printf(
+      "  time             %.1f ms to guest running (tool start to QEMU's RESUME; %.1f ms from the restore call), "
+      "all pages sent at %.1f ms, completed at %.1f ms\n",
+      Ms(tool_to_running), Ms(res.start_to_running_us), Ms(res.start_to_loaded_us), Ms(res.total_us));
+  if (res.lazy) {
+    std::printf(
+        "  requests         %llu from QEMU (%llu for pages already on the way, %llu after the end); "
+        "answered in p50 %.2f ms, p99 %.2f ms, max %.2f ms\n",
+        (unsigned long long)c.requests, (unsigned long long)c.requests_already_sent,
+        (unsigned long long)c.requests_after_end, Ms(c.request_latency_p50_us), Ms(c.request_latency_p99_us),
+        Ms(c.request_latency_max_us));
+  }
+  std::printf(
+      "  pages sent       %llu before the guest started, %llu answering requests, %llu pushed; %llu of them "
+      "as zero pages; %s on the wire in %llu sections",
+      (unsigned long long)c.preload_pages, (unsigned long long)c.request_pages, (unsigned long long)c.pushed_pages,
+      (unsigned long long)c.zero_pages, cli::HumanBytes(c.bytes_sent).c_str(), (unsigned long long)c.sections);
+  if (res.lazy) std::printf("; %llu zero pages never sent (they read as zero)", (unsigned long long)res.zero_pages_unsent);
+  std::printf("\n");
+  if (res.lazy) {
+    std::printf(
+        "  faults           %llu blocking (%llu joined a read in flight), %llu zero, %llu present; blocking "
+        "p50 %.1f us, p99 %.1f us",
+        (unsigned long long)e.faults_blocking, (unsigned long long)e.faults_joined, (unsigned long long)e.faults_zero,
+        (unsigned long long)e.faults_present, double(e.blocking_latency.p50_ns) / 1e3,
+        double(e.blocking_latency.p99_ns) / 1e3);
+    if (res.sweep_blocks) std::printf(" (then %llu blocks swept after the guest went idle)", (unsigned long long)res.sweep_blocks);
+    std::printf("\n");
+  }
+  std::printf("  blocks read      %llu of %llu (demand %llu, loader %llu, preload %llu)\n",
+              (unsigned long long)ef.blocks_read, (unsigned long long)ef.blocks_total,
+              (unsigned long long)ef.blocks_read_demand, (unsigned long long)ef.blocks_read_loader,
+              (unsigned long long)ef.blocks_read_preload);
+  std::printf("  bytes read       %s of the checkpoint (%s decompressed)\n", cli::HumanBytes(ef.bytes_read).c_str(),
+              cli::HumanBytes(ef.bytes_decompressed).c_str());
+}
+
+}  // namespace halite::restore

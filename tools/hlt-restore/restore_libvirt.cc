@@ -1,0 +1,199 @@
+// hlt-restore libvirt CKPT [--connect URI] [--name NAME] [--clone] [--disk-dir DIR] [--paused] [--detach]
+//                          [--status-file FILE] [lazy options]
+// A checkpoint made by `hlt-save libvirt` back into a libvirt domain (or a clone of it), lazily.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+
+#include <fmt/format.h>
+
+#include "halite/libvirt/libvirt_checkpoint.h"
+#include "hlt-restore/lazy_restore_flags.h"
+#include "hlt-restore/restore_modes.h"
+
+namespace halite::restore {
+namespace {
+
+const char* kLibvirtUsage =
+    "usage: hlt-restore libvirt CKPT [--connect URI] [--name NAME] [--clone] [--disk-dir DIR] [--paused]\n"
+    "                               [--detach] [--status-file FILE] [lazy options]\n"
+    "Creates the checkpoint's domain under libvirt (transient: `virsh list`, `dominfo`, `destroy` and the\n"
+    "console work as for any domain) and restores its memory lazily: the guest runs at once and its pages are\n"
+    "served from the checkpoint. Each writable disk gets a qcow2 overlay of its own over the frozen image\n"
+    "(DIR/NAME-TARGET.qcow2); a frozen image that changed since the save is refused. Prints the domain's name and\n"
+    "the time to running, then keeps serving pages until every page is in (exit 0).\n"
+    "  --connect URI          libvirt URI (default: libvirt's default; e.g. qemu:///system,\n"
+    "                         qemu:///embed?root=DIR)\n"
+    "  --name NAME            the domain's name (default: the saved one; a clone: SAVED-clone-XXXXXXXX)\n"
+    "  --clone                a new identity: new UUID, new MAC addresses, new VM generation ID (when the saved\n"
+    "                         domain has a <genid>: the guest kernel learns it was cloned)\n"
+    "  --disk-dir DIR         where the disk overlays go (default: the checkpoint's directory)\n"
+    "  --paused               leave the guest paused (`virsh resume` starts it)\n"
+    "  --detach               return as soon as the guest runs; a detached hlt-restore finishes the restore and\n"
+    "                         records its outcome in the status file\n"
+    "  --status-file FILE     JSON {\"state\": \"starting\"|\"running\"|\"completed\"|\"failed\", \"domain\",\n"
+    "                         \"uuid\", \"pid\", \"error\"}, replaced atomically at each change (default with\n"
+    "                         --detach: CKPT.NAME.status)\n";
+
+double Ms(uint64_t us) { return double(us) / 1e3; }
+
+// The status file a broker polls: written to a temporary name and renamed, so a reader never sees half of it.
+class StatusFile {
+ public:
+  explicit StatusFile(std::string path) : path_(std::move(path)) {}
+  void Write(const std::string& state, const std::string& error = "") {
+    if (path_.empty()) return;
+    nlohmann::ordered_json j = {{"state", state}, {"domain", domain_}, {"uuid", uuid_}, {"pid", int(getpid())}};
+    if (!error.empty()) j["error"] = error;
+    const std::string tmp = path_ + ".tmp";
+    FILE* f = std::fopen(tmp.c_str(), "w");
+    if (f == nullptr) return;
+    const std::string text = cli::JsonText(j);
+    const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size() && fflush(f) == 0 && fsync(fileno(f)) == 0;
+    if (std::fclose(f) == 0 && ok) std::rename(tmp.c_str(), path_.c_str());
+  }
+  void SetDomain(const std::string& name, const std::string& uuid) {
+    domain_ = name;
+    uuid_ = uuid;
+  }
+
+ private:
+  std::string path_, domain_, uuid_;
+};
+
+// --detach: the restore runs in a child that outlives us. Forked before any thread exists. The parent returns
+// the child's first line ("running ..." or "failed ...") and its verdict; the child gets the write end.
+int Detach(const std::string& tool, int* report_fd) {
+  int p[2];
+  if (pipe(p) != 0) return cli::Fail(tool, Status::IoError("pipe", errno));
+  const pid_t pid = fork();
+  if (pid < 0) return cli::Fail(tool, Status::IoError("fork", errno));
+  if (pid == 0) {
+    close(p[0]);
+    setsid();
+    signal(SIGHUP, SIG_IGN);
+    *report_fd = p[1];
+    return -1;  // the child goes on
+  }
+  close(p[1]);
+  std::string text;
+  char buf[4096];
+  ssize_t n;
+  while ((n = read(p[0], buf, sizeof buf)) > 0 || (n < 0 && errno == EINTR)) {
+    if (n > 0) text.append(buf, size_t(n));
+  }
+  close(p[0]);
+  std::fputs(text.c_str(), stdout);
+  if (text.rfind("running", 0) == 0 || text.find("\nrunning") != std::string::npos) return cli::kExitOk;
+  if (text.empty()) std::cerr << tool << ": the detached restore ended without a word\n";
+  return cli::kExitIo;
+}
+
+}  // namespace
+
+int RestoreLibvirt(cli::Args& args) {
+  const std::string tool = "hlt-restore libvirt";
+  const auto tool_start = std::chrono::steady_clock::now();
+  std::string usage = std::string(kLibvirtUsage) + kLazyRestoreFlagsHelp + cli::kKeyFileHelp;
+  std::string ckpt, uri, status_path, error, v;
+  bool detach = false;
+  ReaderOptions ropts;
+  libvirt::LibvirtRestoreOptions opt;
+  while (!args.Done()) {
+    if (args.Flag("-h") || args.Flag("--help")) {
+      std::cout << usage;
+      return cli::kExitOk;
+    }
+    if (args.Option("--connect", &v, &error) || args.Option("-c", &v, &error)) {
+      uri = v;
+    } else if (args.Option("--name", &v, &error)) {
+      opt.name = v;
+    } else if (args.Flag("--clone")) {
+      opt.clone = true;
+    } else if (args.Option("--disk-dir", &v, &error) || args.Option("--clone-dir", &v, &error)) {
+      opt.disk_dir = v;
+    } else if (args.Flag("--paused")) {
+      opt.paused = true;
+    } else if (args.Flag("--detach")) {
+      detach = true;
+    } else if (args.Option("--status-file", &v, &error)) {
+      status_path = v;
+    } else if (ParseLazyRestoreFlag(args, &opt.qemu, &error)) {
+    } else if (cli::KeyFileOption(args, &ropts, &error)) {
+    } else {
+      args.Positional(&ckpt, &error);
+    }
+    if (!error.empty()) return cli::UsageError(tool, error, usage);
+  }
+  if (ckpt.empty()) return cli::UsageError(tool, "CKPT is required", usage);
+  if (std::string bad = CheckLazyRestoreFlags(opt.qemu); !bad.empty()) return cli::UsageError(tool, bad, usage);
+  if (detach && status_path.empty()) status_path = ckpt + "." + (opt.name.empty() ? "restore" : opt.name) + ".status";
+
+  int report_fd = STDOUT_FILENO;
+  if (detach) {
+    const int rc = Detach(tool, &report_fd);
+    if (rc >= 0) return rc;  // the parent
+  }
+  auto report = [&](const std::string& line) {
+    (void)!write(report_fd, line.data(), line.size());
+    if (detach && report_fd != STDOUT_FILENO && line.rfind("running", 0) == 0) {
+      // The parent has what it waits for: it returns, we go on quietly.
+      close(report_fd);
+      report_fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
+    }
+  };
+  StatusFile status(status_path);
+  status.Write("starting");
+  auto fail = [&](const Status& s) {
+    status.Write("failed", s.ToString());
+    if (detach) report("failed: " + s.ToString() + "\n");
+    return cli::Fail(tool, s);
+  };
+
+  auto conn = libvirt::Connection::Open(uri);
+  if (!conn) return fail(conn.error());
+  auto reader = CheckpointReader::Open(ckpt, ropts);
+  if (!reader) return fail(reader.error());
+  std::string started_name;
+  double running_ms = 0;
+  opt.on_started = [&](const std::string& name, const std::string& uuid) {
+    started_name = name;
+    status.SetDomain(name, uuid);
+  };
+  opt.qemu.on_running = [&](uint64_t) {
+    running_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - tool_start).count();
+    status.Write("running");
+    std::string line = fmt::format("running {} {:.1f} ms after hlt-restore started\n", started_name, running_ms);
+    if (detach) {
+      line += "  the restore goes on detached (pid " + std::to_string(getpid()) + "); its outcome: " + status_path +
+              "\n";
+    }
+    report(line);
+  };
+  libvirt::LibvirtRestoreResult res;
+  Status s = libvirt::RestoreLibvirtDomain(**conn, **reader, ckpt, opt, &res);
+  if (!s.ok()) return fail(s);
+  status.Write("completed");
+  const auto& q = res.qemu;
+  const uint64_t tool_to_running = uint64_t(running_ms * 1000);
+  std::printf("restored %s as domain %s (uuid %s)%s\n", ckpt.c_str(), res.domain.c_str(), res.uuid.c_str(),
+              opt.clone ? ", a clone" : "");
+  std::printf("  libvirt          domain started (waiting for its memory) %.1f ms after the call\n", Ms(res.define_us));
+  for (const auto& o : res.overlays) std::printf("  disk overlay     %s\n", o.c_str());
+  if (opt.clone && !res.had_genid) {
+    std::printf("  note             the saved domain has no <genid>: the clone's kernel is not told it was cloned "
+                "(its RNG is not reseeded); add <genid/> to the domain before saving\n");
+  }
+  PrintRestoreSummary(q, tool_to_running);
+  std::fflush(stdout);
+  return cli::kExitOk;
+}
+
+}  // namespace halite::restore

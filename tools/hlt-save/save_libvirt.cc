@@ -1,0 +1,95 @@
+// hlt-save libvirt DOMAIN -o CKPT [--connect URI] [--live] [--then cont|stop|destroy] [--no-va] [writer options]
+// A running libvirt domain, its memory and its disks frozen at one instant, as a checkpoint.
+#include <cstdio>
+#include <iostream>
+
+#include "halite/libvirt/libvirt_checkpoint.h"
+#include "hlt-save/save_modes.h"
+#include "hlt-save/va_report.h"
+#include "hlt-save/writer_flags.h"
+
+namespace halite::save {
+
+namespace {
+const char* kLibvirtUsage =
+    "usage: hlt-save libvirt DOMAIN -o CKPT [--connect URI] [--live] [--then cont|stop|destroy] [--no-va]\n"
+    "                        [writer options]\n"
+    "Saves a running libvirt domain (QEMU driver). hlt-save reaches its QEMU through libvirt's monitor\n"
+    "passthrough (the domain's only QMP monitor is libvirt's; libvirt notes the domain as tainted\n"
+    "\"custom-monitor\"). With the guest paused, the memory is saved and then every writable file-backed disk is\n"
+    "frozen by an external disk-only snapshot: the image as it is becomes the base of every restore and the\n"
+    "domain goes on on a new qcow2 overlay beside it (IMAGE.hlt-TIME.qcow2). The checkpoint records the\n"
+    "domain's XML and each frozen image's path, format, size and XXH3-128; a restore refuses a changed image.\n"
+    "  --connect URI          libvirt URI (default: libvirt's default; e.g. qemu:///system,\n"
+    "                         qemu:///embed?root=DIR)\n"
+    "  --live                 background snapshot: the guest keeps running (domains without writable disks)\n"
+    "  --then cont|stop|destroy  afterwards: resume the guest if it was running (default), leave it paused,\n"
+    "                         or destroy it\n"
+    "  --no-va                skip the page-table walk\n";
+}  // namespace
+
+int SaveLibvirt(cli::Args& args) {
+  const std::string tool = "hlt-save libvirt";
+  std::string usage = std::string(kLibvirtUsage) + kWriterFlagsHelp;
+  std::string domain, uri, out, error, v;
+  WriterFlags flags;
+  flags.options.metadata.creator = "libhalite hlt-save libvirt";
+  libvirt::LibvirtSaveOptions opt;
+  while (!args.Done()) {
+    if (args.Flag("-h") || args.Flag("--help")) {
+      std::cout << usage;
+      return cli::kExitOk;
+    }
+    if (args.Option("-o", &v, &error) || args.Option("--output", &v, &error)) {
+      out = v;
+    } else if (args.Option("--connect", &v, &error) || args.Option("-c", &v, &error)) {
+      uri = v;
+    } else if (args.Flag("--live")) {
+      opt.qemu.live = true;
+    } else if (args.Option("--then", &v, &error)) {
+      if (v == "cont")
+        opt.then = libvirt::LibvirtSaveOptions::Then::kContinue;
+      else if (v == "stop")
+        opt.then = libvirt::LibvirtSaveOptions::Then::kStop;
+      else if (v == "destroy")
+        opt.then = libvirt::LibvirtSaveOptions::Then::kDestroy;
+      else if (error.empty())
+        error = "--then: expected cont, stop or destroy, got \"" + v + "\"";
+    } else if (args.Flag("--no-va")) {
+      opt.qemu.va_walk = false;
+    } else if (ParseWriterFlag(args, &flags, &error)) {
+    } else {
+      args.Positional(&domain, &error);
+    }
+    if (!error.empty()) return cli::UsageError(tool, error, usage);
+  }
+  if (domain.empty() || out.empty()) return cli::UsageError(tool, "DOMAIN and -o CKPT are required", usage);
+
+  auto conn = libvirt::Connection::Open(uri);
+  if (!conn) return cli::Fail(tool, conn.error());
+  cli::Progress progress("saving");
+  flags.options.progress = [&](const WriteProgress& p) { progress.Update(p.raw_bytes_done, p.raw_bytes_total); };
+  opt.qemu.writer = flags.options;
+  opt.qemu.before_finish = [&](CheckpointWriter& w) { return ApplyHintFiles(flags, w); };
+  auto r = libvirt::SaveLibvirtDomain(**conn, domain, out, std::move(opt));
+  progress.Finish();
+  if (!r) return cli::Fail(tool, r.error());
+
+  PrintSummary(r->qemu.summary, out);
+  const auto& st = r->qemu.save.stream;
+  std::printf("  domain           %s (%s), %s save; stream %s in %.3f s\n", r->domain.c_str(),
+              (*conn)->uri().c_str(), r->qemu.live ? "live" : "paused-guest", cli::HumanBytes(st.bytes).c_str(),
+              r->qemu.stream_seconds);
+  if (r->guest_paused_seconds > 0) std::printf("  guest paused     %.3f s\n", r->guest_paused_seconds);
+  for (size_t i = 0; i < r->disks.size(); ++i) {
+    const auto& d = r->disks[i];
+    std::printf("  disk %-11s frozen %s (%s, %s, XXH3-128 %s); the domain goes on on %s\n", d.target.c_str(),
+                d.path.c_str(), d.format.c_str(), cli::HumanBytes(d.size).c_str(), d.xxh3_128.c_str(),
+                r->overlays[i].c_str());
+  }
+  if (r->disks.empty()) std::printf("  disks            none writable\n");
+  PrintVaReport(r->qemu.va);
+  return cli::kExitOk;
+}
+
+}  // namespace halite::save
