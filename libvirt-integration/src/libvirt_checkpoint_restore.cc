@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <random>
 
@@ -33,6 +34,14 @@ std::string DirectoryOf(const std::string& path) {
   const size_t slash = path.rfind('/');
   if (slash == std::string::npos) return ".";
   return slash == 0 ? "/" : path.substr(0, slash);
+}
+
+bool UnprivilegedUserfaultfdOff() {
+  FILE* f = std::fopen("/proc/sys/vm/unprivileged_userfaultfd", "r");
+  if (f == nullptr) return false;
+  const int c = std::fgetc(f);
+  std::fclose(f);
+  return c == '0';
 }
 
 std::string RandomHex8() {
@@ -152,6 +161,13 @@ Status RestoreLibvirtDomain(const Connection& connection, const CheckpointReader
     if (user_on_running) user_on_running(us);
   };
   Status s = qemu::RestoreCheckpointIntoQemu(reader, *qmp, options.qemu, &result->qemu);
+  if (s.code() == StatusCode::kUnsupported && options.qemu.lazy && UnprivilegedUserfaultfdOff()) {
+    // libvirt's system instance runs QEMU as an unprivileged user (libvirt-qemu), and QEMU 7.2 asks the kernel
+    // for userfaultfd directly: without the sysctl its postcopy is "not supported".
+    s = Status::Unsupported(s.message() +
+                            " (QEMU runs as an unprivileged user under this libvirt and postcopy needs userfaultfd: "
+                            "set vm.unprivileged_userfaultfd=1, run QEMU as root in qemu.conf, or restore --eager)");
+  }
   if (!s.ok()) {
     return s.WithContext(undo.keep_domain ? "restoring domain " + name + " (it keeps running, its memory incomplete)"
                                           : "restoring domain " + name + " (destroyed)");

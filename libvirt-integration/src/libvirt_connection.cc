@@ -3,6 +3,7 @@
 #include <libvirt/libvirt.h>
 #include <libvirt/virterror.h>
 
+#include <cstdlib>
 #include <thread>
 
 namespace halite::libvirt {
@@ -12,8 +13,10 @@ namespace {
 // ends (libvirt offers no way to unregister it; connections come and go, the loop stays).
 Status EnsureEventLoop() {
   static const Status status = [] {
-    // Errors are returned to the caller, never printed by libvirt.
+    // Errors are returned to the caller, never printed by libvirt; its log (the embedded driver's start-up
+    // notes and warnings) shows only errors unless the user asked for more (LIBVIRT_LOG_OUTPUTS).
     virSetErrorFunc(nullptr, [](void*, virErrorPtr) {});
+    setenv("LIBVIRT_LOG_OUTPUTS", "4:stderr", /*overwrite=*/0);
     if (virEventRegisterDefaultImpl() < 0) return LastError("libvirt: registering the default event loop");
     std::thread([] {
       for (;;) virEventRunDefaultImpl();

@@ -37,7 +37,7 @@ const char* kLibvirtUsage =
     "  --disk-dir DIR         where the disk overlays go (default: the checkpoint's directory)\n"
     "  --paused               leave the guest paused (`virsh resume` starts it)\n"
     "  --detach               return as soon as the guest runs; a detached hlt-restore finishes the restore and\n"
-    "                         records its outcome in the status file\n"
+    "                         records its outcome in the status file (its output in FILE.log)\n"
     "  --status-file FILE     JSON {\"state\": \"starting\"|\"running\"|\"completed\"|\"failed\", \"domain\",\n"
     "                         \"uuid\", \"pid\", \"error\"}, replaced atomically at each change (default with\n"
     "                         --detach: CKPT.NAME.status)\n";
@@ -69,8 +69,9 @@ class StatusFile {
 };
 
 // --detach: the restore runs in a child that outlives us. Forked before any thread exists. The parent returns
-// the child's first line ("running ..." or "failed ...") and its verdict; the child gets the write end.
-int Detach(const std::string& tool, int* report_fd) {
+// the child's first line ("running ..." or "failed ...") and its verdict; the child gets the write end, and its
+// own output goes to LOG.
+int Detach(const std::string& tool, const std::string& log, int* report_fd) {
   int p[2];
   if (pipe(p) != 0) return cli::Fail(tool, Status::IoError("pipe", errno));
   const pid_t pid = fork();
@@ -79,6 +80,12 @@ int Detach(const std::string& tool, int* report_fd) {
     close(p[0]);
     setsid();
     signal(SIGHUP, SIG_IGN);
+    const int out = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (out >= 0) {
+      dup2(out, STDOUT_FILENO);
+      dup2(out, STDERR_FILENO);
+      close(out);
+    }
     *report_fd = p[1];
     return -1;  // the child goes on
   }
@@ -90,9 +97,11 @@ int Detach(const std::string& tool, int* report_fd) {
     if (n > 0) text.append(buf, size_t(n));
   }
   close(p[0]);
-  std::fputs(text.c_str(), stdout);
-  if (text.rfind("running", 0) == 0 || text.find("\nrunning") != std::string::npos) return cli::kExitOk;
-  if (text.empty()) std::cerr << tool << ": the detached restore ended without a word\n";
+  if (text.rfind("running", 0) == 0) {
+    std::fputs(text.c_str(), stdout);
+    return cli::kExitOk;
+  }
+  std::cerr << tool << ": " << (text.empty() ? "the detached restore ended without a word\n" : text);
   return cli::kExitIo;
 }
 
@@ -138,7 +147,7 @@ int RestoreLibvirt(cli::Args& args) {
 
   int report_fd = STDOUT_FILENO;
   if (detach) {
-    const int rc = Detach(tool, &report_fd);
+    const int rc = Detach(tool, status_path + ".log", &report_fd);
     if (rc >= 0) return rc;  // the parent
   }
   auto report = [&](const std::string& line) {
@@ -173,7 +182,7 @@ int RestoreLibvirt(cli::Args& args) {
     std::string line = fmt::format("running {} {:.1f} ms after hlt-restore started\n", started_name, running_ms);
     if (detach) {
       line += "  the restore goes on detached (pid " + std::to_string(getpid()) + "); its outcome: " + status_path +
-              "\n";
+              " (its output: " + status_path + ".log)\n";
     }
     report(line);
   };
