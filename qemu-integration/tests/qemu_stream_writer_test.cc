@@ -32,7 +32,7 @@ SavedVmState ParseSample(Pages* pages) {
 TEST_CASE("writer's precopy stream reads back identically", "[writer]") {
   Pages in;
   const SavedVmState state = ParseSample(&in);
-  MemorySink sink;
+  VectorSink sink;
   MigrationStreamWriter w(&sink, &state);
   REQUIRE(w.WriteHeader().ok());
   REQUIRE(w.WriteConfiguration().ok());
@@ -84,7 +84,7 @@ struct Walk {
 TEST_CASE("writer lays out the postcopy sequence QEMU 7.2 expects", "[writer]") {
   Pages in;
   const SavedVmState state = ParseSample(&in);
-  MemorySink sink;
+  VectorSink sink;
   MigrationStreamWriter w(&sink, &state, MigrationStreamWriterOptions{true, 4096});
   REQUIRE(w.WriteHeader().ok());
   REQUIRE(w.WriteConfiguration().ok());
@@ -190,7 +190,7 @@ TEST_CASE("writer lays out the postcopy sequence QEMU 7.2 expects", "[writer]") 
 TEST_CASE("writer refuses a discard after pages and an oversized package", "[writer]") {
   Pages in;
   SavedVmState state = ParseSample(&in);
-  MemorySink sink;
+  VectorSink sink;
   MigrationStreamWriter w(&sink, &state);
   REQUIRE(w.WriteRamStart().code() == StatusCode::kInternal);  // before the header
   REQUIRE(w.WriteHeader().ok());
@@ -204,7 +204,7 @@ TEST_CASE("writer refuses a discard after pages and an oversized package", "[wri
   REQUIRE(w.WriteDiscardAll().code() == StatusCode::kInternal);
 
   state.device_state.assign(17u << 20, 'x');
-  MemorySink sink2;
+  VectorSink sink2;
   MigrationStreamWriter w2(&sink2, &state);
   REQUIRE(w2.WriteHeader().ok());
   REQUIRE(w2.WriteConfiguration().ok());

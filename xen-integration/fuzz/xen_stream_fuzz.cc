@@ -49,7 +49,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
   auto decoded = DecodeXenState(EncodeXenState(*image));
   if (!decoded || !(*decoded == *image)) std::abort();
-  MemorySink out;
+  VectorSink out;
   if (!ExportSaveStream(*image, pages, out).ok()) std::abort();
   StreamVisitor visitor;
   if (!ParseStreamFromMemory(out.data().data(), out.data().size(), visitor).ok()) std::abort();

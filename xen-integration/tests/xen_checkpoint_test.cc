@@ -95,7 +95,7 @@ std::vector<uint8_t> Export(const std::string& ckpt, ExportOptions o = {}, Expor
   auto reader = CheckpointReader::Open(ckpt);
   INFO(reader.status().ToString());
   REQUIRE(reader);
-  MemorySink sink;
+  VectorSink sink;
   Status s = ExportCheckpointToStream(**reader, sink, o, stats);
   INFO(s.ToString());
   REQUIRE(s.ok());
@@ -103,7 +103,7 @@ std::vector<uint8_t> Export(const std::string& ckpt, ExportOptions o = {}, Expor
 }
 
 std::vector<uint8_t> Synth(const testing::SynthLinuxGuest& guest, uint64_t pages) {
-  MemorySink sink;
+  VectorSink sink;
   testing::SynthGuestPageSource source(guest);
   REQUIRE(ExportSaveStream(testing::MakeSynthGuestImage(pages, guest.vcpus()), source, sink).ok());
   return sink.Take();
@@ -198,7 +198,7 @@ TEST_CASE("xen checkpoint: every valid vector round-trips through a checkpoint",
     ro.format = *DetectStreamFormat(bytes);
     auto image = ImportSaveStream(source, store, ro);
     REQUIRE(image);
-    MemorySink want;
+    VectorSink want;
     REQUIRE(ExportSaveStream(*image, store, want).ok());
 
     auto saved = SavePipe(bytes, dir / "v.hlt");
@@ -274,7 +274,7 @@ TEST_CASE("xen checkpoint: a physmap too large or too sparse for a checkpoint is
     if (r.page_batches_before) r.page_batches_before = uint32_t(layout.batch_count());
   }
   testing::SynthPageSource synth;
-  MemorySink sink;
+  VectorSink sink;
   REQUIRE(ExportSaveStream(image, synth, sink).ok());
   auto r = SavePipe(sink.data(), dir / "c.hlt");
   REQUIRE(!r);
@@ -285,7 +285,7 @@ TEST_CASE("xen checkpoint: a physmap too large or too sparse for a checkpoint is
   for (uint64_t pfn = 0; pfn < 16; ++pfn) layout.AppendEntry(pfn, testing::SynthType(pfn));
   layout.AppendEntry(uint64_t{1} << 16, PageType::kXtab);  // 256 MiB of physmap for 17 pfns
   image.pages = layout;
-  MemorySink sparse;
+  VectorSink sparse;
   REQUIRE(ExportSaveStream(image, synth, sparse).ok());
   SaveOptions strict = Quiet();
   strict.max_sparse_region_pages = 1024;  // the default (2^22) would let this small case through
@@ -325,7 +325,7 @@ TEST_CASE("xen checkpoint: export refuses checkpoints that are not Xen's or disa
   auto export_status = [&]() {
     auto reader = CheckpointReader::Open(dir / "x.hlt");
     REQUIRE(reader);
-    MemorySink sink;
+    VectorSink sink;
     return ExportCheckpointToStream(**reader, sink, {});
   };
   const std::vector<uint8_t> state = EncodeXenState(testing::MakeSynthImage(64));
@@ -354,7 +354,7 @@ TEST_CASE("xen checkpoint: export refuses checkpoints that are not Xen's or disa
 
 // A synthetic guest whose xl config is `config` (NUL-terminated, as libxl stores it), exported as a save stream
 // into `stream`, and saved to `out`.
-Result<SaveResult> SaveWithConfig(const std::string& config, const std::string& out, MemorySink& stream) {
+Result<SaveResult> SaveWithConfig(const std::string& config, const std::string& out, VectorSink& stream) {
   XenSaveImage image = testing::MakeSynthImage(64);
   image.config.assign(config.begin(), config.end());
   image.config.push_back(0);
@@ -365,7 +365,7 @@ Result<SaveResult> SaveWithConfig(const std::string& config, const std::string& 
 
 TEST_CASE("xen checkpoint: metadata takes the VM's UUID from the xl config", "[xen][checkpoint]") {
   TempDir dir;
-  MemorySink sink;
+  VectorSink sink;
   auto saved = SaveWithConfig(
       R"({"c_info":{"type":"hvm","name":"web1","uuid":"12345678-9abc-DEF0-1234-56789abcdef0"},"b_info":{}})",
       dir / "u.hlt", sink);
@@ -383,7 +383,7 @@ TEST_CASE("xen checkpoint: the UUID is c_info's, read by a JSON parser, not the 
           "[xen][checkpoint]") {
   TempDir dir;
   auto uuid_of = [&](const std::string& config) {
-    MemorySink sink;
+    VectorSink sink;
     REQUIRE(SaveWithConfig(config, dir / "v.hlt", sink));
     auto reader = CheckpointReader::Open(dir / "v.hlt");
     REQUIRE(reader);

@@ -90,7 +90,7 @@ TEST_CASE("flipping any byte yields an error or a valid stream, never a crash", 
       continue;
     }
     // Whatever was accepted must export to a stream the reader accepts again.
-    MemorySink out;
+    VectorSink out;
     REQUIRE(ExportSaveStream(*image, store, out).ok());
     StreamVisitor v;
     REQUIRE(Parse(out.data(), v).ok());
@@ -100,7 +100,7 @@ TEST_CASE("flipping any byte yields an error or a valid stream, never a crash", 
 }
 
 TEST_CASE("the writer refuses batches Xen would reject", "[xen]") {
-  MemorySink sink;
+  VectorSink sink;
   StreamWriter w(sink);
   std::vector<uint8_t> page(kPageSize, 1);
   std::vector<PageEntry> none;
@@ -164,7 +164,7 @@ TEST_CASE("OrderLikeXen417 turns a v2 stream into a v3 one with STATIC_DATA_END"
   XenSaveImage image = Import(Vector("hvm-v2-no-static-data-end.xl"), store);
   CHECK(image.libxc.version == 2);
   OrderLikeXen417(&image);
-  MemorySink out;
+  VectorSink out;
   REQUIRE(ExportSaveStream(image, store, out).ok());
   testing::MemoryPageStore store2;
   XenSaveImage again = Import(out.data(), store2);
@@ -208,7 +208,7 @@ TEST_CASE("a raised pfn limit reads large batches and export splits them to 1024
   testing::MemoryPageStore store;
   auto image = ImportSaveStream(source, store, o);
   REQUIRE(image.has_value());
-  MemorySink out;
+  VectorSink out;
   REQUIRE(ExportSaveStream(*image, store, out).ok());
   testing::DumpVisitor dump;
   REQUIRE(Parse(out.data(), dump).ok());
@@ -218,12 +218,12 @@ TEST_CASE("a raised pfn limit reads large batches and export splits them to 1024
 TEST_CASE("a small synthetic image round-trips byte for byte", "[xen]") {
   XenSaveImage image = testing::MakeSynthImage(3000);
   testing::SynthPageSource synth;
-  MemorySink first;
+  VectorSink first;
   REQUIRE(ExportSaveStream(image, synth, first).ok());
   testing::MemoryPageStore store;
   XenSaveImage imported = Import(first.data(), store);
   CHECK(imported == image);
-  MemorySink second;
+  VectorSink second;
   REQUIRE(ExportSaveStream(imported, store, second).ok());
   CHECK(second.data() == first.data());
 }

@@ -65,7 +65,7 @@ struct Fixture {
     ckpt = dir + "/g.hlt";
     const uint64_t pages = 32768;
     testing::SynthLinuxGuest guest(pages, 12);
-    MemorySink sink;
+    VectorSink sink;
     testing::SynthGuestPageSource source(guest);
     REQUIRE(ExportSaveStream(testing::MakeSynthGuestImage(pages, guest.vcpus()), source, sink).ok());
     stream = sink.Take();
@@ -174,7 +174,7 @@ TEST_CASE("xen pager: the skeleton stream keeps records and batches and carries 
   Fixture fx;
   auto reader = CheckpointReader::Open(fx.ckpt);
   REQUIRE(reader);
-  MemorySink skel;
+  VectorSink skel;
   REQUIRE(ExportSkeleton(**reader, skel).ok());
   CHECK(skel.data().size() < fx.stream.size() / 100);
 

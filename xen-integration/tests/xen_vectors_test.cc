@@ -106,7 +106,7 @@ TEST_CASE("valid vectors round-trip through import, state blob and export", "[xe
       REQUIRE(decoded.has_value());
       REQUIRE(*decoded == *image);
 
-      MemorySink out;
+      VectorSink out;
       Status s = ExportSaveStream(*decoded, store, out);
       INFO(s.ToString());
       REQUIRE(s.ok());

@@ -93,7 +93,7 @@ class HALITE_EXPORT MemorySource final : public SequentialSource {
 };
 
 // Appends to memory it owns.
-class HALITE_EXPORT MemorySink final : public SequentialSink {
+class HALITE_EXPORT VectorSink final : public SequentialSink {
  public:
   Status Write(const void* data, size_t len) override;
   const std::vector<uint8_t>& data() const { return data_; }

@@ -110,7 +110,7 @@ Result<size_t> MemorySource::ReadSome(void* buf, size_t len) {
   return n;
 }
 
-Status MemorySink::Write(const void* data, size_t len) {
+Status VectorSink::Write(const void* data, size_t len) {
   if (len == 0) return Status::Ok();
   const auto* p = static_cast<const uint8_t*>(data);
   data_.insert(data_.end(), p, p + len);
