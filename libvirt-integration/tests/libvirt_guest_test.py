@@ -64,7 +64,9 @@ def sha256(path):
 
 
 class Env:
-    def __init__(self, tools, work):
+    def __init__(self, tools, work, memory_mib=256, memcheck_mib=MIB):
+        self.memory_mib = memory_mib
+        self.memcheck_mib = str(memcheck_mib)
         self.save_bin = os.path.join(tools, "hlt-save")
         self.restore_bin = os.path.join(tools, "hlt-restore")
         self.work = work
@@ -132,11 +134,11 @@ class Env:
         return p.returncode, text, errtext
 
     def source_xml(self):
-        cmdline = launch.kernel_cmdline("memcheck", ["--mib", MIB])
+        cmdline = launch.kernel_cmdline("memcheck", ["--mib", self.memcheck_mib])
         serial = self.path("desk.serial.log")
         return f"""<domain type='qemu'>
   <name>desk</name>
-  <memory unit='MiB'>256</memory>
+  <memory unit='MiB'>{self.memory_mib}</memory>
   <vcpu>1</vcpu>
   <genid/>
   <os><type arch='x86_64' machine='pc'>hvm</type>
@@ -154,12 +156,12 @@ class Env:
 </domain>
 """
 
-    def boot_source(self):
+    def boot_source(self, passes=2):
         xml = self.path("desk.xml")
         with open(xml, "w") as f:
             f.write(self.source_xml())
         self.virsh("create", xml)
-        return self.wait_passes(self.path("desk.serial.log"), 2, fresh=True)
+        return self.wait_passes(self.path("desk.serial.log"), passes, fresh=True)
 
     def wait_passes(self, serial, count, timeout=240, fresh=False, after=None):
         """Waits for `count` OK passes in `serial`; returns their numbers. A restored guest continues: its first
