@@ -13,10 +13,12 @@ namespace {
 // ends (libvirt offers no way to unregister it; connections come and go, the loop stays).
 Status EnsureEventLoop() {
   static const Status status = [] {
-    // Errors are returned to the caller, never printed by libvirt; its log (the embedded driver's start-up
-    // notes and warnings) shows only errors unless the user asked for more (LIBVIRT_LOG_OUTPUTS).
+    // Errors are returned to the caller (with libvirt's message), never printed by libvirt; its log (the
+    // embedded driver's start-up notes, warnings, the same errors again) is off unless the user asks for it
+    // with LIBVIRT_LOG_OUTPUTS (e.g. 3:stderr).
+    // (Before the first libvirt call: that one initializes libvirt and reads the environment.)
+    setenv("LIBVIRT_LOG_OUTPUTS", "4:file:/dev/null", /*overwrite=*/0);
     virSetErrorFunc(nullptr, [](void*, virErrorPtr) {});
-    setenv("LIBVIRT_LOG_OUTPUTS", "4:stderr", /*overwrite=*/0);
     if (virEventRegisterDefaultImpl() < 0) return LastError("libvirt: registering the default event loop");
     std::thread([] {
       for (;;) virEventRunDefaultImpl();

@@ -8,7 +8,7 @@ usage: libvirt_guest_test.py --tools DIR --work DIR SCENARIO
            hlt-restore libvirt brings it back as itself, then as two clones (one --detach, its outcome read from
            the status file): each continues memcheck with no fresh boot and no BAD, has its own name, UUID, MAC,
            VM generation ID, serial log and disk overlay; the frozen base image is unchanged at the end
-  errors   an unknown domain, a checkpoint not from libvirt, a name in use, a frozen disk that changed: each a clear
+  errors   libvirt not reachable, an unknown domain, a checkpoint not from libvirt, a name in use, a frozen disk that changed: each a clear
            message and a non-zero exit, with no domain or overlay left behind
 
 Exit 0 pass, 1 fail, 77 skipped (libvirt's QEMU driver, QEMU, the guest build or userfaultfd unavailable; the
@@ -264,8 +264,14 @@ def scenario_clones(env):
 
 
 def scenario_errors(env):
-    env.boot_source()
     ckpt = env.path("desk.hlt")
+    # libvirt not reachable.
+    rc, _, err = env.tool([env.save_bin, "libvirt", "desk", "-o", ckpt, "--connect",
+                           "qemu+unix:///system?socket=/nonexistent/libvirt-sock"], "save_unreachable",
+                          expect_ok=False)
+    if rc == 0 or "cannot connect to qemu+unix:///system" not in err or os.path.exists(ckpt):
+        raise Fail(f"unreachable libvirt: exit {rc}: {err}")
+    env.boot_source()
     rc, _, err = env.tool([env.save_bin, "libvirt", "nope", "-o", ckpt, "--connect", env.uri], "save_unknown",
                           expect_ok=False)
     if rc == 0 or "domain 'nope'" not in err or os.path.exists(ckpt):
