@@ -17,4 +17,5 @@ set(HALITE_FUZZ_VECTOR_TARGETS checkpoint_read_fuzz)
 set(HALITE_FUZZ_INTEGRATION_TARGETS
   "qemu_stream_fuzz|qemu-integration/fuzz/qemu_stream_fuzz.cc|halite_qemu|"
   "xen_stream_fuzz|xen-integration/fuzz/xen_stream_fuzz.cc|halite_xen|xen-integration/test-vectors"
+  "libvirt_blobs_fuzz|libvirt-integration/fuzz/libvirt_blobs_fuzz.cc|halite_libvirt|libvirt-integration/fuzz/seeds"
 )
