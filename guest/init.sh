@@ -4,6 +4,9 @@
 # Kernel command line (read from /proc/cmdline):
 #   hlt.workload=memcheck|memsim|redis|shell|idle|poweroff   what to run (default memcheck)
 #   hlt.args=--mib,256                                 its arguments, comma-separated (no spaces)
+#   hlt.virtio=1     load the virtio drivers (PCI, block, net) first: /dev/vda and eth0 appear, and every change of
+#                    a NIC's MAC address is printed as "HLT-GUEST MAC eth0 52:54:00:..." (a clone's NIC comes back
+#                    with a new one)
 # Prints "HLT-GUEST READY" on the console, runs the workload in the foreground with its output on the console,
 # then prints "HLT-GUEST EXIT rc=N" and powers off (QEMU with -no-reboot then exits).
 # redis (only in a guest built with scripts/build-guest --with-redis): loads the virtio-net modules, configures
@@ -29,11 +32,13 @@ done
 
 workload=memcheck
 args=
+virtio=0
 set -f  # the command line is data: no globbing
 for word in $(cat /proc/cmdline); do
   case "$word" in
     hlt.workload=*) workload=${word#hlt.workload=} ;;
     hlt.args=*) args=${word#hlt.args=} ;;
+    hlt.virtio=1) virtio=1 ;;
   esac
 done
 old_ifs=$IFS
@@ -43,11 +48,38 @@ set -- $args
 IFS=$old_ifs
 set +f
 
-run_redis() {
-  [ -x /bin/redis-server ] || { echo "HLT-GUEST no redis-server in this initramfs (build-guest --with-redis)"; return 127; }
+virtio_loaded=0
+load_virtio() {
+  [ $virtio_loaded = 1 ] && return 0
   while read -r mod; do
     insmod "/lib/modules/hlt/$mod.ko" || return 1
   done </lib/modules/hlt/load-order
+  virtio_loaded=1
+  # Devices appear asynchronously after their drivers bind.
+  n=0
+  while [ ! -e /sys/class/net/eth0 ] && [ ! -e /sys/block/vda ] && [ $n -lt 100 ]; do sleep 0.05; n=$((n + 1)); done
+  sleep 0.2
+}
+
+# Prints each NIC's MAC address whenever it changes (a hot-unplugged and replugged NIC included).
+watch_macs() {
+  seen=""
+  while :; do
+    now=""
+    for dev in /sys/class/net/eth*; do
+      [ -e "$dev/address" ] && now="$now ${dev##*/}=$(cat "$dev/address")"
+    done
+    if [ "$now" != "$seen" ]; then
+      for pair in $now; do echo "HLT-GUEST MAC ${pair%%=*} ${pair#*=}"; done
+      seen=$now
+    fi
+    sleep 0.5
+  done
+}
+
+run_redis() {
+  [ -x /bin/redis-server ] || { echo "HLT-GUEST no redis-server in this initramfs (build-guest --with-redis)"; return 127; }
+  load_virtio || return 1
   ifconfig lo 127.0.0.1 up
   # The NIC appears asynchronously after the driver binds.
   n=0
@@ -68,6 +100,11 @@ enable-debug-command yes
 CONF
   /bin/redis-server /etc/redis.conf "$@"
 }
+
+if [ $virtio = 1 ]; then
+  load_virtio || echo "HLT-GUEST virtio drivers failed to load"
+  watch_macs &
+fi
 
 echo "HLT-GUEST READY workload=$workload args=$args"
 

@@ -17,11 +17,19 @@
 //   memcheck pass=18 gen=18 mib=256 sum=0x... BAD first_bad_offset=0x... bad_pages=3 expected=0x... got=0x...
 //     pass_ms=... t_ms=... rt=...
 // t_ms is CLOCK_MONOTONIC in ms, rt is CLOCK_REALTIME as seconds.milliseconds.
+//
+// With --disk DEV it also keeps a journal on a block device, so that a restore which pairs the memory with the
+// wrong disk (an older or a newer image) is caught: after each pass it writes a 4 KiB record (pass, sum) with
+// O_DIRECT to slot pass % 64, and before that it checks that slot (pass-1) % 64 holds exactly the previous pass
+// (the one the memory remembers) and that slot pass % 64 holds no pass >= this one (a disk ahead of the memory).
+// The pass line then ends in "disk=ok" (or "disk=new" on the first pass); a mismatch turns it into
+// "BAD disk=..." naming what was found.
 // sum is a 32-bit fold of the sum of all 64-bit words read in the pass; for a given seed, size and generation it is
 // the same on every run, so a host can also compare it.
 
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -80,11 +88,12 @@ static void Emit(const char* line) {
 
 static void Usage(void) {
   fprintf(stderr,
-          "usage: memcheck [--mib N] [--seed S] [--passes N]\n"
+          "usage: memcheck [--mib N] [--seed S] [--passes N] [--disk DEV]\n"
           "  --mib N     memory to check in MiB (default 256)\n"
           "  --seed S    pattern seed (default 1)\n"
           "  --passes N  stop after N passes, exit 1 if any was BAD (default 0: run forever)\n"
-          "  --corrupt-offset X  flip one byte at offset X after the fill (tests the checker itself)\n");
+          "  --corrupt-offset X  flip one byte at offset X after the fill (tests the checker itself)\n"
+          "  --disk DEV  keep a journal of the passes on block device DEV and check it against memory\n");
 }
 
 static int ParseU64(const char* s, uint64_t* out) {
@@ -153,11 +162,78 @@ static void Fill(uint64_t* mem, uint64_t pages, uint64_t seed) {
   }
 }
 
+// ---- the disk journal (--disk) ----
+
+enum { kDiskSlots = 64, kDiskBase = 1 << 20 };
+static const char kDiskMagic[8] = {'H', 'L', 'T', 'D', 'I', 'S', 'K', '1'};
+
+struct DiskRecord {
+  char magic[8];
+  uint64_t seed;
+  uint64_t pass;
+  uint32_t sum;
+};
+
+// Reads slot `slot` into *rec; returns 0 when it holds a record of this seed, 1 when empty/foreign, -1 on error.
+static int DiskRead(int fd, uint8_t* buf, uint64_t slot, uint64_t seed, struct DiskRecord* rec) {
+  if (pread(fd, buf, kPageSize, (off_t)(kDiskBase + slot * kPageSize)) != kPageSize) return -1;
+  memcpy(rec, buf, sizeof(*rec));
+  return memcmp(rec->magic, kDiskMagic, sizeof(kDiskMagic)) == 0 && rec->seed == seed ? 0 : 1;
+}
+
+// Checks the journal against the memory's last pass (`last_pass`, `last_sum`; 0: none yet) and writes this
+// pass's record. Writes the verdict ("disk=ok", "disk=new" or "BAD disk=...") into out.
+static void DiskJournal(int fd, uint8_t* buf, uint64_t seed, uint64_t pass, uint32_t sum, uint64_t last_pass,
+                        uint32_t last_sum, char* out, size_t len, int* bad) {
+  struct DiskRecord prev, next;
+  *bad = 1;
+  if (last_pass != 0) {
+    int r = DiskRead(fd, buf, last_pass % kDiskSlots, seed, &prev);
+    if (r < 0) {
+      snprintf(out, len, "BAD disk=read-error:%s", strerror(errno));
+      return;
+    }
+    if (r != 0 || prev.pass != last_pass || prev.sum != last_sum) {
+      snprintf(out, len, "BAD disk=stale-or-foreign(slot %" PRIu64 " holds pass %" PRIu64 ", memory says %" PRIu64 ")",
+               last_pass % kDiskSlots, r == 0 ? prev.pass : 0, last_pass);
+      return;
+    }
+  }
+  int r = DiskRead(fd, buf, pass % kDiskSlots, seed, &next);
+  if (r < 0) {
+    snprintf(out, len, "BAD disk=read-error:%s", strerror(errno));
+    return;
+  }
+  if (r == 0 && next.pass >= pass) {
+    snprintf(out, len, "BAD disk=ahead(slot %" PRIu64 " holds pass %" PRIu64 ", memory is at pass %" PRIu64 ")",
+             pass % kDiskSlots, next.pass, pass);
+    return;
+  }
+  memset(buf, 0, kPageSize);
+  struct DiskRecord rec;
+  memcpy(rec.magic, kDiskMagic, sizeof(kDiskMagic));
+  rec.seed = seed;
+  rec.pass = pass;
+  rec.sum = sum;
+  memcpy(buf, &rec, sizeof(rec));
+  if (pwrite(fd, buf, kPageSize, (off_t)(kDiskBase + (pass % kDiskSlots) * kPageSize)) != kPageSize) {
+    snprintf(out, len, "BAD disk=write-error:%s", strerror(errno));
+    return;
+  }
+  *bad = 0;
+  snprintf(out, len, "%s", last_pass ? "disk=ok" : "disk=new");
+}
+
 int main(int argc, char** argv) {
   uint64_t mib = 256, seed = 1, max_passes = 0, corrupt = UINT64_MAX;
+  const char* disk = NULL;
   for (int i = 1; i < argc; i++) {
     const char* a = argv[i];
     uint64_t* target = NULL;
+    if (strcmp(a, "--disk") == 0 && i + 1 < argc) {
+      disk = argv[++i];
+      continue;
+    }
     if (strcmp(a, "--mib") == 0) {
       target = &mib;
     } else if (strcmp(a, "--seed") == 0) {
@@ -204,6 +280,20 @@ int main(int argc, char** argv) {
 
   if (corrupt < pages * kPageSize) ((volatile uint8_t*)mem)[corrupt] ^= 0x5a;
 
+  int disk_fd = -1;
+  uint8_t* disk_buf = NULL;
+  uint64_t last_pass = 0;
+  uint32_t last_sum = 0;
+  if (disk != NULL) {
+    // O_DIRECT: the records go to the virtual disk, not to the guest's page cache (which is memory).
+    disk_fd = open(disk, O_RDWR | O_DIRECT | O_SYNC);
+    if (disk_fd < 0 || posix_memalign((void**)&disk_buf, kPageSize, kPageSize) != 0) {
+      snprintf(line, sizeof(line), "memcheck FATAL disk %s: %s\n", disk, strerror(errno));
+      Emit(line);
+      return 1;
+    }
+  }
+
   uint64_t any_bad = 0;
   for (uint64_t pass = 1; max_passes == 0 || pass <= max_passes; pass++) {
     struct PassResult r;
@@ -211,12 +301,24 @@ int main(int argc, char** argv) {
     Pass(mem, pages, seed, pass - 1, &r);
     uint64_t pass_ms = NowMs(CLOCK_MONOTONIC) - start;
     uint32_t sum32 = (uint32_t)(r.sum ^ (r.sum >> 32));
+    char disk_verdict[160] = "";
+    int disk_bad = 0;
+    if (disk_fd >= 0) {
+      char v[150];
+      DiskJournal(disk_fd, disk_buf, seed, pass, sum32, last_pass, last_sum, v, sizeof(v), &disk_bad);
+      snprintf(disk_verdict, sizeof(disk_verdict), " %s", v);
+      if (!disk_bad) {
+        last_pass = pass;
+        last_sum = sum32;
+      }
+    }
     FormatTimes(times, sizeof(times));
+    if (disk_bad) any_bad++;
     if (r.bad_pages == 0) {
       snprintf(line, sizeof(line),
                "memcheck pass=%" PRIu64 " gen=%" PRIu64 " mib=%" PRIu64 " sum=0x%08" PRIx32 " OK pass_ms=%" PRIu64
-               " %s\n",
-               pass, pass, mib, sum32, pass_ms, times);
+               "%s %s\n",
+               pass, pass, mib, sum32, pass_ms, disk_verdict, times);
     } else {
       any_bad++;
       snprintf(line, sizeof(line),

@@ -155,6 +155,17 @@ std::vector<std::string> DomainXml::SuffixCharDeviceFiles(const std::string& suf
   return out;
 }
 
+std::vector<std::string> DomainXml::InterfaceElements() const {
+  std::vector<std::string> out;
+  for (xmlNode* i : Children(Child(doc_->root(), "devices"), "interface")) {
+    xmlBufferPtr buf = xmlBufferCreate();
+    xmlNodeDump(buf, doc_->doc, i, 0, 0);
+    out.emplace_back(reinterpret_cast<const char*>(xmlBufferContent(buf)), static_cast<size_t>(xmlBufferLength(buf)));
+    xmlBufferFree(buf);
+  }
+  return out;
+}
+
 std::vector<std::string> DomainXml::DiskTargets() const {
   std::vector<std::string> out;
   for (xmlNode* d : Children(Child(doc_->root(), "devices"), "disk")) out.push_back(Attr(Child(d, "target"), "dev"));

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <random>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -66,6 +67,48 @@ struct Undo {
     }
   }
 };
+
+Result<std::string> LiveXml(const Domain& domain) {
+  char* xml = virDomainGetXMLDesc(domain.get(), 0);
+  if (xml == nullptr) return LastError("libvirt: the XML of domain " + domain.name());
+  std::string out = xml;
+  free(xml);
+  return out;
+}
+
+// A clone's NICs carry new MACs in libvirt's definition and on QEMU's command line, but the migrated virtio-net
+// state brought the saved MAC back, and the guest's driver keeps the one it read when it probed the NIC. Each NIC
+// is unplugged (libvirt returns once QEMU asked the guest; the device goes when the guest lets go of it) and then
+// plugged again with the same definition, which the guest probes afresh with the new MAC.
+Status ReplugInterfaces(const Domain& domain, int timeout_ms, std::vector<std::string>* replugged) {
+  HLT_ASSIGN_OR_RETURN(std::string live, LiveXml(domain));
+  HLT_ASSIGN_OR_RETURN(DomainXml xml, DomainXml::Parse(live, "domain " + domain.name()));
+  for (std::string nic : xml.InterfaceElements()) {
+    const size_t m = nic.find("<mac address=\"");
+    const std::string mac = m == std::string::npos ? "" : nic.substr(m + 14, 17);
+    // libvirt names the device itself (its alias is not one a user may give back).
+    const size_t a = nic.find("<alias ");
+    if (a != std::string::npos) nic.erase(a, nic.find("/>", a) + 2 - a);
+    if (virDomainDetachDeviceFlags(domain.get(), nic.c_str(), VIR_DOMAIN_AFFECT_LIVE) < 0) {
+      return LastError("libvirt: unplugging NIC " + mac + " of clone " + domain.name());
+    }
+    const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
+    for (;;) {
+      HLT_ASSIGN_OR_RETURN(std::string now, LiveXml(domain));
+      if (now.find(mac) == std::string::npos) break;
+      if (Clock::now() > deadline) {
+        return Status::IoError("clone " + domain.name() + ": the guest did not release NIC " + mac + " within " +
+                               std::to_string(timeout_ms) + " ms (no ACPI PCI hotplug?); it keeps the saved MAC");
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    if (virDomainAttachDeviceFlags(domain.get(), nic.c_str(), VIR_DOMAIN_AFFECT_LIVE) < 0) {
+      return LastError("libvirt: plugging NIC " + mac + " of clone " + domain.name() + " again");
+    }
+    replugged->push_back(mac);
+  }
+  return Status::Ok();
+}
 
 }  // namespace
 
@@ -173,6 +216,9 @@ Status RestoreLibvirtDomain(const Connection& connection, const CheckpointReader
                                           : "restoring domain " + name + " (destroyed)");
   }
   undo.keep_domain = true;
+  if (options.clone && options.replug_nics) {
+    HLT_RETURN_IF_ERROR(ReplugInterfaces(undo.domain, options.replug_timeout_ms, &result->replugged));
+  }
   return Status::Ok();
 }
 

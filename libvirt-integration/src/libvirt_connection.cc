@@ -51,6 +51,11 @@ Status LastError(const std::string& what) {
   }
 }
 
+Domain::Domain(virDomainPtr d) : d_(d) {
+  const char* n = d_ ? virDomainGetName(d_) : nullptr;
+  name_ = n ? n : "";
+}
+
 Domain::~Domain() {
   if (d_ != nullptr) virDomainFree(d_);
 }
@@ -59,15 +64,12 @@ Domain& Domain::operator=(Domain&& o) noexcept {
   if (this != &o) {
     if (d_ != nullptr) virDomainFree(d_);
     d_ = o.d_;
+    name_ = std::move(o.name_);
     o.d_ = nullptr;
   }
   return *this;
 }
 
-std::string Domain::name() const {
-  const char* n = d_ ? virDomainGetName(d_) : nullptr;
-  return n ? n : "";
-}
 
 Result<std::unique_ptr<Connection>> Connection::Open(const std::string& uri) {
   HLT_RETURN_IF_ERROR(EnsureEventLoop());

@@ -53,6 +53,10 @@ TEST_CASE("domain xml: writable disks are the file-backed, unshared, writable on
   CHECK((*disks)[0].source == "/var/lib/images/desk1.img");
   CHECK((*disks)[0].format == "raw");
   CHECK(x->DiskTargets() == std::vector<std::string>{"vda", "hdc", "vdb"});
+  const auto nics = x->InterfaceElements();
+  REQUIRE(nics.size() == 1);
+  CHECK(nics[0].rfind("<interface type=\"user\">", 0) == 0);
+  CHECK(nics[0].find("52:54:00:12:34:56") != std::string::npos);
 }
 
 TEST_CASE("domain xml: a clone gets a new name, loses UUID and MACs, renews its genid, points at its overlay",

@@ -196,6 +196,7 @@ int RestoreLibvirt(cli::Args& args) {
               opt.clone ? ", a clone" : "");
   std::printf("  libvirt          domain started (waiting for its memory) %.1f ms after the call\n", Ms(res.define_us));
   for (const auto& o : res.overlays) std::printf("  disk overlay     %s\n", o.c_str());
+  for (const auto& m : res.replugged) std::printf("  nic              %s unplugged and plugged again: the guest probes it with its new MAC\n", m.c_str());
   if (opt.clone && !res.had_genid) {
     std::printf("  note             the saved domain has no <genid>: the clone's kernel is not told it was cloned "
                 "(its RNG is not reseeded); add <genid/> to the domain before saving\n");

@@ -48,6 +48,8 @@ class DomainXml {
   // Gives every file-backed character device (serial, console, channel: <source path=...>) a file of its own,
   // PATH.SUFFIX, so that clones do not write one log. Returns the new paths.
   std::vector<std::string> SuffixCharDeviceFiles(const std::string& suffix);
+  // Each <interface> element as XML text (what virDomainDetachDeviceFlags / AttachDeviceFlags take).
+  std::vector<std::string> InterfaceElements() const;
   // The target of every <disk> (cdroms and read-only disks included).
   std::vector<std::string> DiskTargets() const;
   // Points disk `target` at `source` (format `format`). kNotFound when there is no such disk.

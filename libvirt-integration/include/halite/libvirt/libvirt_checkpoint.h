@@ -65,6 +65,11 @@ Result<LibvirtSaveResult> SaveLibvirtDomain(const Connection& connection, const 
 struct LibvirtRestoreOptions {
   std::string name;       // empty: the saved name (a clone: "<saved>-clone-<8 hex digits>")
   bool clone = false;     // new UUID, new MACs, new VM generation ID
+  // A clone's NICs are unplugged and plugged again once every page is in, so that the guest probes them with
+  // their new MACs (the migrated virtio-net state and the guest's driver still hold the saved ones). Needs the
+  // guest to let go of a NIC on request (ACPI PCI hotplug), as any hot unplug does.
+  bool replug_nics = true;
+  int replug_timeout_ms = 15000;  // per NIC, for the guest to release it
   std::string disk_dir;   // where each restore's disk overlays go (empty: beside the checkpoint)
   bool paused = false;    // the guest stays paused (libvirt says "paused") until resumed
   // Where the private QMP socket of the new QEMU goes (a new directory under it; empty: /tmp).
@@ -79,6 +84,7 @@ struct LibvirtRestoreResult {
   std::string uuid;
   std::vector<std::string> overlays;
   bool had_genid = false;          // the saved domain had a VM generation ID device (renewed for a clone)
+  std::vector<std::string> replugged;  // a clone's NICs plugged again, by their new MAC
   uint64_t define_us = 0;          // call start to the domain started (waiting for its memory)
   qemu::CheckpointRestoreResult qemu;
 };

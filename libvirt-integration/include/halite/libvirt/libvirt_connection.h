@@ -26,18 +26,21 @@ Status LastError(const std::string& what);
 class Domain {
  public:
   Domain() = default;
-  explicit Domain(virDomainPtr d) : d_(d) {}
+  // Keeps the name: asking libvirt for it later would reset the thread's last libvirt error, which an error
+  // message naming the domain must still read.
+  explicit Domain(virDomainPtr d);
   ~Domain();
-  Domain(Domain&& o) noexcept : d_(o.d_) { o.d_ = nullptr; }
+  Domain(Domain&& o) noexcept : d_(o.d_), name_(std::move(o.name_)) { o.d_ = nullptr; }
   Domain& operator=(Domain&& o) noexcept;
   Domain(const Domain&) = delete;
   Domain& operator=(const Domain&) = delete;
   virDomainPtr get() const { return d_; }
   explicit operator bool() const { return d_ != nullptr; }
-  std::string name() const;
+  const std::string& name() const { return name_; }
 
  private:
   virDomainPtr d_ = nullptr;
+  std::string name_;
 };
 
 class Connection {
