@@ -84,6 +84,8 @@ class HALITE_HIDDEN LazyMemory::Impl final : public PageSink {
   void HandlerThread();
   void OnPageFault(const engine::UffdMessage& m);
   void OnDiscard(uint64_t start, uint64_t end);
+  // A discarded page reads as zeros, like fresh anonymous memory; wakes the thread that faulted on it.
+  void ZeroDiscardedPage(uint32_t region, uint64_t page_addr);
   void RecordError(const Status& s);
   bool Locate(uint64_t address, PageRef* ref) const;
 
@@ -94,6 +96,7 @@ class HALITE_HIDDEN LazyMemory::Impl final : public PageSink {
   int stop_fd_ = -1;
   RestoreEngine* engine_ = nullptr;
   std::vector<std::thread> handlers_;
+  std::mutex read_mu_;  // one handler at a time reads a message (and records a discard before the next read)
 
   mutable std::mutex mu_;
   mutable std::condition_variable cv_;
@@ -330,6 +333,14 @@ void LazyMemory::Impl::OnDiscard(uint64_t start, uint64_t end) {
   }
 }
 
+void LazyMemory::Impl::ZeroDiscardedPage(uint32_t region, uint64_t page_addr) {
+  static const std::vector<uint8_t> kZeroPage(kPage);
+  engine::UffdFill r = areas_[region].zeropage ? engine::UffdZeroPage(uffd_, page_addr, kPage)
+                                               : engine::UffdCopy(uffd_, page_addr, kZeroPage.data(), kPage);
+  // Already there (touched again, or filled by a racing handler): the faulting thread only needs waking.
+  if (r.err != 0) engine::UffdWake(uffd_, page_addr, kPage);
+}
+
 void LazyMemory::Impl::OnPageFault(const engine::UffdMessage& m) {
   c_.faults.fetch_add(1, std::memory_order_relaxed);
   // Counted when the handler is done with the fault (the faulting thread may resume a little earlier).
@@ -348,16 +359,17 @@ void LazyMemory::Impl::OnPageFault(const engine::UffdMessage& m) {
   if (discarded_.Test(areas_[ref.region].first + ref.page)) {
     // Discarded by its owner: like fresh anonymous memory, it reads as zeros.
     c_.discarded_faults.fetch_add(1, std::memory_order_relaxed);
-    static const std::vector<uint8_t> kZeroPage(kPage);
-    engine::UffdFill r = areas_[ref.region].zeropage ? engine::UffdZeroPage(uffd_, page_addr, kPage)
-                                                     : engine::UffdCopy(uffd_, page_addr, kZeroPage.data(), kPage);
-    if (r.err != 0) engine::UffdWake(uffd_, page_addr, kPage);
+    ZeroDiscardedPage(ref.region, page_addr);
     return;
   }
   for (;;) {
     Result<FaultOutcome> r = engine_->HandleFault(ref);
     if (r) {
-      if (r->kind == FaultKind::kPresent) {
+      if (discarded_.Test(areas_[ref.region].first + ref.page)) {
+        // Discarded while its block was on the way in: the fill skipped it, and the faulting thread still waits.
+        c_.discarded_faults.fetch_add(1, std::memory_order_relaxed);
+        ZeroDiscardedPage(ref.region, page_addr);
+      } else if (r->kind == FaultKind::kPresent) {
         // Installed by someone else; the copy that did it woke us already unless it happened before we queued.
         engine::UffdWake(uffd_, page_addr, kPage);
         c_.wake_ioctls.fetch_add(1, std::memory_order_relaxed);
@@ -396,26 +408,25 @@ void LazyMemory::Impl::HandlerThread() {
       return;
     }
     // Several handlers poll the same descriptor: whoever reads first takes the message, the others see EAGAIN.
-    Result<engine::UffdMessage> m = engine::UffdRead(uffd_);
+    // The kernel lets an madvise or munmap go on as soon as its REMOVE/UNMAP event is read, so its caller can
+    // touch the discarded pages at once and another handler may read that fault while the discard is still
+    // being recorded. Reading and recording under one lock orders them: a fault read after a discard event
+    // always sees the discard (else it would be refilled with the old content).
+    Result<engine::UffdMessage> m = [&] {
+      std::lock_guard<std::mutex> lock(read_mu_);
+      Result<engine::UffdMessage> msg = engine::UffdRead(uffd_);
+      if (msg && (msg->kind == engine::UffdMessage::kRemove || msg->kind == engine::UffdMessage::kUnmap)) {
+        (msg->kind == engine::UffdMessage::kRemove ? c_.remove_events : c_.unmap_events)
+            .fetch_add(1, std::memory_order_relaxed);
+        OnDiscard(msg->start, msg->end);
+      }
+      return msg;
+    }();
     if (!m) {
       RecordError(m.error());
       return;
     }
-    switch (m->kind) {
-      case engine::UffdMessage::kPageFault:
-        OnPageFault(*m);
-        break;
-      case engine::UffdMessage::kRemove:
-        c_.remove_events.fetch_add(1, std::memory_order_relaxed);
-        OnDiscard(m->start, m->end);
-        break;
-      case engine::UffdMessage::kUnmap:
-        c_.unmap_events.fetch_add(1, std::memory_order_relaxed);
-        OnDiscard(m->start, m->end);
-        break;
-      default:
-        break;
-    }
+    if (m->kind == engine::UffdMessage::kPageFault) OnPageFault(*m);
   }
 }
 
