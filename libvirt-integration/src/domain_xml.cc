@@ -95,6 +95,8 @@ std::string DomainXml::Format() const {
 
 std::string DomainXml::name() const { return Text(Child(doc_->root(), "name")); }
 
+std::string DomainXml::type() const { return Attr(doc_->root(), "type"); }
+
 void DomainXml::SetName(const std::string& name) {
   xmlNode* n = Child(doc_->root(), "name");
   if (n == nullptr) n = xmlNewChild(doc_->root(), nullptr, X("name"), nullptr);

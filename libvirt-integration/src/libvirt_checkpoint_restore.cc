@@ -12,8 +12,10 @@
 #include <fmt/format.h>
 
 #include "frozen_disks.h"
+#include "qemu_process_owner.h"
 #include "halite/libvirt/domain_xml.h"
 #include "halite/libvirt/libvirt_checkpoint.h"
+#include "halite/qemu/qemu_migration_blocker.h"
 
 namespace halite::libvirt {
 namespace {
@@ -35,14 +37,6 @@ std::string DirectoryOf(const std::string& path) {
   const size_t slash = path.rfind('/');
   if (slash == std::string::npos) return ".";
   return slash == 0 ? "/" : path.substr(0, slash);
-}
-
-bool UnprivilegedUserfaultfdOff() {
-  FILE* f = std::fopen("/proc/sys/vm/unprivileged_userfaultfd", "r");
-  if (f == nullptr) return false;
-  const int c = std::fgetc(f);
-  std::fclose(f);
-  return c == '0';
 }
 
 std::string RandomHex8() {
@@ -163,10 +157,23 @@ Status RestoreLibvirtDomain(const Connection& connection, const CheckpointReader
 
   Undo undo;
   const std::string disk_dir = options.disk_dir.empty() ? DirectoryOf(checkpoint_path) : options.disk_dir;
+  std::string capabilities;
+  if (!disks.empty() && geteuid() == 0) {
+    char* caps = virConnectGetCapabilities(connection.get());
+    if (caps == nullptr) return LastError("libvirt: the host's capabilities (who QEMU runs as)");
+    capabilities = caps;
+    free(caps);
+  }
   for (const auto& d : disks) {
     const std::string overlay = disk_dir + "/" + name + "-" + d.target + ".qcow2";
     HLT_RETURN_IF_ERROR(CreateOverlay(d.path, d.format, overlay));
     undo.overlays.push_back(overlay);
+    if (!capabilities.empty()) {
+      // Made by root, written by QEMU: hand it over. (Unprivileged, we are the session's user and QEMU's, or
+      // libvirt's dynamic ownership relabels it; either way there is nothing we could do.)
+      HLT_ASSIGN_OR_RETURN(ProcessOwner owner, ExpectedQemuOwner(capabilities, xml.type(), d.path));
+      HLT_RETURN_IF_ERROR(GiveToOwner(overlay, owner));
+    }
     HLT_RETURN_IF_ERROR(xml.SetDiskSource(d.target, overlay, "qcow2"));
   }
 
@@ -197,6 +204,12 @@ Status RestoreLibvirtDomain(const Connection& connection, const CheckpointReader
   if (options.on_started) options.on_started(name, uuid);
 
   HLT_ASSIGN_OR_RETURN(std::unique_ptr<qemu::QmpClient> qmp, qemu::QmpClient::Connect(qmp_path, 30000));
+  qemu::MigrationBlocker blocker;  // destroyed before qmp, which it uses
+  if (options.qemu.lazy) {
+    HLT_RETURN_IF_ERROR(CheckQemuCanUseUserfaultfd(qmp_path, name));  // Undo destroys the domain
+    // Until every page is in, a save, a snapshot with memory or a migration is refused by QEMU at once.
+    HLT_ASSIGN_OR_RETURN(blocker, qemu::MigrationBlocker::Install(*qmp, runtime));
+  }
   options.qemu.paused = options.paused;
   auto user_on_running = std::move(options.qemu.on_running);
   options.qemu.on_running = [&](uint64_t us) {
@@ -204,18 +217,12 @@ Status RestoreLibvirtDomain(const Connection& connection, const CheckpointReader
     if (user_on_running) user_on_running(us);
   };
   Status s = qemu::RestoreCheckpointIntoQemu(reader, *qmp, options.qemu, &result->qemu);
-  if (s.code() == StatusCode::kUnsupported && options.qemu.lazy && UnprivilegedUserfaultfdOff()) {
-    // libvirt's system instance runs QEMU as an unprivileged user (libvirt-qemu), and QEMU 7.2 asks the kernel
-    // for userfaultfd directly: without the sysctl its postcopy is "not supported".
-    s = Status::Unsupported(s.message() +
-                            " (QEMU runs as an unprivileged user under this libvirt and postcopy needs userfaultfd: "
-                            "set vm.unprivileged_userfaultfd=1, run QEMU as root in qemu.conf, or restore --eager)");
-  }
   if (!s.ok()) {
     return s.WithContext(undo.keep_domain ? "restoring domain " + name + " (it keeps running, its memory incomplete)"
                                           : "restoring domain " + name + " (destroyed)");
   }
   undo.keep_domain = true;
+  HLT_RETURN_IF_ERROR(blocker.Remove());
   if (options.clone && options.replug_nics) {
     HLT_RETURN_IF_ERROR(ReplugInterfaces(undo.domain, options.replug_timeout_ms, &result->replugged));
   }

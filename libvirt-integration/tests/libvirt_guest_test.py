@@ -9,6 +9,10 @@ usage: libvirt_guest_test.py --tools DIR --work DIR SCENARIO
            hlt-restore libvirt brings it back as itself, then as two clones (one --detach, its outcome read from
            the status file): each continues memcheck with no fresh boot and no BAD, has its own name, UUID, MAC,
            VM generation ID, serial log and disk overlay; the frozen base image is unchanged at the end
+  daemon   under a libvirtd of the test's own (a session instance run as nobody: QEMU is unprivileged, as under
+           qemu:///system): a lazy restore is refused up front while vm.unprivileged_userfaultfd=0; two clones
+           restored at the same time both continue; while their pages are served, virsh save, snapshot-create
+           --memspec and migrate are refused at once by the restore's migration blocker; afterwards save works
   errors   libvirt not reachable, an unknown domain, a checkpoint not from libvirt, a name in use, a frozen disk that changed: each a clear
            message and a non-zero exit, with no domain or overlay left behind
 
@@ -32,6 +36,8 @@ sys.path.insert(0, os.path.join(REPO, "guest"))
 import launch  # noqa: E402
 
 MIB = "64"
+# The daemon scenario's restores are slowed to this (bytes/s): a broker's operations meet them serving.
+RESTORE_RATE = 4 << 20
 OK_RX = re.compile(r"memcheck pass=(\d+) .* OK")
 MAC_RX = re.compile(r"HLT-GUEST MAC eth0 ([0-9a-f:]{17})")
 FAIL_RX = re.compile(r" BAD |Kernel panic|HLT-GUEST EXIT")
@@ -208,6 +214,105 @@ class Env:
         shutil.rmtree(self.root, ignore_errors=True)
 
 
+class DaemonEnv(Env):
+    """A libvirt daemon of the test's own, as a broker's host has one: a session libvirtd started by the test as
+    an unprivileged user (nobody) with its own sockets, configuration and state under one directory, reached
+    through its socket (qemu:///session?socket=...). The tools run as root and connect to it like any client;
+    QEMU runs as nobody, so clone overlays must be handed to it and postcopy needs vm.unprivileged_userfaultfd."""
+
+    USER = "nobody"
+
+    def __init__(self, tools, work, **kw):
+        super().__init__(tools, work, **kw)
+        self.root = f"/tmp/hlt-lvd-{os.getpid()}"
+        self.logs = work  # the tools' output stays in the build tree; the guest's files live under the root
+        self.work = os.path.join(self.root, "work")
+        self.uri = f"qemu:///session?socket={self.root}/run/libvirt/libvirt-sock"
+        self.daemon = None
+        self.sysctl_before = None
+
+    def setup(self):
+        if os.geteuid() != 0:
+            raise Skip("the daemon scenario starts libvirtd as another user and sets vm.unprivileged_userfaultfd: "
+                       "it needs root")
+        for tool in ("libvirtd", "setpriv"):
+            if shutil.which(tool) is None and not os.path.exists(f"/usr/sbin/{tool}"):
+                raise Skip(f"{tool} is not installed (scripts/install-deps: libvirt-daemon, util-linux)")
+        import pwd
+        pw = pwd.getpwnam(self.USER)
+        self.uid, self.gid = pw.pw_uid, pw.pw_gid
+        if os.path.exists(self.root):
+            shutil.rmtree(self.root)
+        super().setup()
+        if os.path.exists(self.logs):
+            shutil.rmtree(self.logs)
+        os.makedirs(self.logs)
+        config = os.path.join(self.root, "config", "libvirt")
+        os.makedirs(config)
+        with open(os.path.join(config, "qemu.conf"), "w") as f:
+            f.write('stdio_handler = "file"\n')  # QEMU's own log in a file: no virtlogd to start
+        os.makedirs(os.path.join(self.root, "run"), mode=0o700)
+        for d, _, files in os.walk(self.root):
+            os.chown(d, self.uid, self.gid)
+            for f in files:
+                os.chown(os.path.join(d, f), self.uid, self.gid)
+        env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "HOME": self.root,
+               "XDG_RUNTIME_DIR": os.path.join(self.root, "run"),
+               "XDG_CONFIG_HOME": os.path.join(self.root, "config"),
+               "XDG_CACHE_HOME": os.path.join(self.root, "cache"),
+               "LIBVIRT_LOG_OUTPUTS": "1:file:" + os.path.join(self.root, "libvirtd.log")}
+        self.daemon = subprocess.Popen(
+            ["setpriv", f"--reuid={self.uid}", f"--regid={self.gid}", "--clear-groups", "libvirtd", "--timeout", "0"],
+            env=env, stdout=subprocess.DEVNULL, stderr=open(os.path.join(self.logs, "libvirtd.err"), "wb"),
+            start_new_session=True)
+        sock = os.path.join(self.root, "run", "libvirt", "libvirt-sock")
+        deadline = time.time() + 30
+        while not os.path.exists(sock):
+            if self.daemon.poll() is not None or time.time() > deadline:
+                raise Fail(f"libvirtd did not start: {read(os.path.join(self.logs, 'libvirtd.err'))[-2000:]}")
+            time.sleep(0.1)
+        with open("/proc/sys/vm/unprivileged_userfaultfd") as f:
+            self.sysctl_before = f.read().strip()
+
+    def set_unprivileged_userfaultfd(self, value):
+        with open("/proc/sys/vm/unprivileged_userfaultfd", "w") as f:
+            f.write(str(value))
+
+    def chown(self, path):
+        os.chown(path, self.uid, self.gid)
+
+    def tool(self, argv, name, **kw):
+        saved, self.work = self.work, self.logs
+        try:
+            return super().tool(argv, name, **kw)
+        finally:
+            self.work = saved
+
+    def cleanup(self):
+        try:
+            if self.daemon is not None and self.daemon.poll() is None:
+                for name in self.domains():
+                    self.virsh("destroy", name, check=False)
+        finally:
+            if self.daemon is not None and self.daemon.poll() is None:
+                os.killpg(self.daemon.pid, 15)
+                try:
+                    self.daemon.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    os.killpg(self.daemon.pid, 9)
+            if self.sysctl_before is not None:
+                self.set_unprivileged_userfaultfd(self.sysctl_before)
+            logs = os.path.join(self.root, "cache", "libvirt", "qemu", "log")
+            for f in os.listdir(logs) if os.path.isdir(logs) else []:
+                shutil.copy(os.path.join(logs, f), os.path.join(self.logs, "qemu-" + f))
+            for f in ("libvirtd.log",) + tuple(x for x in os.listdir(self.work) if x.endswith(".log")) \
+                    if os.path.isdir(self.work) else ():
+                src = os.path.join(self.root, f) if f == "libvirtd.log" else os.path.join(self.work, f)
+                if os.path.exists(src):
+                    shutil.copy(src, os.path.join(self.logs, f))
+            shutil.rmtree(self.root, ignore_errors=True)
+
+
 def scenario_clones(env):
     passes = env.boot_source()
     source = env.identity("desk")
@@ -279,6 +384,107 @@ def scenario_clones(env):
     log("PASS clones: the domain restored as itself and as two clones; the frozen base is unchanged")
 
 
+def scenario_daemon(env):
+    """Under a daemon of the test's own (DaemonEnv): the up-front userfaultfd check, two clones restored at the same
+    time, and libvirt operations that would break a restore refused while it serves pages."""
+    env.chown(env.path("desk.img"))
+    for f in ("vmlinux", "initramfs.cpio"):
+        env.chown(env.path(f))
+    env.boot_source()
+    ckpt = env.path("desk.hlt")
+    env.tool([env.save_bin, "libvirt", "desk", "-o", ckpt, "--connect", env.uri, "--then", "destroy"], "save")
+    saved_after = max(int(m.group(1)) for m in OK_RX.finditer(read(env.path("desk.serial.log"))))
+    base_hash = sha256(env.path("desk.img"))
+    disks = env.path("disks")
+    os.makedirs(disks)
+    env.chown(disks)
+
+    # QEMU runs as nobody: with vm.unprivileged_userfaultfd=0 a lazy restore is refused up front, nothing left.
+    env.set_unprivileged_userfaultfd(0)
+    rc, out, err = env.tool([env.restore_bin, "libvirt", ckpt, "--connect", env.uri, "--clone", "--name", "c0",
+                             "--disk-dir", disks], "restore_c0", expect_ok=False)
+    if rc == 0 or "vm.unprivileged_userfaultfd" not in err or f"uid {env.uid}" not in err:
+        raise Fail(f"a QEMU that cannot use userfaultfd was not refused up front (exit {rc}):\n{out}\n{err}")
+    if env.domains() or os.listdir(disks):
+        raise Fail(f"the refused restore left {env.domains()} / {os.listdir(disks)}")
+    log("refused up front: " + err.strip().splitlines()[-1][:200])
+    env.set_unprivileged_userfaultfd(1)
+
+    # Two clones at once, each served slowly enough (--rate-limit) that the broker's operations below meet a
+    # restore still in progress.
+    procs = {}
+    for name in ("c1", "c2"):
+        status = env.path(f"{name}.status")
+        argv = [env.restore_bin, "libvirt", ckpt, "--connect", env.uri, "--clone", "--name", name,
+                "--disk-dir", disks, "--rate-limit", str(RESTORE_RATE), "--status-file", status]
+        out = open(os.path.join(env.logs, f"restore_{name}.out"), "wb")
+        procs[name] = (subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT), status)
+        log(f"$ {' '.join(argv)} &")
+
+    def state(name):
+        try:
+            return json.loads(read(procs[name][1]) or "{}").get("state")
+        except json.JSONDecodeError as e:
+            raise Fail(f"{procs[name][1]} is not JSON (a torn write?): {e}")
+
+    deadline = time.time() + 120
+    while {state(n) for n in procs} != {"running"}:
+        if any(p.poll() is not None for p, _ in procs.values()) or time.time() > deadline:
+            raise Fail(f"the clones did not both reach running together: { {n: state(n) for n in procs} }")
+        time.sleep(0.2)
+    log("both clones running while their pages are still served")
+
+    # While c1's pages are still being served, a save, a snapshot with memory and a migration are refused at
+    # once, not left hanging.
+    probes = {
+        "save": ["save", "c1", env.path("c1.libvirt-save")],
+        "snapshot": ["snapshot-create-as", "c1", "s1", "--memspec", env.path("c1.snap-mem")],
+        # Peer to peer, to this same daemon: the source side checks what blocks a migration before it learns
+        # that the destination is itself.
+        "migrate": ["migrate", "c1", env.uri.replace("qemu://", "qemu+unix://"), "--live", "--p2p"],
+    }
+    for what, cmd in probes.items():
+        t = time.time()
+        try:
+            p = subprocess.run(["virsh", "-q", "-c", env.uri, *cmd], capture_output=True, text=True, timeout=60)
+        except subprocess.TimeoutExpired:
+            raise Fail(f"virsh {what} during the restore hung for 60 s")
+        log(f"virsh {what} during the restore: exit {p.returncode} after {time.time() - t:.1f} s: "
+            f"{(p.stderr or p.stdout).strip()[:300]}")
+        if state("c1") != "running":
+            raise Fail(f"c1's restore ended before virsh {what} could meet it: make RESTORE_RATE smaller")
+        if p.returncode == 0 or "hlt-restore-in-progress" not in p.stderr:
+            raise Fail(f"virsh {what} during the restore was not refused by the restore's migration blocker "
+                       f"(exit {p.returncode}): {p.stderr.strip()}")
+
+    for name, (p, status) in procs.items():
+        try:
+            p.wait(timeout=300)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            raise Fail(f"the restore of {name} did not finish")
+        if p.returncode != 0 or state(name) != "completed":
+            raise Fail(f"{name}: exit {p.returncode}, state {state(name)}:\n"
+                       + read(os.path.join(env.logs, f"restore_{name}.out"))[-3000:])
+    ids = {}
+    for name in procs:
+        env.wait_passes(env.path(f"desk.serial.log.{name}"), 2, after=saved_after)
+        ids[name] = env.identity(name)
+    for key in ("uuid", "mac", "genid", "disk"):
+        if len({ids[n][key] for n in ids}) != len(ids):
+            raise Fail(f"{key} not distinct: {ids}")
+    for name in procs:
+        overlay = os.stat(ids[name]["disk"])
+        if overlay.st_uid != env.uid:
+            raise Fail(f"{ids[name]['disk']} belongs to uid {overlay.st_uid}, not QEMU's ({env.uid})")
+    if sha256(env.path("desk.img")) != base_hash:
+        raise Fail("the frozen base image changed")
+    # Once every page is in the blocker is gone: the broker may save the clone.
+    env.virsh("save", "c2", env.path("c2.libvirt-save"))
+    log("PASS daemon: refused up front without userfaultfd; two clones restored at once under a private libvirtd; "
+        "save/snapshot/migrate refused during the restore, save accepted after it")
+
+
 def scenario_errors(env):
     ckpt = env.path("desk.hlt")
     # libvirt not reachable.
@@ -325,12 +531,13 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--tools", required=True)
     ap.add_argument("--work", required=True)
-    ap.add_argument("scenario", choices=["clones", "errors"])
+    ap.add_argument("scenario", choices=["clones", "errors", "daemon"])
     a = ap.parse_args()
-    env = Env(a.tools, os.path.join(a.work, a.scenario))
+    work = os.path.join(a.work, a.scenario)
+    env = DaemonEnv(a.tools, work) if a.scenario == "daemon" else Env(a.tools, work)
     try:
         env.setup()
-        {"clones": scenario_clones, "errors": scenario_errors}[a.scenario](env)
+        {"clones": scenario_clones, "errors": scenario_errors, "daemon": scenario_daemon}[a.scenario](env)
         return 0
     except Skip as e:
         print("*" * 70 + f"\nlibvirt_guest_test: SKIPPED: {e}\n" + "*" * 70, flush=True)

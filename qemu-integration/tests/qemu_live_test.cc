@@ -28,6 +28,7 @@
 #include "halite/checkpoint_reader.h"
 #include "halite/qemu/qemu_checkpoint.h"
 #include "halite/qemu/qemu_launcher.h"
+#include "halite/qemu/qemu_migration_blocker.h"
 #include "halite/qemu/qemu_migration_control.h"
 #include "halite/qemu/qemu_session.h"
 
@@ -487,4 +488,40 @@ TEST_CASE("QEMU killed mid-restore: the restore returns at once, naming the sign
     CHECK(s.message().find("killed by signal 9") != std::string::npos);
     CHECK(react_ms < 5000);
   }
+}
+
+TEST_CASE("a migration blocker refuses save, snapshot and migrate until it is removed", "[blocker]") {
+  RequireQemu();
+  Env env = MakeEnv();
+  auto vm = Launch(MachineArgs("16M"), /*incoming=*/false, "blocked");
+  auto qmp = vm->TakeQmp();
+  auto blocker = Must(MigrationBlocker::Install(*qmp, env.dir), "MigrationBlocker::Install");
+  REQUIRE(blocker.installed());
+  // QEMU lists the reason, and refuses an outgoing migration before setting anything up.
+  auto info = Must(qmp->Execute("query-migrate"), "query-migrate");
+  INFO("query-migrate: " << info.Serialize());
+  CHECK(info.Serialize().find(kRestoreBlockerNode) != std::string::npos);
+  auto migrate = qmp->Execute("migrate", Json::Obj({{"uri", "exec:cat > /dev/null"}}));
+  REQUIRE(!migrate.has_value());
+  CHECK(migrate.error().message().find(kRestoreBlockerNode) != std::string::npos);
+  auto after = Must(qmp->Execute("query-migrate"), "query-migrate after the refusal");
+  CHECK(after.Find("status") == nullptr);  // no outgoing migration was ever set up
+  // Nothing left behind in the scratch directory: QEMU holds the image by descriptor only.
+  CHECK(std::filesystem::is_empty(env.dir + "/") == false);  // the pattern file MakeEnv wrote
+  for (const auto& e : std::filesystem::directory_iterator(env.dir)) {
+    CHECK(e.path().filename().string().find("migration-blocker") == std::string::npos);
+  }
+  REQUIRE(blocker.Remove().ok());
+  CHECK(!blocker.installed());
+  auto cleared = Must(qmp->Execute("query-migrate"), "query-migrate after Remove");
+  CHECK(cleared.Serialize().find(kRestoreBlockerNode) == std::string::npos);
+  // Migrations work again.
+  REQUIRE(qmp->Execute("migrate", Json::Obj({{"uri", "exec:cat > /dev/null"}})).has_value());
+  std::string status;
+  for (int i = 0; i < 300 && status != "completed" && status != "failed"; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    auto q = Must(qmp->Execute("query-migrate"), "query-migrate during the migration after Remove");
+    status = q.Find("status") ? q.Find("status")->as_string() : "";
+  }
+  CHECK(status == "completed");
 }

@@ -142,10 +142,14 @@ int main(int argc, char** argv) {
   int killed = 0, finished = 0, with_previous = 0, failures = 0;
   std::vector<pid_t> dead_pids;
   std::set<std::string> temps_left;
-  std::uniform_real_distribution<double> when(0.0, duration * 1.05);
-  // At least `kills` kills, and more (up to twice as many) until 50 have landed during a save.
+  // Kills are spread over [0, upper). A machine that gets faster after the timing runs (another job ended) would
+  // send most of them after the end: a save that finished before its kill lowers `upper` to that delay, and each
+  // kill that lands lets it drift back up a little.
+  double upper = duration * 1.05;
+  // At least `kills` kills, and more (up to four times as many) until 50 have landed during a save.
   const int need_during = std::min(50, kills);
-  for (int i = 0; i < kills || (killed < need_during && i < 2 * kills); ++i) {
+  for (int i = 0; i < kills || (killed < need_during && i < 4 * kills); ++i) {
+    std::uniform_real_distribution<double> when(0.0, upper);
     const bool prev = i % 2 == 1;
     if (prev) {
       // A hard link: the save must replace the name, never write into the existing file.
@@ -203,6 +207,7 @@ int main(int argc, char** argv) {
     }
     if (was_killed) ++killed;
     if (completed) ++finished;
+    upper = completed ? std::max(0.01, std::min(upper, delay)) : std::min(duration * 1.05, upper * 1.02);
     if (!problem.empty()) {
       ++failures;
       std::printf("FAIL: kill %d at %.3f s (%s previous file): %s\n", i, delay, prev ? "with" : "without",

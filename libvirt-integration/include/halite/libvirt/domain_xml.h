@@ -30,6 +30,8 @@ class DomainXml {
   std::string Format() const;
 
   std::string name() const;
+  // The <domain type=...> attribute ("kvm", "qemu"): which of libvirt's QEMU flavours runs it.
+  std::string type() const;
   void SetName(const std::string& name);
   std::string uuid() const;
   // Removes the <uuid>: libvirt gives the domain a new one.

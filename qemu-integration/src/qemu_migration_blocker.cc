@@ -1,0 +1,96 @@
+// A migration blocker for a QEMU whose memory is still coming in (qemu_migration_blocker.h).
+#include "halite/qemu/qemu_migration_blocker.h"
+
+#include <fcntl.h>
+#include <spawn.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <vector>
+
+extern char** environ;
+
+namespace halite::qemu {
+namespace {
+
+// A 1 MiB VDI image at `path` (qemu-img writes a few KiB: header and block map).
+Status CreateVdi(const std::string& path) {
+  std::vector<std::string> argv = {"qemu-img", "create", "-q", "-f", "vdi", path, "1M"};
+  std::vector<char*> cargv;
+  for (auto& a : argv) cargv.push_back(a.data());
+  cargv.push_back(nullptr);
+  pid_t pid;
+  const int rc = posix_spawnp(&pid, "qemu-img", nullptr, nullptr, cargv.data(), environ);
+  if (rc != 0) return Status::IoError("cannot run qemu-img (package qemu-utils)", rc);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    return Status::IoError("qemu-img create -f vdi " + path + " failed (status " + std::to_string(status) + ")");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<MigrationBlocker> MigrationBlocker::Install(QmpClient& qmp, const std::string& scratch_dir) {
+  std::string path = scratch_dir + "/migration-blocker-XXXXXX";
+  const int tmp = mkstemp(path.data());
+  if (tmp < 0) return Status::IoError(path + ": cannot create the blocker's image", errno);
+  close(tmp);
+  Status made = CreateVdi(path);
+  const int fd = made.ok() ? open(path.c_str(), O_RDONLY | O_CLOEXEC) : -1;
+  const int open_errno = errno;
+  unlink(path.c_str());
+  HLT_RETURN_IF_ERROR(made);
+  if (fd < 0) return Status::IoError(path + ": cannot open the blocker's image", open_errno);
+  Result<Json> added = qmp.ExecuteWithFd("add-fd", Json::Obj({{"opaque", kRestoreBlockerNode}}), fd);
+  close(fd);
+  if (!added) return added.error().WithContext("migration blocker");
+  const Json* set = added->Find("fdset-id");
+  if (set == nullptr || !set->is_int()) return Status::Corrupt("qmp: add-fd: no fdset-id in " + added->Serialize());
+  MigrationBlocker b;
+  b.fdset_ = set->as_int();
+  Json file = Json::Obj({{"driver", "file"}, {"filename", "/dev/fdset/" + std::to_string(b.fdset_)}});
+  Result<Json> node = qmp.Execute(
+      "blockdev-add", Json::Obj({{"driver", "vdi"}, {"node-name", kRestoreBlockerNode}, {"read-only", true},
+                                 {"file", file}}));
+  if (!node) {
+    (void)qmp.Execute("remove-fd", Json::Obj({{"fdset-id", b.fdset_}}));
+    return node.error().WithContext("migration blocker");
+  }
+  b.qmp_ = &qmp;
+  return b;
+}
+
+MigrationBlocker::MigrationBlocker(MigrationBlocker&& o) noexcept : qmp_(o.qmp_), fdset_(o.fdset_) {
+  o.qmp_ = nullptr;
+}
+
+MigrationBlocker& MigrationBlocker::operator=(MigrationBlocker&& o) noexcept {
+  if (this != &o) {
+    (void)Remove();
+    qmp_ = o.qmp_;
+    fdset_ = o.fdset_;
+    o.qmp_ = nullptr;
+  }
+  return *this;
+}
+
+MigrationBlocker::~MigrationBlocker() { (void)Remove(); }
+
+Status MigrationBlocker::Remove() {
+  if (qmp_ == nullptr) return Status::Ok();
+  QmpClient* qmp = qmp_;
+  qmp_ = nullptr;
+  Result<Json> del = qmp->Execute("blockdev-del", Json::Obj({{"node-name", kRestoreBlockerNode}}));
+  // The set frees itself once its last descriptor is closed and it is marked removed.
+  Result<Json> fd = qmp->Execute("remove-fd", Json::Obj({{"fdset-id", fdset_}}));
+  if (!del) return del.error().WithContext("removing the migration blocker");
+  if (!fd) return fd.error().WithContext("removing the migration blocker's descriptor set");
+  return Status::Ok();
+}
+
+}  // namespace halite::qemu
