@@ -12,6 +12,7 @@ const char* kUsage =
     "  xen CKPT -o STREAM       write the Xen save stream back for `xl restore` (file, FIFO or - for stdout)\n"
     "  qemu CKPT (--qmp S | -- QEMU ARGS)  restore into QEMU, lazily through its postcopy (or --eager)\n"
     "  libvirt CKPT [--connect URI] [--clone]  restore a libvirt domain (or a clone of it), lazily\n"
+    "  serve MOUNT CKPT...      serve checkpoints as image files clones map and share (FUSE)\n"
     "  info CKPT [--json]       describe a checkpoint\n"
     "  verify CKPT              read every byte and check every checksum and rule\n"
     "  replay CKPT --trace F    restore lazily (userfaultfd), touch the trace's pages, check them, print stats\n"
@@ -39,6 +40,9 @@ int main(int argc, char** argv) {
 #endif
 #ifdef HALITE_TOOLS_WITH_LIBVIRT
   if (mode == "libvirt") return halite::restore::RestoreLibvirt(args);
+#endif
+#ifdef HALITE_TOOLS_WITH_IMAGE_SERVER
+  if (mode == "serve") return halite::restore::Serve(args);
 #endif
   if (mode == "info") return halite::restore::Info(args);
   if (mode == "verify") return halite::restore::Verify(args);

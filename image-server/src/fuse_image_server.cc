@@ -1,0 +1,531 @@
+// The host image server over FUSE's low-level API (fuse_image_server.h).
+#define FUSE_USE_VERSION 312
+#include "halite/image_server/fuse_image_server.h"
+
+#include <fcntl.h>
+#include <fuse_lowlevel.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+namespace halite::image_server {
+namespace {
+
+constexpr fuse_ino_t kRootIno = FUSE_ROOT_ID;  // 1
+constexpr fuse_ino_t kFirstImageIno = 2;
+constexpr uint64_t kPage = 4096;
+constexpr double kAttrTimeout = 3600;  // the files never change
+constexpr const char* kStatsName = ".stats";
+
+// Per-file counters kept by the server (the image keeps its own).
+struct FileCounters {
+  std::atomic<uint64_t> pages_stored{0}, store_errors{0}, blocks_prefetched{0}, open_handles{0},
+      refused_writes{0}, blocks_queued{0}, blocks_stored{0};
+};
+
+}  // namespace
+
+class FuseImageServer::Impl {
+ public:
+  Impl(std::vector<ServedImage> images, ImageServerOptions options)
+      : images_(std::move(images)), options_(std::move(options)), counters_(images_.size()) {}
+
+  ~Impl() { Shutdown(); }
+
+  Status Start() {
+    std::vector<std::string> argv = {"hlt-image-server", "-o", "fsname=halite", "-o", "subtype=halite"};
+    if (options_.allow_other) argv.insert(argv.end(), {"-o", "allow_other"});
+    std::vector<char*> cargv;
+    for (auto& a : argv) cargv.push_back(a.data());
+    fuse_args args = FUSE_ARGS_INIT(static_cast<int>(cargv.size()), cargv.data());
+    fuse_lowlevel_ops ops{};
+    ops.init = &Impl::OnInit;
+    ops.lookup = &Impl::OnLookup;
+    ops.getattr = &Impl::OnGetattr;
+    ops.setattr = &Impl::OnSetattr;
+    ops.open = &Impl::OnOpen;
+    ops.read = &Impl::OnRead;
+    ops.write = &Impl::OnWrite;
+    ops.release = &Impl::OnRelease;
+    ops.flush = &Impl::OnFlush;
+    ops.fsync = &Impl::OnFsync;
+    ops.opendir = &Impl::OnOpendir;
+    ops.readdir = &Impl::OnReaddir;
+    ops.fallocate = &Impl::OnFallocate;
+    session_ = fuse_session_new(&args, &ops, sizeof ops, this);
+    fuse_opt_free_args(&args);
+    if (session_ == nullptr) return Status::IoError(options_.mountpoint + ": FUSE refused the session options");
+    if (fuse_session_mount(session_, options_.mountpoint.c_str()) != 0) {
+      fuse_session_destroy(session_);
+      session_ = nullptr;
+      return Status::IoError(options_.mountpoint +
+                             ": cannot mount the image server there (no /dev/fuse, not a directory, or no right to "
+                             "mount; fuse3 installed?)");
+    }
+    mounted_ = true;
+    loop_ = std::thread([this] {
+      fuse_loop_config* config = fuse_loop_cfg_create();
+      fuse_loop_cfg_set_max_threads(config, 16);
+      fuse_session_loop_mt(session_, config);
+      fuse_loop_cfg_destroy(config);
+      std::lock_guard<std::mutex> lock(mu_);
+      loop_done_ = true;
+      cv_.notify_all();
+    });
+    storer_ = std::thread([this] { StoreLoop(); });
+    if (options_.prefetch_bytes_per_s > 0) prefetcher_ = std::thread([this] { PrefetchLoop(); });
+    return Status::Ok();
+  }
+
+  uint64_t open_handles() const {
+    uint64_t n = 0;
+    for (const auto& c : counters_) n += c.open_handles.load();
+    return n;
+  }
+
+  Status Stop(bool force) {
+    const uint64_t open = open_handles();
+    if (open > 0 && !force) {
+      return Status::Aborted("the image server at " + options_.mountpoint + " still has " + std::to_string(open) +
+                             " open file(s): a clone maps one (stop the clones first)");
+    }
+    Shutdown();
+    return Status::Ok();
+  }
+
+  void Wait() {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return loop_done_; });
+  }
+
+  std::vector<ServedImageStats> Stats() const {
+    std::vector<ServedImageStats> out;
+    for (size_t i = 0; i < images_.size(); ++i) {
+      ServedImageStats s;
+      s.name = images_[i].name;
+      s.size = images_[i].image->size();
+      s.image = images_[i].image->Stats();
+      s.pages_stored = counters_[i].pages_stored.load();
+      s.store_errors = counters_[i].store_errors.load();
+      s.blocks_to_store = counters_[i].blocks_queued.load() - counters_[i].blocks_stored.load();
+      s.blocks_prefetched = counters_[i].blocks_prefetched.load();
+      s.open_handles = counters_[i].open_handles.load();
+      s.refused_writes = counters_[i].refused_writes.load();
+      out.push_back(s);
+    }
+    return out;
+  }
+
+  std::string StatsJson() const {
+    nlohmann::ordered_json files = nlohmann::ordered_json::array();
+    for (const auto& s : Stats()) {
+      files.push_back({{"name", s.name},
+                       {"size", s.size},
+                       {"reads", s.image.reads},
+                       {"bytes_read", s.image.bytes_read},
+                       {"blocks_decoded", s.image.blocks_decoded},
+                       {"distinct_blocks", s.image.distinct_blocks},
+                       {"zero_pages_read", s.image.zero_pages_read},
+                       {"read_errors", s.image.read_errors},
+                       {"pages_stored", s.pages_stored},
+                       {"store_errors", s.store_errors},
+                       {"blocks_to_store", s.blocks_to_store},
+                       {"blocks_prefetched", s.blocks_prefetched},
+                       {"open_handles", s.open_handles},
+                       {"refused_writes", s.refused_writes}});
+    }
+    nlohmann::ordered_json j = {{"mountpoint", options_.mountpoint}, {"files", files}};
+    return j.dump(2) + "\n";
+  }
+
+ private:
+  // A decoded block's pages waiting to be stored in the page cache of file `file`.
+  struct StoreJob {
+    size_t file;
+    DecodedBlock block;
+    uint64_t skip_from = 0, skip_to = 0;  // image range the read that decoded it answered itself
+  };
+
+  static Impl* Self(fuse_req_t req) { return static_cast<Impl*>(fuse_req_userdata(req)); }
+
+  // Image index of an inode, or -1.
+  long ImageOf(fuse_ino_t ino) const {
+    if (ino < kFirstImageIno || ino >= kFirstImageIno + images_.size()) return -1;
+    return static_cast<long>(ino - kFirstImageIno);
+  }
+  fuse_ino_t StatsIno() const { return kFirstImageIno + images_.size(); }
+
+  bool Attr(fuse_ino_t ino, struct stat* st) const {
+    std::memset(st, 0, sizeof *st);
+    st->st_ino = ino;
+    st->st_nlink = 1;
+    st->st_uid = getuid();
+    st->st_gid = getgid();
+    if (ino == kRootIno) {
+      st->st_mode = S_IFDIR | 0755;
+      st->st_nlink = 2;
+    } else if (long i = ImageOf(ino); i >= 0) {
+      // Writable by mode so that QEMU's O_RDWR open works; writes themselves are refused.
+      st->st_mode = S_IFREG | 0666;
+      st->st_size = static_cast<off_t>(images_[i].image->size());
+      st->st_blksize = kPage;
+    } else if (ino == StatsIno()) {
+      st->st_mode = S_IFREG | 0444;
+      st->st_size = 0;  // generated on open: read with direct I/O
+    } else {
+      return false;
+    }
+    return true;
+  }
+
+  static void OnInit(void* userdata, fuse_conn_info* conn) {
+    (void)userdata;
+    // Large reads: a fault's readahead comes in one request.
+    conn->max_readahead = 1 << 20;
+  }
+
+  static void OnLookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
+    Impl* self = Self(req);
+    if (parent != kRootIno) {
+      fuse_reply_err(req, ENOENT);
+      return;
+    }
+    fuse_ino_t ino = 0;
+    if (std::strcmp(name, kStatsName) == 0) ino = self->StatsIno();
+    for (size_t i = 0; i < self->images_.size() && ino == 0; ++i) {
+      if (self->images_[i].name == name) ino = kFirstImageIno + i;
+    }
+    if (ino == 0) {
+      fuse_reply_err(req, ENOENT);
+      return;
+    }
+    fuse_entry_param e{};
+    e.ino = ino;
+    e.attr_timeout = ino == self->StatsIno() ? 0 : kAttrTimeout;
+    e.entry_timeout = kAttrTimeout;
+    self->Attr(ino, &e.attr);
+    fuse_reply_entry(req, &e);
+  }
+
+  static void OnGetattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
+    struct stat st;
+    if (!Self(req)->Attr(ino, &st)) {
+      fuse_reply_err(req, ENOENT);
+      return;
+    }
+    fuse_reply_attr(req, &st, ino == Self(req)->StatsIno() ? 0 : kAttrTimeout);
+  }
+
+  static void OnSetattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set, fuse_file_info* fi) {
+    Impl* self = Self(req);
+    // Only a no-op is allowed (a truncate to the same size, as some openers do).
+    struct stat st;
+    if (!self->Attr(ino, &st)) {
+      fuse_reply_err(req, ENOENT);
+      return;
+    }
+    if ((to_set & ~FUSE_SET_ATTR_SIZE) == 0 && (to_set & FUSE_SET_ATTR_SIZE) && attr->st_size == st.st_size) {
+      OnGetattr(req, ino, fi);
+      return;
+    }
+    if (long i = self->ImageOf(ino); i >= 0) self->counters_[i].refused_writes++;
+    fuse_reply_err(req, EROFS);
+  }
+
+  static void OnOpen(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+    Impl* self = Self(req);
+    if (ino == self->StatsIno()) {
+      if ((fi->flags & O_ACCMODE) != O_RDONLY) {
+        fuse_reply_err(req, EACCES);
+        return;
+      }
+      // The document as of this open, handed to read through the file handle.
+      auto* text = new std::string(self->StatsJson());
+      fi->fh = reinterpret_cast<uint64_t>(text);
+      fi->direct_io = 1;
+      fuse_reply_open(req, fi);
+      return;
+    }
+    const long i = self->ImageOf(ino);
+    if (i < 0) {
+      fuse_reply_err(req, ENOENT);
+      return;
+    }
+    if (fi->flags & O_TRUNC) {
+      self->counters_[i].refused_writes++;
+      fuse_reply_err(req, EROFS);
+      return;
+    }
+    // The page cache outlives this open: the next clone finds the pages the last one brought in.
+    fi->keep_cache = 1;
+    // The prefetcher's own opens (which keep the inode known to the kernel) are not clones.
+    fi->fh = fuse_req_ctx(req)->pid != self->prefetcher_tid_.load();
+    if (fi->fh) self->counters_[i].open_handles++;
+    fuse_reply_open(req, fi);
+  }
+
+  static void OnRelease(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+    Impl* self = Self(req);
+    if (ino == self->StatsIno()) {
+      delete reinterpret_cast<std::string*>(fi->fh);
+    } else if (long i = self->ImageOf(ino); i >= 0 && fi->fh) {
+      self->counters_[i].open_handles--;
+    }
+    fuse_reply_err(req, 0);
+  }
+
+  static void OnFlush(fuse_req_t req, fuse_ino_t, fuse_file_info*) { fuse_reply_err(req, 0); }
+  static void OnFsync(fuse_req_t req, fuse_ino_t, int, fuse_file_info*) { fuse_reply_err(req, 0); }
+
+  static void OnRead(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi) {
+    Impl* self = Self(req);
+    if (ino == self->StatsIno()) {
+      const auto* text = reinterpret_cast<const std::string*>(fi->fh);
+      const size_t from = std::min<size_t>(static_cast<size_t>(off), text->size());
+      fuse_reply_buf(req, text->data() + from, std::min(size, text->size() - from));
+      return;
+    }
+    const long i = self->ImageOf(ino);
+    if (i < 0) {
+      fuse_reply_err(req, ENOENT);
+      return;
+    }
+    self->reads_waiting_++;
+    std::vector<uint8_t> buf(size);
+    std::vector<DecodedBlock> decoded;
+    Result<size_t> n = self->images_[i].image->Read(static_cast<uint64_t>(off), buf, &decoded);
+    self->reads_waiting_--;
+    if (!n) {
+      // Corrupt or unreadable: never an answer with wrong bytes.
+      fuse_reply_err(req, n.error().code() == StatusCode::kCorrupt ? EIO : (n.error().sys_errno() ? n.error().sys_errno() : EIO));
+      return;
+    }
+    // Counted before the reply wakes the reader: whoever waits for the stores to settle sees them coming.
+    self->counters_[i].blocks_queued += decoded.size();
+    fuse_reply_buf(req, reinterpret_cast<const char*>(buf.data()), *n);
+    // After the reply: the pages it covers are unlocked, and the store may take the page locks it needs.
+    if (!decoded.empty()) {
+      std::lock_guard<std::mutex> lock(self->mu_);
+      for (auto& d : decoded) {
+        self->store_queue_.push_back(StoreJob{static_cast<size_t>(i), std::move(d), static_cast<uint64_t>(off),
+                                              static_cast<uint64_t>(off) + *n});
+      }
+      self->cv_.notify_all();
+    }
+  }
+
+  static void OnWrite(fuse_req_t req, fuse_ino_t ino, const char*, size_t, off_t, fuse_file_info*) {
+    Impl* self = Self(req);
+    if (long i = self->ImageOf(ino); i >= 0) self->counters_[i].refused_writes++;
+    fuse_reply_err(req, EROFS);
+  }
+
+  static void OnFallocate(fuse_req_t req, fuse_ino_t ino, int, off_t, off_t, fuse_file_info*) {
+    // Hole punching (QEMU's ram_block_discard_range) would take pages away from every clone.
+    Impl* self = Self(req);
+    if (long i = self->ImageOf(ino); i >= 0) self->counters_[i].refused_writes++;
+    fuse_reply_err(req, EOPNOTSUPP);
+  }
+
+  static void OnOpendir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+    if (ino != kRootIno) {
+      fuse_reply_err(req, ENOTDIR);
+      return;
+    }
+    fuse_reply_open(req, fi);
+  }
+
+  static void OnReaddir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info*) {
+    Impl* self = Self(req);
+    if (ino != kRootIno) {
+      fuse_reply_err(req, ENOTDIR);
+      return;
+    }
+    std::vector<std::pair<std::string, fuse_ino_t>> entries = {{".", kRootIno}, {"..", kRootIno}};
+    for (size_t i = 0; i < self->images_.size(); ++i) entries.push_back({self->images_[i].name, kFirstImageIno + i});
+    entries.push_back({kStatsName, self->StatsIno()});
+    std::vector<char> buf(size);
+    size_t used = 0;
+    for (size_t e = static_cast<size_t>(off); e < entries.size(); ++e) {
+      struct stat st;
+      self->Attr(entries[e].second, &st);
+      const size_t need = fuse_add_direntry(req, buf.data() + used, size - used, entries[e].first.c_str(), &st,
+                                            static_cast<off_t>(e + 1));
+      if (need > size - used) break;
+      used += need;
+    }
+    fuse_reply_buf(req, buf.data(), used);
+  }
+
+  // Stores decoded blocks' pages in the page cache, one run at a time. On its own thread: a store waits for the
+  // page locks of reads in flight, which the session's threads answer meanwhile.
+  void StoreLoop() {
+    for (;;) {
+      StoreJob job;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock, [&] { return stopping_ || !store_queue_.empty(); });
+        if (stopping_) return;
+        job = std::move(store_queue_.front());
+        store_queue_.pop_front();
+      }
+      Store(job);
+      counters_[job.file].blocks_stored++;
+    }
+  }
+
+  void Store(const StoreJob& job) {
+    const fuse_ino_t ino = kFirstImageIno + job.file;
+    std::vector<uint8_t> run_bytes;
+    for (const auto& run : job.block.runs) {
+      // Pages the read answered are in the page cache already; store the rest in stretches around them.
+      uint64_t p = 0;
+      while (p < run.slots.size()) {
+        const uint64_t at = run.image_offset + p * kPage;
+        if (at >= job.skip_from && at < job.skip_to) {
+          ++p;
+          continue;
+        }
+        uint64_t q = p;
+        run_bytes.clear();
+        while (q < run.slots.size()) {
+          const uint64_t here = run.image_offset + q * kPage;
+          if (here >= job.skip_from && here < job.skip_to) break;
+          const uint8_t* src = job.block.data->data() + uint64_t{run.slots[q]} * kPage;
+          run_bytes.insert(run_bytes.end(), src, src + kPage);
+          ++q;
+        }
+        fuse_bufvec bufv = FUSE_BUFVEC_INIT(run_bytes.size());
+        bufv.buf[0].mem = run_bytes.data();
+        const int rc = fuse_lowlevel_notify_store(session_, ino, static_cast<off_t>(at), &bufv,
+                                                  static_cast<fuse_buf_copy_flags>(0));
+        if (rc == 0) {
+          counters_[job.file].pages_stored += q - p;
+        } else {
+          counters_[job.file].store_errors++;
+          last_store_error_ = -rc;
+          if (getenv("HLT_DEBUG_STORE")) fprintf(stderr, "notify_store ino %lu off %llu len %zu: %s\n", (unsigned long)ino, (unsigned long long)at, run_bytes.size(), strerror(-rc));
+        }
+        p = q;
+      }
+    }
+  }
+
+  // Goes through each image's blocks in restore order, decoding and storing those not decoded yet, at the rate
+  // limit; while a read waits it steps aside.
+  void PrefetchLoop() {
+    // The kernel only takes pages for an inode it knows: hold each file open while prefetching into it.
+    prefetcher_tid_ = gettid();
+    for (const auto& image : images_) {
+      pinned_fds_.push_back(open((options_.mountpoint + "/" + image.name).c_str(), O_RDONLY | O_CLOEXEC));
+    }
+    const double rate = static_cast<double>(options_.prefetch_bytes_per_s);
+    auto start = std::chrono::steady_clock::now();
+    uint64_t bytes = 0;
+    for (size_t i = 0; i < images_.size(); ++i) {
+      for (uint32_t b : images_[i].image->RestoreOrder()) {
+        for (;;) {
+          {
+            std::unique_lock<std::mutex> lock(mu_);
+            if (stopping_) return;
+          }
+          const double allowed_s = static_cast<double>(bytes) / rate;
+          const double elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+          if (reads_waiting_.load() == 0 && elapsed_s >= allowed_s && store_queue_size() < 8) break;
+          std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
+        if (images_[i].image->WasDecoded(b)) continue;
+        Result<DecodedBlock> d = images_[i].image->Decode(b);
+        if (!d) continue;  // a read of its pages will fail loudly; the prefetcher goes on
+        bytes += d->pages() * kPage;
+        counters_[i].blocks_prefetched++;
+        counters_[i].blocks_queued++;
+        std::lock_guard<std::mutex> lock(mu_);
+        store_queue_.push_back(StoreJob{i, std::move(*d), 0, 0});
+        cv_.notify_all();
+      }
+    }
+  }
+
+  size_t store_queue_size() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return store_queue_.size();
+  }
+
+  void Shutdown() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stopping_) return;
+      stopping_ = true;
+      cv_.notify_all();
+    }
+    if (prefetcher_.joinable()) prefetcher_.join();
+    if (storer_.joinable()) storer_.join();
+    for (int fd : pinned_fds_) {
+      if (fd >= 0) close(fd);
+    }
+    pinned_fds_.clear();
+    if (session_ != nullptr) {
+      fuse_session_exit(session_);
+      // Unmounting ends the kernel connection, which wakes the loop's threads.
+      if (mounted_) fuse_session_unmount(session_);
+      mounted_ = false;
+      if (loop_.joinable()) loop_.join();
+      fuse_session_destroy(session_);
+      session_ = nullptr;
+    }
+  }
+
+  std::vector<ServedImage> images_;
+  ImageServerOptions options_;
+  std::vector<FileCounters> counters_;
+  fuse_session* session_ = nullptr;
+  bool mounted_ = false;
+  std::thread loop_, storer_, prefetcher_;
+  std::vector<int> pinned_fds_;  // the prefetcher's opens of its own files
+  std::atomic<pid_t> prefetcher_tid_{-1};  // FUSE names the thread that opens
+  std::atomic<int> reads_waiting_{0};
+  std::atomic<int> last_store_error_{0};
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<StoreJob> store_queue_;
+  bool stopping_ = false;
+  bool loop_done_ = false;
+};
+
+Result<std::unique_ptr<FuseImageServer>> FuseImageServer::Start(std::vector<ServedImage> images,
+                                                                ImageServerOptions options) {
+  for (size_t i = 0; i < images.size(); ++i) {
+    const std::string& n = images[i].name;
+    if (n.empty() || n.find('/') != std::string::npos || n == "." || n == ".." || n == kStatsName ||
+        images[i].image == nullptr) {
+      return Status::InvalidArgument("image name \"" + n + "\": expected a file name (no '/', not .stats)");
+    }
+    for (size_t j = 0; j < i; ++j) {
+      if (images[j].name == n) return Status::InvalidArgument("image name \"" + n + "\" given twice");
+    }
+  }
+  auto impl = std::make_unique<Impl>(std::move(images), std::move(options));
+  HLT_RETURN_IF_ERROR(impl->Start());
+  return std::unique_ptr<FuseImageServer>(new FuseImageServer(std::move(impl)));
+}
+
+FuseImageServer::FuseImageServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+FuseImageServer::~FuseImageServer() = default;
+uint64_t FuseImageServer::open_handles() const { return impl_->open_handles(); }
+Status FuseImageServer::Stop(bool force) { return impl_->Stop(force); }
+void FuseImageServer::Wait() { impl_->Wait(); }
+std::vector<ServedImageStats> FuseImageServer::Stats() const { return impl_->Stats(); }
+std::string FuseImageServer::StatsJson() const { return impl_->StatsJson(); }
+
+}  // namespace halite::image_server

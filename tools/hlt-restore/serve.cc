@@ -1,0 +1,117 @@
+// hlt-restore serve MOUNTPOINT CKPT[=NAME]... [--prefetch-rate BYTES/S] [--owner-only] [--stats-json FILE]
+// The host image server in the foreground: each region of each checkpoint as a read-only file NAME.REGION under
+// MOUNTPOINT, for QEMUs that map it privately (hlt-restore qemu --memory shared).
+#include <signal.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <thread>
+
+#include "halite/image_server/fuse_image_server.h"
+#include "hlt-restore/restore_modes.h"
+
+namespace halite::restore {
+namespace {
+
+const char* kServeUsage =
+    "usage: hlt-restore serve MOUNTPOINT CKPT[=NAME]... [--prefetch-rate BYTES/S] [--owner-only]\n"
+    "                         [--stats-json FILE]\n"
+    "Serves each region of each checkpoint as a read-only file NAME.REGION under MOUNTPOINT (FUSE), until\n"
+    "SIGINT/SIGTERM. QEMUs that map a file privately (memory-backend-file,share=off) share its pages through the\n"
+    "page cache: the first touch of a page decodes its locality block once for the whole host. Writes and hole\n"
+    "punching are refused; a block that fails verification fails the read (the QEMU that touched it stops).\n"
+    "MOUNTPOINT/.stats is a JSON document of the counters. While a file is open (a clone maps it) the first\n"
+    "signal is refused; a second one within 5 s stops anyway.\n"
+    "  CKPT[=NAME]            a checkpoint; NAME defaults to its file name without .hlt\n"
+    "  --prefetch-rate N      bytes a second of decoded blocks to bring in ahead of the guests, in restore order\n"
+    "                         (default 0: only what the guests touch)\n"
+    "  --owner-only           only this user may open the files (default: every user, as libvirt's QEMU user)\n"
+    "  --stats-json FILE      the final counters, written at exit\n";
+
+std::atomic<int> g_signals{0};
+void OnSignal(int) { g_signals++; }
+
+std::string BaseName(const std::string& path) {
+  std::string b = path.substr(path.rfind('/') == std::string::npos ? 0 : path.rfind('/') + 1);
+  if (b.size() > 4 && b.compare(b.size() - 4, 4, ".hlt") == 0) b.resize(b.size() - 4);
+  return b;
+}
+
+}  // namespace
+
+int Serve(cli::Args& args) {
+  const std::string tool = "hlt-restore serve";
+  std::string mountpoint, stats_path, error, v;
+  std::vector<std::string> checkpoints;
+  image_server::ImageServerOptions options;
+  while (!args.Done()) {
+    if (args.Flag("-h") || args.Flag("--help")) {
+      std::cout << kServeUsage;
+      return cli::kExitOk;
+    }
+    if (args.Option("--prefetch-rate", &v, &error)) {
+      if (error.empty() && !cli::ParseU64(v, &options.prefetch_bytes_per_s)) error = "--prefetch-rate: bad value \"" + v + "\"";
+    } else if (args.Flag("--owner-only")) {
+      options.allow_other = false;
+    } else if (args.Option("--stats-json", &v, &error)) {
+      stats_path = v;
+    } else {
+      std::string p;
+      args.Positional(&p, &error);
+      if (error.empty()) (mountpoint.empty() ? mountpoint : checkpoints.emplace_back()) = p;
+    }
+    if (!error.empty()) return cli::UsageError(tool, error, kServeUsage);
+  }
+  if (mountpoint.empty() || checkpoints.empty()) {
+    return cli::UsageError(tool, "MOUNTPOINT and at least one CKPT are required", kServeUsage);
+  }
+  options.mountpoint = mountpoint;
+  std::vector<image_server::ServedImage> images;
+  for (const std::string& arg : checkpoints) {
+    const size_t eq = arg.find('=');
+    const std::string path = arg.substr(0, eq);
+    const std::string name = eq == std::string::npos ? BaseName(path) : arg.substr(eq + 1);
+    auto reader = CheckpointReader::Open(path);
+    if (!reader) return cli::Fail(tool, reader.error());
+    std::shared_ptr<const CheckpointReader> shared(std::move(*reader));
+    for (const Region& r : shared->regions()) {
+      auto image = image_server::CheckpointImage::Open(shared, r.name);
+      if (!image) return cli::Fail(tool, image.error());
+      images.push_back({name + "." + r.name, std::shared_ptr<image_server::CheckpointImage>(std::move(*image))});
+    }
+  }
+  auto server = image_server::FuseImageServer::Start(std::move(images), options);
+  if (!server) return cli::Fail(tool, server.error());
+  std::printf("serving at %s:", mountpoint.c_str());
+  for (const auto& s : (*server)->Stats()) std::printf(" %s (%llu MiB)", s.name.c_str(), (unsigned long long)(s.size >> 20));
+  std::printf("\n");
+  std::fflush(stdout);
+  signal(SIGINT, OnSignal);
+  signal(SIGTERM, OnSignal);
+  auto first_refusal = std::chrono::steady_clock::time_point{};
+  int handled = 0;
+  for (;;) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    if (g_signals.load() == handled) continue;
+    handled = g_signals.load();
+    const bool again = first_refusal != std::chrono::steady_clock::time_point{} &&
+                       std::chrono::steady_clock::now() - first_refusal < std::chrono::seconds(5);
+    Status s = (*server)->Stop(/*force=*/again);
+    if (s.ok()) break;
+    std::fprintf(stderr, "%s: %s; signal again within 5 s to stop anyway\n", tool.c_str(), s.message().c_str());
+    first_refusal = std::chrono::steady_clock::now();
+  }
+  const std::string json = (*server)->StatsJson();
+  std::fputs(json.c_str(), stdout);
+  if (!stats_path.empty()) {
+    FILE* f = std::fopen(stats_path.c_str(), "w");
+    if (f == nullptr || std::fputs(json.c_str(), f) < 0 || std::fclose(f) != 0) {
+      return cli::Fail(tool, Status::IoError(stats_path + ": cannot write the statistics"));
+    }
+  }
+  return cli::kExitOk;
+}
+
+}  // namespace halite::restore
