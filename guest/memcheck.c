@@ -88,12 +88,13 @@ static void Emit(const char* line) {
 
 static void Usage(void) {
   fprintf(stderr,
-          "usage: memcheck [--mib N] [--seed S] [--passes N] [--disk DEV]\n"
+          "usage: memcheck [--mib N] [--seed S] [--passes N] [--disk DEV] [--interval-ms N]\n"
           "  --mib N     memory to check in MiB (default 256)\n"
           "  --seed S    pattern seed (default 1)\n"
           "  --passes N  stop after N passes, exit 1 if any was BAD (default 0: run forever)\n"
           "  --corrupt-offset X  flip one byte at offset X after the fill (tests the checker itself)\n"
-          "  --disk DEV  keep a journal of the passes on block device DEV and check it against memory\n");
+          "  --disk DEV  keep a journal of the passes on block device DEV and check it against memory\n"
+          "  --interval-ms N  sleep N ms after each pass (a desktop's periodic touches of its working set)\n");
 }
 
 static int ParseU64(const char* s, uint64_t* out) {
@@ -225,7 +226,7 @@ static void DiskJournal(int fd, uint8_t* buf, uint64_t seed, uint64_t pass, uint
 }
 
 int main(int argc, char** argv) {
-  uint64_t mib = 256, seed = 1, max_passes = 0, corrupt = UINT64_MAX;
+  uint64_t mib = 256, seed = 1, max_passes = 0, corrupt = UINT64_MAX, interval_ms = 0;
   const char* disk = NULL;
   for (int i = 1; i < argc; i++) {
     const char* a = argv[i];
@@ -242,6 +243,8 @@ int main(int argc, char** argv) {
       target = &max_passes;
     } else if (strcmp(a, "--corrupt-offset") == 0) {
       target = &corrupt;
+    } else if (strcmp(a, "--interval-ms") == 0) {
+      target = &interval_ms;
     } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
       Usage();
       return 0;
@@ -329,6 +332,11 @@ int main(int argc, char** argv) {
                times);
     }
     Emit(line);
+    if (interval_ms > 0) {
+      struct timespec ts = {(time_t)(interval_ms / 1000), (long)(interval_ms % 1000) * 1000000L};
+      while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+      }
+    }
   }
   return any_bad ? 1 : 0;
 }

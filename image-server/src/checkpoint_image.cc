@@ -164,6 +164,7 @@ class CheckpointImage::Impl {
       if (s.ok()) {
         entry->data = data;
         ++stats_.blocks_decoded;
+        stats_.checkpoint_bytes += reader_->blocks()[block].stored_length;
         ever_decoded_.insert({block, true});
         Touch(block);
         Evict();

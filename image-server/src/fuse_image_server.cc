@@ -135,6 +135,7 @@ class FuseImageServer::Impl {
                        {"bytes_read", s.image.bytes_read},
                        {"blocks_decoded", s.image.blocks_decoded},
                        {"distinct_blocks", s.image.distinct_blocks},
+                       {"checkpoint_bytes", s.image.checkpoint_bytes},
                        {"zero_pages_read", s.image.zero_pages_read},
                        {"read_errors", s.image.read_errors},
                        {"pages_stored", s.pages_stored},
@@ -144,7 +145,7 @@ class FuseImageServer::Impl {
                        {"open_handles", s.open_handles},
                        {"refused_writes", s.refused_writes}});
     }
-    nlohmann::ordered_json j = {{"mountpoint", options_.mountpoint}, {"files", files}};
+    nlohmann::ordered_json j = {{"mountpoint", options_.mountpoint}, {"pid", getpid()}, {"files", files}};
     return j.dump(2) + "\n";
   }
 

@@ -106,6 +106,13 @@ Status RestoreCheckpointIntoQemu(const CheckpointReader& reader, QmpClient& qmp,
                                  " KiB pages: restoring huge-page-backed guest memory is not supported yet");
     }
   }
+  std::vector<bool> shared(reader.regions().size(), false);
+  for (const std::string& name : options.shared_regions) {
+    auto r = reader.FindRegion(name);
+    if (!r) return Status::InvalidArgument(reader.name() + ": no region " + name + " to map from the image server");
+    if (options.lazy) return Status::InvalidArgument("shared regions are for an eager (precopy) restore");
+    shared[*r] = true;
+  }
   // The destination: waiting for us, with the same RAMBlocks. Nothing is sent before these checks.
   HLT_ASSIGN_OR_RETURN(Json qs, qmp.Execute("query-status"));
   const Json* st = qs.Find("status");
@@ -144,7 +151,8 @@ Status RestoreCheckpointIntoQemu(const CheckpointReader& reader, QmpClient& qmp,
   // The stream has to end some time: with the loader off, what the guest never asks for goes once it is idle.
   if (!eo.background_loader && eo.idle_sweep_ms == 0) eo.idle_sweep_ms = kDefaultIdleSweepMs;
   if (!options.lazy) {
-    eo.preload_all = true;
+    // With shared regions only the other regions' pages go, one fault at a time below.
+    eo.preload_all = options.shared_regions.empty();
     eo.background_loader = false;
     eo.idle_sweep_ms = 0;
     eo.predict_segment_pages = 0;
@@ -214,7 +222,7 @@ Status RestoreCheckpointIntoQemu(const CheckpointReader& reader, QmpClient& qmp,
     s = engine->Start();
     for (uint64_t g = 0; s.ok() && g < total_pages; ++g) {
       PageRef p = reader.PageOf(g);
-      if (!engine->IsInstalled(p)) s = engine->HandleFault(p).status();
+      if (!shared[p.region] && !engine->IsInstalled(p)) s = engine->HandleFault(p).status();
     }
     loaded = true;
     if (reporter.joinable()) reporter.join();

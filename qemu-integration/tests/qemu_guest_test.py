@@ -361,6 +361,72 @@ def scenario_corrupt_block(env):
     log("damaged block refused; QEMU's postcopy paused instead of running on wrong memory")
 
 
+def scenario_shared(env):
+    """Two clones of one checkpoint with --memory shared run side by side from one image server: both continue
+    memcheck with their memory verified, and the second decodes no block the first already brought in."""
+    if not os.path.exists("/dev/fuse"):
+        raise Skip("no /dev/fuse: the image server behind --memory shared is a FUSE file system")
+    ckpt, last = env.stopped_checkpoint()
+    images = env.path("images")
+    os.makedirs(images, exist_ok=True)
+
+    def stats():
+        found = [os.path.join(images, d, ".stats") for d in os.listdir(images)
+                 if os.path.isdir(os.path.join(images, d)) and os.path.exists(os.path.join(images, d, ".stats"))]
+        if len(found) != 1:
+            raise Fail(f"expected one image server under {images}, found {found}")
+        with open(found[0]) as f:
+            j = json.load(f)
+        ram = [x for x in j["files"] if x["name"].endswith(".pc.ram")][0]
+        return j, ram
+
+    server_pid = None
+    try:
+        extra = ["--memory", "shared", "--image-dir", images]
+        rc, out, err, serial1 = env.restore(ckpt, "shared1", extra)
+        if rc != 0 or "image server started" not in out:
+            raise Fail(f"the first --memory shared restore (exit {rc}) did not start the image server:\n{out}{err}")
+        j, _ = stats()
+        server_pid = j["pid"]
+        env.expect_continues(serial1, last)
+        _, first = stats()
+        log(f"clone 1: {first['blocks_decoded']} blocks decoded ({first['distinct_blocks']} distinct), "
+            f"{first['pages_stored']} pages stored in the page cache, {first['reads']} reads")
+        rc, out, err, serial2 = env.restore(ckpt, "shared2", extra)
+        if rc != 0 or "image server already serving" not in out:
+            raise Fail(f"the second --memory shared restore (exit {rc}) did not use the running server:\n{out}{err}")
+        env.expect_continues(serial2, last)
+        n1 = len(pass_numbers(read(serial1)))
+        deadline = time.monotonic() + 60
+        while len(pass_numbers(read(serial1))) < n1 + 2:  # the first clone goes on beside the second
+            if time.monotonic() > deadline or re.search(FAIL_RX, read(serial1)):
+                raise Fail("the first clone stopped passing while the second ran:\n" + read(serial1)[-1000:])
+            time.sleep(0.2)
+        _, second = stats()
+        again = (second["blocks_decoded"] - first["blocks_decoded"]) - \
+                (second["distinct_blocks"] - first["distinct_blocks"])
+        log(f"clone 2: {second['blocks_decoded'] - first['blocks_decoded']} more blocks decoded "
+            f"({second['distinct_blocks'] - first['distinct_blocks']} new), {again} decoded again; "
+            f"open files {second['open_handles']}, refused writes {second['refused_writes']}")
+        if again != 0:
+            raise Fail(f"the second clone decoded {again} blocks the first had already brought in")
+        if second["open_handles"] != 2 or second["read_errors"] != 0:
+            raise Fail(f"image server state: {second}")
+        log("PASS shared: two clones side by side over one image server")
+    finally:
+        env.cleanup()
+        env.pids = []
+        if server_pid:
+            # Its clones are gone: it stops on the first signal and unmounts.
+            deadline = time.monotonic() + 30
+            while pid_alive(server_pid) and time.monotonic() < deadline:
+                os.kill(server_pid, signal.SIGTERM)
+                time.sleep(0.5)
+            if pid_alive(server_pid):
+                kill_pid(server_pid)
+                raise Fail(f"the image server (pid {server_pid}) did not stop once its clones were gone")
+
+
 SCENARIOS = {
     "lazy": (scenario_lazy, True),
     "live": (scenario_live, True),
@@ -369,6 +435,7 @@ SCENARIOS = {
     "size_mismatch": (scenario_size_mismatch, False),
     "killed_mid_restore": (scenario_killed_mid_restore, True),
     "corrupt_block": (scenario_corrupt_block, True),
+    "shared": (scenario_shared, False),
 }
 
 

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <climits>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -17,6 +18,7 @@
 #include "halite/qemu/qemu_launcher.h"
 #include "hlt-restore/lazy_restore_flags.h"
 #include "hlt-restore/restore_modes.h"
+#include "hlt-restore/shared_memory.h"
 
 namespace halite::restore {
 
@@ -45,6 +47,16 @@ const char* kQemuUsage =
     "  --stats-json FILE      everything measured, as JSON\n"
     "  --progress-log FILE    every 10 ms while pages move: wall_us,faults_blocking,faults_zero,blocks_read,\n"
     "                         bytes_read,requests,pages_sent (CSV)\n"
+    "  --memory copy|shared   copy (default): every page goes into this QEMU's own memory (lazily, or --eager).\n"
+    "                         shared: QEMU maps the guest RAM (pc.ram) privately from the checkpoint's image\n"
+    "                         file, served by the host's image server (`hlt-restore serve`, started on demand,\n"
+    "                         one per checkpoint, exits 30 s after its last clone): every clone of the checkpoint\n"
+    "                         on the host shares one copy of the pages it has not written, a block is decoded\n"
+    "                         once per host, and the guest runs after the device state and small RAMBlocks are\n"
+    "                         loaded. Launch mode only; QEMU ARGS must not choose a memory backend themselves.\n"
+    "                         Use it for many clones of one checkpoint on a host; copy for a single restore\n"
+    "                         (its guest owns its memory, and the image server need not outlive it)\n"
+    "  --image-dir DIR        where image servers mount (default /run/halite/images)\n"
     "  --wait                 after the restore, wait for QEMU to exit\n"
     "  --quiet                print only errors\n";
 
@@ -75,7 +87,8 @@ int RestoreQemu(cli::Args& args) {
   std::string usage = std::string(kQemuUsage) + kLazyRestoreFlagsHelp + cli::kKeyFileHelp;
   std::string ckpt, socket, qemu_bin, qemu_dir, error, v, record, timeline, stats_json, progress_log;
   std::vector<std::string> qemu_args;
-  bool launch = false, wait = false, quiet = false;
+  bool launch = false, wait = false, quiet = false, shared_memory = false;
+  std::string image_dir = "/run/halite/images";
   ReaderOptions ropts;
   qemu::CheckpointRestoreOptions opt;
   while (!args.Done()) {
@@ -106,6 +119,11 @@ int RestoreQemu(cli::Args& args) {
       stats_json = v;
     } else if (args.Option("--progress-log", &v, &error)) {
       progress_log = v;
+    } else if (args.Option("--memory", &v, &error)) {
+      if (v != "copy" && v != "shared") error = "--memory: expected copy or shared, got \"" + v + "\"";
+      shared_memory = v == "shared";
+    } else if (args.Option("--image-dir", &v, &error)) {
+      image_dir = v;
     } else if (args.Flag("--wait")) {
       wait = true;
     } else if (args.Flag("--quiet")) {
@@ -142,6 +160,30 @@ int RestoreQemu(cli::Args& args) {
     }
   }
   if (std::string bad = CheckLazyRestoreFlags(opt); !bad.empty()) return cli::UsageError(tool, bad, usage);
+  std::unique_ptr<CheckpointReader> early_reader;
+  if (shared_memory) {
+    if (!launch) return cli::UsageError(tool, "--memory shared starts QEMU itself: give -- QEMU ARGS", usage);
+    if (std::string bad = ConflictingMemoryArgument(qemu_args); !bad.empty()) {
+      return cli::UsageError(tool, "QEMU ARGS choose the memory backend (" + bad + "): --memory shared adds its own",
+                             usage);
+    }
+    auto opened = CheckpointReader::Open(ckpt, ropts);
+    if (!opened) return cli::Fail(tool, opened.error());
+    if (Status st = qemu::ReadSavedVmState(**opened).status(); !st.ok()) return cli::Fail(tool, st);
+    char self[PATH_MAX] = {0};
+    if (readlink("/proc/self/exe", self, sizeof self - 1) < 0) return cli::Fail(tool, Status::IoError("/proc/self/exe", errno));
+    auto plan = PrepareSharedMemory(self, ckpt, **opened, image_dir);
+    if (!plan) return cli::Fail(tool, plan.error());
+    qemu_args.insert(qemu_args.end(), plan->qemu_args.begin(), plan->qemu_args.end());
+    opt.lazy = false;
+    opt.shared_regions = plan->shared_regions;
+    if (!quiet) {
+      std::printf("memory shared: QEMU maps %s privately (image server %s)\n", plan->image_path.c_str(),
+                  plan->started_server ? "started" : "already serving");
+      std::fflush(stdout);
+    }
+    early_reader = std::move(*opened);
+  }
 
   auto wall_us = [] {
     return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
@@ -167,7 +209,8 @@ int RestoreQemu(cli::Args& args) {
       qemu_ready_wall_us = wall_us();
     });
   }
-  auto reader = CheckpointReader::Open(ckpt, ropts);
+  auto reader = early_reader ? Result<std::unique_ptr<CheckpointReader>>(std::move(early_reader))
+                             : CheckpointReader::Open(ckpt, ropts);
   // A checkpoint of another VMM is refused before anything is sent.
   Status checked = reader ? qemu::ReadSavedVmState(**reader).status() : reader.error();
   const int64_t open_done_wall_us = wall_us();

@@ -1,4 +1,5 @@
 // hlt-restore serve MOUNTPOINT CKPT[=NAME]... [--prefetch-rate BYTES/S] [--owner-only] [--stats-json FILE]
+//                   [--exit-when-unused S]
 // The host image server in the foreground: each region of each checkpoint as a read-only file NAME.REGION under
 // MOUNTPOINT, for QEMUs that map it privately (hlt-restore qemu --memory shared).
 #include <signal.h>
@@ -17,8 +18,9 @@ namespace {
 
 const char* kServeUsage =
     "usage: hlt-restore serve MOUNTPOINT CKPT[=NAME]... [--prefetch-rate BYTES/S] [--owner-only]\n"
-    "                         [--stats-json FILE]\n"
-    "Serves each region of each checkpoint as a read-only file NAME.REGION under MOUNTPOINT (FUSE), until\n"
+    "                         [--stats-json FILE] [--exit-when-unused S]\n"
+    "Serves each region of each checkpoint as a read-only file NAME.REGION under MOUNTPOINT (FUSE; '/' in a\n"
+    "region name reads %2f), until\n"
     "SIGINT/SIGTERM. QEMUs that map a file privately (memory-backend-file,share=off) share its pages through the\n"
     "page cache: the first touch of a page decodes its locality block once for the whole host. Writes and hole\n"
     "punching are refused; a block that fails verification fails the read (the QEMU that touched it stops).\n"
@@ -28,7 +30,9 @@ const char* kServeUsage =
     "  --prefetch-rate N      bytes a second of decoded blocks to bring in ahead of the guests, in restore order\n"
     "                         (default 0: only what the guests touch)\n"
     "  --owner-only           only this user may open the files (default: every user, as libvirt's QEMU user)\n"
-    "  --stats-json FILE      the final counters, written at exit\n";
+    "  --stats-json FILE      the final counters, written at exit\n"
+    "  --exit-when-unused S   stop by itself once no file has been open for S seconds (the server hlt-restore\n"
+    "                         qemu --memory shared starts on demand uses 30)\n";
 
 std::atomic<int> g_signals{0};
 void OnSignal(int) { g_signals++; }
@@ -39,11 +43,27 @@ std::string BaseName(const std::string& path) {
   return b;
 }
 
+// A region's name as part of a file name: QEMU names some RAMBlocks like paths ("/rom@etc/acpi/tables").
+std::string FileNamePart(const std::string& region) {
+  std::string out;
+  for (char c : region) {
+    if (c == '/') {
+      out += "%2f";
+    } else if (c == '%') {
+      out += "%25";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 int Serve(cli::Args& args) {
   const std::string tool = "hlt-restore serve";
   std::string mountpoint, stats_path, error, v;
+  uint64_t exit_when_unused_s = 0;
   std::vector<std::string> checkpoints;
   image_server::ImageServerOptions options;
   while (!args.Done()) {
@@ -57,6 +77,8 @@ int Serve(cli::Args& args) {
       options.allow_other = false;
     } else if (args.Option("--stats-json", &v, &error)) {
       stats_path = v;
+    } else if (args.Option("--exit-when-unused", &v, &error)) {
+      if (error.empty() && !cli::ParseU64(v, &exit_when_unused_s)) error = "--exit-when-unused: bad value \"" + v + "\"";
     } else {
       std::string p;
       args.Positional(&p, &error);
@@ -79,7 +101,7 @@ int Serve(cli::Args& args) {
     for (const Region& r : shared->regions()) {
       auto image = image_server::CheckpointImage::Open(shared, r.name);
       if (!image) return cli::Fail(tool, image.error());
-      images.push_back({name + "." + r.name, std::shared_ptr<image_server::CheckpointImage>(std::move(*image))});
+      images.push_back({name + "." + FileNamePart(r.name), std::shared_ptr<image_server::CheckpointImage>(std::move(*image))});
     }
   }
   auto server = image_server::FuseImageServer::Start(std::move(images), options);
@@ -92,8 +114,13 @@ int Serve(cli::Args& args) {
   signal(SIGTERM, OnSignal);
   auto first_refusal = std::chrono::steady_clock::time_point{};
   int handled = 0;
+  auto last_used = std::chrono::steady_clock::now();
   for (;;) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    if ((*server)->open_handles() > 0) last_used = std::chrono::steady_clock::now();
+    if (exit_when_unused_s > 0 && std::chrono::steady_clock::now() - last_used > std::chrono::seconds(exit_when_unused_s)) {
+      if ((*server)->Stop().ok()) break;
+    }
     if (g_signals.load() == handled) continue;
     handled = g_signals.load();
     const bool again = first_refusal != std::chrono::steady_clock::time_point{} &&

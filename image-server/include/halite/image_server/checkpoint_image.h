@@ -41,6 +41,7 @@ struct CheckpointImageStats {
   uint64_t bytes_read = 0;       // bytes they returned
   uint64_t blocks_decoded = 0;   // block reads + decompressions (a block the page cache dropped decodes again)
   uint64_t distinct_blocks = 0;  // blocks decoded at least once
+  uint64_t checkpoint_bytes = 0; // bytes of the checkpoint read to decode them (stored, compressed lengths)
   uint64_t zero_pages_read = 0;  // pages answered with zeros without the checkpoint
   uint64_t read_errors = 0;      // reads that failed (corrupt or unreadable block)
 };

@@ -99,6 +99,10 @@ struct CheckpointRestoreOptions {
   // Compare the destination's RAMBlocks with the checkpoint's before anything is sent. Off only to see QEMU's own
   // check fail the load (tests).
   bool check_ram_blocks = true;
+  // Regions (RAMBlock names) the destination already maps from a checkpoint image (memory-backend-file over the
+  // image server, share=off): eager only; none of their pages is sent, the stream carries the other RAMBlocks
+  // and the device state. Every name must be a region of the checkpoint.
+  std::vector<std::string> shared_regions;
   // Empty: a socketpair passed with getfd. Otherwise QEMU listens on this unix socket path (libvirt).
   std::string unix_socket_path;
   int completion_timeout_ms = 120000;

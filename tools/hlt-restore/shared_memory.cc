@@ -1,0 +1,138 @@
+// hlt-restore qemu --memory shared: finding or starting the host image server (shared_memory.h).
+#include "hlt-restore/shared_memory.h"
+
+#include <fcntl.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <sys/file.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <thread>
+
+#include <fmt/format.h>
+
+namespace halite::restore {
+namespace {
+
+std::string Hex(const FileId& id) {
+  std::string s;
+  for (uint8_t b : id) s += fmt::format("{:02x}", b);
+  return s;
+}
+
+bool Exists(const std::string& path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0;
+}
+
+Status MakeDirs(const std::string& dir) {
+  for (size_t i = 1; i <= dir.size(); ++i) {
+    if (i == dir.size() || dir[i] == '/') {
+      const std::string part = dir.substr(0, i);
+      if (mkdir(part.c_str(), 0755) != 0 && errno != EEXIST) return Status::IoError(part + ": cannot create it", errno);
+    }
+  }
+  return Status::Ok();
+}
+
+std::string Tail(const std::string& path) {
+  FILE* f = std::fopen(path.c_str(), "r");
+  if (f == nullptr) return "";
+  std::string text;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) text.append(buf, n);
+  std::fclose(f);
+  return text.size() > 1500 ? text.substr(text.size() - 1500) : text;
+}
+
+}  // namespace
+
+std::string ConflictingMemoryArgument(const std::vector<std::string>& qemu_args) {
+  for (size_t i = 0; i < qemu_args.size(); ++i) {
+    const std::string& a = qemu_args[i];
+    if (a == "-mem-path" || a == "-mem-prealloc" || a == "-numa" || a.find("memory-backend") != std::string::npos) {
+      return a;
+    }
+  }
+  return "";
+}
+
+Result<SharedMemoryPlan> PrepareSharedMemory(const std::string& self, const std::string& checkpoint_path,
+                                             const CheckpointReader& reader, const std::string& image_dir) {
+  auto region = reader.FindRegion(kSharedRamRegion);
+  if (!region) {
+    std::string names;
+    for (const auto& r : reader.regions()) names += (names.empty() ? "" : ", ") + r.name;
+    return Status::InvalidArgument(reader.name() + ": no RAMBlock " + kSharedRamRegion +
+                                   " to share (--memory shared maps a pc or q35 machine's RAM; this one has " + names +
+                                   ")");
+  }
+  char absolute[PATH_MAX];
+  if (realpath(checkpoint_path.c_str(), absolute) == nullptr) {
+    return Status::IoError(checkpoint_path + ": cannot resolve its path", errno);
+  }
+  HLT_RETURN_IF_ERROR(MakeDirs(image_dir));
+  const std::string id = Hex(reader.file_id());
+  const std::string mount = image_dir + "/" + id;
+  SharedMemoryPlan plan;
+  plan.image_path = mount + "/ckpt." + kSharedRamRegion;
+  plan.shared_regions = {kSharedRamRegion};
+  const uint64_t size = reader.regions()[*region].size;
+  plan.qemu_args = {"-object",
+                    fmt::format("memory-backend-file,id={},size={},mem-path={},share=off", kSharedRamRegion, size,
+                                plan.image_path),
+                    "-machine", std::string("memory-backend=") + kSharedRamRegion};
+  if (plan.image_path.find(',') != std::string::npos) {
+    return Status::InvalidArgument(plan.image_path + ": a QEMU option value may not contain ','");
+  }
+
+  // One server per checkpoint and host: whoever holds the lock either finds it serving or starts it.
+  const std::string lock_path = mount + ".lock";
+  const int lock = open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (lock < 0) return Status::IoError(lock_path + ": cannot open the image server's lock", errno);
+  struct Unlock {
+    int fd;
+    ~Unlock() { close(fd); }
+  } unlock{lock};
+  if (flock(lock, LOCK_EX) != 0) return Status::IoError(lock_path + ": cannot lock it", errno);
+  if (Exists(plan.image_path)) return plan;
+  // A server that died leaves its mount behind ("transport endpoint is not connected"): take it away first.
+  struct stat st;
+  if (stat(mount.c_str(), &st) != 0 && errno == ENOTCONN) umount2(mount.c_str(), MNT_DETACH);
+
+  HLT_RETURN_IF_ERROR(MakeDirs(mount));
+  const std::string log = mount + ".log";
+  const pid_t pid = fork();
+  if (pid < 0) return Status::IoError("fork", errno);
+  if (pid == 0) {
+    setsid();
+    const int out = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (out >= 0) {
+      dup2(out, STDOUT_FILENO);
+      dup2(out, STDERR_FILENO);
+    }
+    const int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (null >= 0) dup2(null, STDIN_FILENO);
+    const std::string arg = std::string(absolute) + "=ckpt";
+    execl(self.c_str(), self.c_str(), "serve", mount.c_str(), arg.c_str(), "--exit-when-unused", "30",
+          static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  plan.started_server = true;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(15);
+  while (!Exists(plan.image_path)) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      return Status::IoError("the image server for " + checkpoint_path + " (pid " + std::to_string(pid) +
+                             ") did not come up at " + mount + " within 15 s; its log " + log + ":\n" + Tail(log));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return plan;
+}
+
+}  // namespace halite::restore

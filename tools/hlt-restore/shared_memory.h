@@ -1,0 +1,36 @@
+// hlt-restore qemu --memory shared: the guest's main RAM mapped privately from an image file the host image server
+// (hlt-restore serve) exports, shared through the page cache with every other clone of the same checkpoint.
+#ifndef HALITE_TOOLS_SHARED_MEMORY_H_
+#define HALITE_TOOLS_SHARED_MEMORY_H_
+
+#include <string>
+#include <vector>
+
+#include "halite/checkpoint_reader.h"
+#include "halite/status.h"
+
+namespace halite::restore {
+
+// The RAMBlock QEMU's pc and q35 machines keep guest RAM in; the one region mapped from the image.
+inline constexpr const char* kSharedRamRegion = "pc.ram";
+
+struct SharedMemoryPlan {
+  std::string image_path;               // the file QEMU maps (MOUNT/ckpt.pc.ram)
+  std::vector<std::string> qemu_args;   // -object memory-backend-file,... -machine memory-backend=pc.ram
+  std::vector<std::string> shared_regions;
+  bool started_server = false;          // this call started the host's server for the checkpoint
+};
+
+// QEMU arguments that already choose how guest RAM is backed, which --memory shared must decide itself.
+// Empty when there are none, else the first such argument.
+std::string ConflictingMemoryArgument(const std::vector<std::string>& qemu_args);
+
+// Finds the host's image server for this checkpoint under image_dir (one mount per checkpoint, named after its
+// file id: IMAGE_DIR/ID), or starts one (`hlt-restore serve ... --exit-when-unused 30`, detached, its output in
+// IMAGE_DIR/ID.log), under a lock so that clones starting together share one server. `self` is this program.
+Result<SharedMemoryPlan> PrepareSharedMemory(const std::string& self, const std::string& checkpoint_path,
+                                             const CheckpointReader& reader, const std::string& image_dir);
+
+}  // namespace halite::restore
+
+#endif  // HALITE_TOOLS_SHARED_MEMORY_H_
