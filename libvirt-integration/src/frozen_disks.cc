@@ -1,9 +1,7 @@
 #include "frozen_disks.h"
 
 #include <fcntl.h>
-#include <spawn.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <libvirt/libvirt.h>
@@ -15,7 +13,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-extern char** environ;
+#include "halite/qemu/qemu_img.h"
+
 
 namespace halite::libvirt {
 namespace {
@@ -138,21 +137,7 @@ Status CreateOverlay(const std::string& base, const std::string& format, const s
   struct stat st;
   // qemu-img would replace it without a word.
   if (stat(overlay.c_str(), &st) == 0) return Status::InvalidArgument(overlay + ": exists already (a disk overlay)");
-  std::vector<std::string> argv = {"qemu-img", "create", "-q", "-f", "qcow2", "-b", base, "-F", format, overlay};
-  std::vector<char*> cargv;
-  for (auto& a : argv) cargv.push_back(a.data());
-  cargv.push_back(nullptr);
-  pid_t pid;
-  const int rc = posix_spawnp(&pid, "qemu-img", nullptr, nullptr, cargv.data(), environ);
-  if (rc != 0) return Status::IoError("cannot run qemu-img (package qemu-utils)", rc);
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    return Status::IoError("qemu-img create -b " + base + " " + overlay + " failed (status " +
-                           std::to_string(status) + ")");
-  }
-  return Status::Ok();
+  return qemu::RunQemuImg({"create", "-q", "-f", "qcow2", "-b", base, "-F", format, overlay});
 }
 
 }  // namespace halite::libvirt

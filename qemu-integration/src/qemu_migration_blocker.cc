@@ -2,45 +2,22 @@
 #include "halite/qemu/qemu_migration_blocker.h"
 
 #include <fcntl.h>
-#include <spawn.h>
 #include <stdlib.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
-#include <vector>
 
-extern char** environ;
+#include "halite/qemu/qemu_img.h"
 
 namespace halite::qemu {
-namespace {
-
-// A 1 MiB VDI image at `path` (qemu-img writes a few KiB: header and block map).
-Status CreateVdi(const std::string& path) {
-  std::vector<std::string> argv = {"qemu-img", "create", "-q", "-f", "vdi", path, "1M"};
-  std::vector<char*> cargv;
-  for (auto& a : argv) cargv.push_back(a.data());
-  cargv.push_back(nullptr);
-  pid_t pid;
-  const int rc = posix_spawnp(&pid, "qemu-img", nullptr, nullptr, cargv.data(), environ);
-  if (rc != 0) return Status::IoError("cannot run qemu-img (package qemu-utils)", rc);
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    return Status::IoError("qemu-img create -f vdi " + path + " failed (status " + std::to_string(status) + ")");
-  }
-  return Status::Ok();
-}
-
-}  // namespace
 
 Result<MigrationBlocker> MigrationBlocker::Install(QmpClient& qmp, const std::string& scratch_dir) {
   std::string path = scratch_dir + "/migration-blocker-XXXXXX";
   const int tmp = mkstemp(path.data());
   if (tmp < 0) return Status::IoError(path + ": cannot create the blocker's image", errno);
   close(tmp);
-  Status made = CreateVdi(path);
+  // A 1 MiB VDI image (qemu-img writes a few KiB: header and block map).
+  Status made = RunQemuImg({"create", "-q", "-f", "vdi", path, "1M"});
   const int fd = made.ok() ? open(path.c_str(), O_RDONLY | O_CLOEXEC) : -1;
   const int open_errno = errno;
   unlink(path.c_str());
