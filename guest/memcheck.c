@@ -338,5 +338,8 @@ int main(int argc, char** argv) {
       }
     }
   }
+  if (disk_fd >= 0) close(disk_fd);
+  free(disk_buf);
+  munmap(mem, pages * kPageSize);
   return any_bad ? 1 : 0;
 }
