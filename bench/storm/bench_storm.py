@@ -16,7 +16,8 @@ method, with the page cache dropped first, N restores start at once:
 
 Per clone: time from the storm's start to the guest running (QEMU's RESUME) and to its first verified memcheck
 OK. For the host, HOLD seconds after the start: the sum of the processes' PSS (QEMUs, hlt-restore, the image
-server), the drop in MemAvailable since just before the storm, checkpoint bytes read, blocks decoded, and the CPU
+server; also split into anonymous pages, i.e. what the guests wrote plus QEMU's own heap, and file pages, i.e. the
+shared image and the binaries), the drop in MemAvailable since just before the storm, checkpoint bytes read, blocks decoded, and the CPU
 seconds the processes used. Prints a table with ratios against qemu-eager, writes storm-clones.csv,
 storm-summary.csv, storm.json and plots (storm-running.png, storm-memory.png) into --out. Needs root (drop_caches,
 FUSE).
@@ -65,9 +66,11 @@ def mem_available_kib():
     return 0
 
 
-def pss_kib(pid):
+def pss_kib(pid, kind="Pss"):
+    """A process's proportional set size (kind "Pss"), or its part: "Pss_Anon" (pages it wrote, its heap),
+    "Pss_File" (file pages: the shared image, binaries)."""
     for line in read(f"/proc/{pid}/smaps_rollup").splitlines():
-        if line.startswith("Pss:"):
+        if line.startswith(kind + ":"):
             return int(line.split()[1])
     return 0
 
@@ -206,7 +209,7 @@ class Storm:
             else:
                 clones.append(self.start_hlt(ckpt, d, i, method == "shared"))
         hold_until = t0 + self.a.hold
-        pss = avail_drop = cpu = 0
+        pss = pss_anon = pss_file = avail_drop = cpu = 0
         server_stats = {}
         while time.time() < hold_until:
             for c in clones:
@@ -224,6 +227,8 @@ class Storm:
         if server_pid:
             pids.append(server_pid)
         pss = sum(pss_kib(p) for p in pids) / 1024
+        pss_anon = sum(pss_kib(p, "Pss_Anon") for p in pids) / 1024
+        pss_file = sum(pss_kib(p, "Pss_File") for p in pids) / 1024
         avail_drop = (avail_before - mem_available_kib()) / 1024
         children = resource.getrusage(resource.RUSAGE_CHILDREN)
         cpu = sum(cpu_s(p) for p in pids) + (children.ru_utime - children_before.ru_utime) + \
@@ -254,7 +259,8 @@ class Storm:
                "running_within_2s": sum(1 for r in running if r <= 2.0),
                "first_ok_p50_s": statistics.median(oks) if oks else None,
                "first_ok_max_s": max(oks) if oks else None,
-               "pss_mib": round(pss, 1), "memavail_drop_mib": round(avail_drop, 1),
+               "pss_mib": round(pss, 1), "pss_anon_mib": round(pss_anon, 1), "pss_file_mib": round(pss_file, 1),
+               "memavail_drop_mib": round(avail_drop, 1),
                "ckpt_mib_read": round(ckpt_bytes / 2**20, 1), "blocks_decoded": blocks, "cpu_s": round(cpu, 1)}
         self.summary.append(row)
         log(f"{method} N={n}: {row}")
@@ -290,7 +296,8 @@ class Storm:
                        "mem": self.a.mem, "hold_s": self.a.hold, "workload": WORKLOAD,
                        "summary": self.summary, "clones": self.clones}, f, indent=1)
         cols = ["method", "n", "running", "running_within_2s", "running_p50_s", "running_max_s", "first_ok_p50_s",
-                "first_ok_max_s", "pss_mib", "memavail_drop_mib", "ckpt_mib_read", "blocks_decoded", "cpu_s"]
+                "first_ok_max_s", "pss_mib", "pss_anon_mib", "pss_file_mib", "memavail_drop_mib", "ckpt_mib_read",
+                "blocks_decoded", "cpu_s"]
         fmt = lambda v: f"{v:.2f}" if isinstance(v, float) else str(v)
         print(" ".join(f"{c:>17}" for c in cols))
         for r in self.summary:
