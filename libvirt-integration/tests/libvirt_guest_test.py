@@ -473,6 +473,14 @@ def scenario_daemon(env):
     for key in ("uuid", "mac", "genid", "disk"):
         if len({ids[n][key] for n in ids}) != len(ids):
             raise Fail(f"{key} not distinct: {ids}")
+    # Each guest sees its clone's new MAC (its NIC was unplugged and plugged again once every page was in).
+    for name in procs:
+        serial, want = env.path(f"desk.serial.log.{name}"), ids[name]["mac"]
+        deadline = time.time() + 60
+        while want not in MAC_RX.findall(read(serial)) and time.time() < deadline:
+            time.sleep(0.5)
+        if want not in MAC_RX.findall(read(serial)):
+            raise Fail(f"{name}: the guest never reported its new MAC {want} (saw {MAC_RX.findall(read(serial))})")
     for name in procs:
         overlay = os.stat(ids[name]["disk"])
         if overlay.st_uid != env.uid:
