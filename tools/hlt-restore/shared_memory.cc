@@ -11,9 +11,12 @@
 
 #include <cerrno>
 #include <chrono>
+#include <filesystem>
 #include <thread>
 
 #include <fmt/format.h>
+
+#include "halite/hint_files.h"
 
 namespace halite::restore {
 namespace {
@@ -29,25 +32,17 @@ bool Exists(const std::string& path) {
   return stat(path.c_str(), &st) == 0;
 }
 
-Status MakeDirs(const std::string& dir) {
-  for (size_t i = 1; i <= dir.size(); ++i) {
-    if (i == dir.size() || dir[i] == '/') {
-      const std::string part = dir.substr(0, i);
-      if (mkdir(part.c_str(), 0755) != 0 && errno != EEXIST) return Status::IoError(part + ": cannot create it", errno);
-    }
-  }
-  return Status::Ok();
+// The end of the server's log, for an error message.
+std::string Tail(const std::string& path) {
+  Result<std::string> text = ReadTextFile(path);
+  if (!text) return "";
+  return text->size() > 1500 ? text->substr(text->size() - 1500) : *text;
 }
 
-std::string Tail(const std::string& path) {
-  FILE* f = std::fopen(path.c_str(), "r");
-  if (f == nullptr) return "";
-  std::string text;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) text.append(buf, n);
-  std::fclose(f);
-  return text.size() > 1500 ? text.substr(text.size() - 1500) : text;
+Status MakeDirs(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  return ec ? Status::IoError(dir + ": cannot create it: " + ec.message(), ec.value()) : Status::Ok();
 }
 
 }  // namespace
