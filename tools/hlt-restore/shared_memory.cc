@@ -42,7 +42,7 @@ std::string Tail(const std::string& path) {
 Status MakeDirs(const std::string& dir) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
-  return ec ? Status::IoError(dir + ": cannot create it: " + ec.message(), ec.value()) : Status::Ok();
+  return ec ? Status::IoError(dir + ": cannot create it", ec.value()) : Status::Ok();
 }
 
 }  // namespace
