@@ -11,12 +11,15 @@
 #include <cerrno>
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
 #include <cstring>
 #include <deque>
 #include <mutex>
 #include <thread>
 
 #include <nlohmann/json.hpp>
+
+#include "page_cache_pin.h"
 
 namespace halite::image_server {
 namespace {
@@ -38,7 +41,7 @@ struct FileCounters {
 class FuseImageServer::Impl {
  public:
   Impl(std::vector<ServedImage> images, ImageServerOptions options)
-      : images_(std::move(images)), options_(std::move(options)), counters_(images_.size()) {}
+      : images_(std::move(images)), options_(std::move(options)), counters_(images_.size()), pins_(images_.size()) {}
 
   ~Impl() { Shutdown(); }
 
@@ -121,6 +124,8 @@ class FuseImageServer::Impl {
       s.blocks_prefetched = counters_[i].blocks_prefetched.load();
       s.open_handles = counters_[i].open_handles.load();
       s.refused_writes = counters_[i].refused_writes.load();
+      s.pages_pinned = pins_[i].pages_pinned();
+      s.pin_errors = pins_[i].pin_errors();
       out.push_back(s);
     }
     return out;
@@ -143,7 +148,9 @@ class FuseImageServer::Impl {
                        {"blocks_to_store", s.blocks_to_store},
                        {"blocks_prefetched", s.blocks_prefetched},
                        {"open_handles", s.open_handles},
-                       {"refused_writes", s.refused_writes}});
+                       {"refused_writes", s.refused_writes},
+                       {"pages_pinned", s.pages_pinned},
+                       {"pin_errors", s.pin_errors}});
     }
     nlohmann::ordered_json j = {{"mountpoint", options_.mountpoint}, {"pid", getpid()}, {"files", files}};
     return j.dump(2) + "\n";
@@ -269,8 +276,10 @@ class FuseImageServer::Impl {
     }
     // The page cache outlives this open: the next clone finds the pages the last one brought in.
     fi->keep_cache = 1;
-    // The prefetcher's own opens (which keep the inode known to the kernel) are not clones.
-    fi->fh = fuse_req_ctx(req)->pid != self->prefetcher_tid_.load();
+    // The server's own opens (the prefetcher's, which keep the inode known to the kernel, and the pins') are not
+    // clones.
+    const pid_t opener = fuse_req_ctx(req)->pid;
+    fi->fh = opener != self->prefetcher_tid_.load() && opener != self->storer_tid_.load();
     if (fi->fh) self->counters_[i].open_handles++;
     fuse_reply_open(req, fi);
   }
@@ -371,6 +380,15 @@ class FuseImageServer::Impl {
   // Stores decoded blocks' pages in the page cache, one run at a time. On its own thread: a store waits for the
   // page locks of reads in flight, which the session's threads answer meanwhile.
   void StoreLoop() {
+    storer_tid_ = gettid();
+    if (options_.pin_page_cache) {
+      for (size_t i = 0; i < images_.size(); ++i) {
+        std::string error;
+        if (!pins_[i].Map(options_.mountpoint + "/" + images_[i].name, images_[i].image->size(), &error)) {
+          std::fprintf(stderr, "image server: %s; its pages are not pinned\n", error.c_str());
+        }
+      }
+    }
     for (;;) {
       StoreJob job;
       {
@@ -420,6 +438,8 @@ class FuseImageServer::Impl {
         p = q;
       }
     }
+    // Every page of the block, the ones the read answered too: no clone may have mapped them yet.
+    for (const auto& run : job.block.runs) pins_[job.file].Pin(run.image_offset, run.slots.size() * kPage);
   }
 
   // Goes through each image's blocks in restore order, decoding and storing those not decoded yet, at the rate
@@ -472,6 +492,7 @@ class FuseImageServer::Impl {
     }
     if (prefetcher_.joinable()) prefetcher_.join();
     if (storer_.joinable()) storer_.join();
+    for (auto& pin : pins_) pin.Unmap();
     for (int fd : pinned_fds_) {
       if (fd >= 0) close(fd);
     }
@@ -494,7 +515,9 @@ class FuseImageServer::Impl {
   bool mounted_ = false;
   std::thread loop_, storer_, prefetcher_;
   std::vector<int> pinned_fds_;  // the prefetcher's opens of its own files
+  std::vector<PageCachePin> pins_;  // one per image; only the store thread pins
   std::atomic<pid_t> prefetcher_tid_{-1};  // FUSE names the thread that opens
+  std::atomic<pid_t> storer_tid_{-1};
   std::atomic<int> reads_waiting_{0};
   std::atomic<int> last_store_error_{0};
   std::mutex mu_;

@@ -33,7 +33,7 @@ struct Mounted {
   std::string File(const std::string& name) const { return mountpoint + "/" + name; }
 };
 
-std::unique_ptr<Mounted> Mount(const TestCheckpoint& t, uint64_t prefetch = 0) {
+std::unique_ptr<Mounted> Mount(const TestCheckpoint& t, uint64_t prefetch = 0, bool pin = true) {
   auto m = std::make_unique<Mounted>();
   m->mountpoint = m->dir.File("mnt");
   REQUIRE(::mkdir(m->mountpoint.c_str(), 0755) == 0);
@@ -43,6 +43,7 @@ std::unique_ptr<Mounted> Mount(const TestCheckpoint& t, uint64_t prefetch = 0) {
   ImageServerOptions o;
   o.mountpoint = m->mountpoint;
   o.prefetch_bytes_per_s = prefetch;
+  o.pin_page_cache = pin;
   auto s = FuseImageServer::Start(std::move(images), o);
   if (!s) {
     std::printf("SKIP: cannot mount a FUSE file system here (%s): the image server's mount tests need /dev/fuse "
@@ -200,4 +201,46 @@ TEST_CASE("the prefetcher brings every block in, in restore order, without a rea
   std::vector<uint8_t> all((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
   CHECK(all == t->ram);
   CHECK(RamStats(*m->server).image.blocks_decoded == blocks);
+}
+
+TEST_CASE("stored pages stay in memory when the kernel drops the file's cache; unpinned ones are decoded again",
+          "[fuse]") {
+  auto t = MakeCheckpoint(4 << 20, 43);
+  uint32_t block = 0;
+  const uint64_t page = StoredRamPage(*t, &block, 4);
+  for (bool pin : {true, false}) {
+    INFO("pin_page_cache " << pin);
+    auto m = Mount(*t, 0, pin);
+    int fd = ::open(m->File("desk.ram").c_str(), O_RDONLY);
+    REQUIRE(fd >= 0);
+    std::vector<uint8_t> buf(4096);
+    REQUIRE(::pread(fd, buf.data(), 4096, static_cast<off_t>(page * 4096)) == 4096);
+    SettleStores(*m->server);
+    const auto before = RamStats(*m->server);
+    CHECK(before.pin_errors == 0);
+    CHECK((before.pages_pinned > 0) == pin);
+    // Pinning reads nothing more than the stores brought in (no readahead through the server's own mapping).
+    CHECK(before.image.reads == 1);
+    // What proactive reclaim does to pages no process maps: drop them from the page cache.
+    REQUIRE(::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED) == 0);
+    for (const auto& mem : t->reader->BlockMembers(block)) {
+      if (mem.page >= t->ram.size() / 4096) continue;
+      REQUIRE(::pread(fd, buf.data(), 4096, static_cast<off_t>(mem.page * 4096)) == 4096);
+      REQUIRE(std::memcmp(buf.data(), t->ram.data() + mem.page * 4096, 4096) == 0);
+    }
+    const auto after = RamStats(*m->server);
+    if (pin) {
+      CHECK(after.image.blocks_decoded == before.image.blocks_decoded);
+      CHECK(after.image.reads == before.image.reads);
+    } else {
+      // Proof that the step above drops what is not pinned: the kernel asks the server again (which may still
+      // hold the block decoded in memory, so this counts reads, not decodes).
+      CHECK(after.image.reads > before.image.reads);
+    }
+    ::close(fd);
+    for (int i = 0; i < 100 && m->server->open_handles() > 0; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    CHECK(m->server->Stop().ok());
+  }
 }

@@ -1,5 +1,5 @@
-// hlt-restore serve MOUNTPOINT CKPT[=NAME]... [--prefetch-rate BYTES/S] [--owner-only] [--stats-json FILE]
-//                   [--exit-when-unused S]
+// hlt-restore serve MOUNTPOINT CKPT[=NAME]... [--prefetch-rate BYTES/S] [--owner-only] [--no-pin]
+//                   [--stats-json FILE] [--exit-when-unused S]
 // The host image server in the foreground: each region of each checkpoint as a read-only file NAME.REGION under
 // MOUNTPOINT, for QEMUs that map it privately (hlt-restore qemu --memory shared).
 #include <signal.h>
@@ -17,7 +17,7 @@ namespace halite::restore {
 namespace {
 
 const char* kServeUsage =
-    "usage: hlt-restore serve MOUNTPOINT CKPT[=NAME]... [--prefetch-rate BYTES/S] [--owner-only]\n"
+    "usage: hlt-restore serve MOUNTPOINT CKPT[=NAME]... [--prefetch-rate BYTES/S] [--owner-only] [--no-pin]\n"
     "                         [--stats-json FILE] [--exit-when-unused S]\n"
     "Serves each region of each checkpoint as a read-only file NAME.REGION under MOUNTPOINT (FUSE; '/' in a\n"
     "region name reads %2f), until\n"
@@ -30,6 +30,9 @@ const char* kServeUsage =
     "  --prefetch-rate N      bytes a second of decoded blocks to bring in ahead of the guests, in restore order\n"
     "                         (default 0: only what the guests touch)\n"
     "  --owner-only           only this user may open the files (default: every user, as libvirt's QEMU user)\n"
+    "  --no-pin               leave decoded pages to the kernel's reclaim (default: locked in memory while the\n"
+    "                         server runs, so a page no clone maps yet is not dropped and decoded again; needs\n"
+    "                         CAP_IPC_LOCK or RLIMIT_MEMLOCK room, else pinning stops and .stats counts pin_errors)\n"
     "  --stats-json FILE      the final counters, written at exit\n"
     "  --exit-when-unused S   stop by itself once no file has been open for S seconds (the server hlt-restore\n"
     "                         qemu --memory shared starts on demand uses 30)\n";
@@ -73,6 +76,8 @@ int Serve(cli::Args& args) {
     }
     if (args.Option("--prefetch-rate", &v, &error)) {
       if (error.empty() && !cli::ParseU64(v, &options.prefetch_bytes_per_s)) error = "--prefetch-rate: bad value \"" + v + "\"";
+    } else if (args.Flag("--no-pin")) {
+      options.pin_page_cache = false;
     } else if (args.Flag("--owner-only")) {
       options.allow_other = false;
     } else if (args.Option("--stats-json", &v, &error)) {

@@ -29,6 +29,9 @@ struct ImageServerOptions {
   std::string mountpoint;             // an existing empty directory
   uint64_t prefetch_bytes_per_s = 0;  // decoded bytes a second the prefetcher stores; 0: no prefetch
   bool allow_other = true;            // let other users (libvirt's QEMU user) open the images
+  // Lock the stored pages in memory while the server runs (page_cache_pin.h says why): a page that proactive
+  // reclaim or memory pressure dropped would be decoded again on its next touch.
+  bool pin_page_cache = true;
 };
 
 // One file of the mount: `name` (no '/') serves `image`.
@@ -47,6 +50,8 @@ struct ServedImageStats {
   uint64_t blocks_prefetched = 0;
   uint64_t open_handles = 0;    // a mapping holds one
   uint64_t refused_writes = 0;  // write, truncate and fallocate (hole punching) attempts
+  uint64_t pages_pinned = 0;    // pages locked in memory (a block decoded twice counts twice)
+  uint64_t pin_errors = 0;      // mlock refusals (then pinning stops for the file)
 };
 
 class FuseImageServer {
