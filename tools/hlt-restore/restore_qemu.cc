@@ -1,6 +1,7 @@
 // hlt-restore qemu CKPT [options] [--qmp SOCKET | -- QEMU ARGS...]
 // Restores a checkpoint made by `hlt-save qemu` into a stock QEMU, lazily through its postcopy (or eagerly).
 #include <signal.h>
+#include <sys/wait.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -367,9 +368,24 @@ int RestoreQemu(cli::Args& args) {
   }
   if (wait) {
     if (proc) {
+      int status = 0;
       for (;;) {
         auto st = proc->Wait(3600 * 1000);
-        if (st) break;
+        if (st) {
+          status = *st;
+          break;
+        }
+      }
+      if (WIFSIGNALED(status)) {
+        // A guest that shuts down makes QEMU exit; a signal is a death. SIGBUS on --memory shared is a page of
+        // the image the server could not give (a block that failed verification): the clone stopped instead of
+        // running on wrong memory.
+        std::string why = proc->Describe();
+        if (shared_memory && WTERMSIG(status) == SIGBUS) {
+          why += " (a page of the shared image could not be read: the image server refused a block that failed "
+                 "verification, or lost the checkpoint; its .stats counts read_errors)";
+        }
+        return cli::Fail(tool, Status::IoError(why));
       }
       if (!quiet) std::printf("%s\n", proc->Describe().c_str());
     } else {
