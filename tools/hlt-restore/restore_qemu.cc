@@ -168,6 +168,9 @@ int RestoreQemu(cli::Args& args) {
       return cli::UsageError(tool, "QEMU ARGS choose the memory backend (" + bad + "): --memory shared adds its own",
                              usage);
     }
+    for (const std::string& w : DiscardingDeviceWarnings(qemu_args)) {
+      std::fprintf(stderr, "%s: warning: %s\n", tool.c_str(), w.c_str());
+    }
     auto opened = CheckpointReader::Open(ckpt, ropts);
     if (!opened) return cli::Fail(tool, opened.error());
     if (Status st = qemu::ReadSavedVmState(**opened).status(); !st.ok()) return cli::Fail(tool, st);

@@ -57,6 +57,21 @@ std::string ConflictingMemoryArgument(const std::vector<std::string>& qemu_args)
   return "";
 }
 
+std::vector<std::string> DiscardingDeviceWarnings(const std::vector<std::string>& qemu_args) {
+  std::vector<std::string> out;
+  for (const std::string& a : qemu_args) {
+    if (a.find("virtio-balloon") != std::string::npos) {
+      out.push_back("virtio-balloon: its inflation and free-page reporting discard guest RAM by punching holes in "
+                    "the image, which the image server refuses: the balloon frees no host memory in this clone "
+                    "(QEMU logs \"Failed to fallocate\"), and the other clones are unaffected");
+    } else if (a.find("virtio-mem") != std::string::npos) {
+      out.push_back("virtio-mem: unplugging memory discards it by punching holes in the image, which the image "
+                    "server refuses: unplug requests fail in this clone");
+    }
+  }
+  return out;
+}
+
 Result<SharedMemoryPlan> PrepareSharedMemory(const std::string& self, const std::string& checkpoint_path,
                                              const CheckpointReader& reader, const std::string& image_dir) {
   auto region = reader.FindRegion(kSharedRamRegion);

@@ -25,6 +25,12 @@ struct SharedMemoryPlan {
 // Empty when there are none, else the first such argument.
 std::string ConflictingMemoryArgument(const std::vector<std::string>& qemu_args);
 
+// Devices in QEMU ARGS that discard guest RAM (virtio-balloon inflation and free-page reporting, virtio-mem
+// unplug): on a file-backed RAMBlock QEMU discards by punching a hole in the file, which the image server
+// refuses (it would take the pages from every clone). One line per device saying what happens instead; empty
+// when there are none.
+std::vector<std::string> DiscardingDeviceWarnings(const std::vector<std::string>& qemu_args);
+
 // Finds the host's image server for this checkpoint under image_dir (one mount per checkpoint, named after its
 // file id: IMAGE_DIR/ID), or starts one (`hlt-restore serve ... --exit-when-unused 30`, detached, its output in
 // IMAGE_DIR/ID.log), under a lock so that clones starting together share one server. `self` is this program.
