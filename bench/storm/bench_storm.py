@@ -75,9 +75,36 @@ def pss_kib(pid, kind="Pss"):
     return 0
 
 
+def guest_ram_kib(pid, mem_bytes):
+    """The guest RAM mapping of a QEMU (the image file's mapping, or QEMU's anonymous RAM of the guest's size), or
+    the image server's pin mapping of the image: (Pss, Anonymous, Rss) in KiB. Anonymous is what the guest wrote
+    (a private copy); the rest of its Pss is its share of the image in the page cache."""
+    pss = anon = rss = 0
+    current = False
+    for line in read(f"/proc/{pid}/smaps").splitlines():
+        head = line.split()
+        if head and re.match(r"^[0-9a-f]+-[0-9a-f]+$", head[0]):
+            lo, hi = (int(x, 16) for x in head[0].split("-"))
+            path = head[5] if len(head) > 5 else ""
+            current = path.endswith(".pc.ram") or (path == "" and hi - lo == mem_bytes)
+        elif current and head:
+            if head[0] == "Pss:":
+                pss += int(head[1])
+            elif head[0] == "Anonymous:":
+                anon += int(head[1])
+            elif head[0] == "Rss:":
+                rss += int(head[1])
+    return pss, anon, rss
+
+
 def cpu_s(pid):
     fields = read(f"/proc/{pid}/stat").rsplit(")", 1)[-1].split()
     return (int(fields[11]) + int(fields[12])) / TICKS if len(fields) > 12 else 0.0
+
+
+def parse_size(text):
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    return int(text[:-1]) * units[text[-1].upper()] if text[-1].upper() in units else int(text)
 
 
 def alive(pid):
@@ -227,6 +254,18 @@ class Storm:
         if server_pid:
             pids.append(server_pid)
         pss = sum(pss_kib(p) for p in pids) / 1024
+        # Where it goes: guest RAM (the image's pages and the pages the guests wrote) and the rest (the QEMU
+        # processes themselves: TCG's code buffer, heap, device RAMBlocks; the tools).
+        mem_bytes = parse_size(self.a.mem)
+        ram = [guest_ram_kib(p, mem_bytes) for p in pids]
+        guest_ram_pss = sum(r[0] for r in ram) / 1024
+        written = sum(guest_ram_kib(c["qemu_pid"], mem_bytes)[1] for c in clones if c["qemu_pid"]) / 1024
+        image_resident = guest_ram_kib(server_pid, mem_bytes)[2] / 1024 if server_pid else 0
+        # The rest by role: the QEMUs', the image server's, the hlt-restore processes' still running.
+        qemu_pids = [c["qemu_pid"] for c in clones if c["qemu_pid"]]
+        rest = lambda ps: sum(pss_kib(p) - guest_ram_kib(p, mem_bytes)[0] for p in ps) / 1024
+        other_qemu, other_server = rest(qemu_pids), rest([server_pid] if server_pid else [])
+        other_tools = rest([p for p in pids if p not in qemu_pids and p != server_pid])
         pss_anon = sum(pss_kib(p, "Pss_Anon") for p in pids) / 1024
         pss_file = sum(pss_kib(p, "Pss_File") for p in pids) / 1024
         avail_drop = (avail_before - mem_available_kib()) / 1024
@@ -260,6 +299,10 @@ class Storm:
                "first_ok_p50_s": statistics.median(oks) if oks else None,
                "first_ok_max_s": max(oks) if oks else None,
                "pss_mib": round(pss, 1), "pss_anon_mib": round(pss_anon, 1), "pss_file_mib": round(pss_file, 1),
+               "guest_ram_pss_mib": round(guest_ram_pss, 1), "guest_written_mib": round(written, 1),
+               "image_pinned_mib": round(image_resident, 1), "other_pss_mib": round(pss - guest_ram_pss, 1),
+               "other_qemu_mib": round(other_qemu, 1), "other_server_mib": round(other_server, 1),
+               "other_tools_mib": round(other_tools, 1),
                "memavail_drop_mib": round(avail_drop, 1),
                "ckpt_mib_read": round(ckpt_bytes / 2**20, 1), "blocks_decoded": blocks, "cpu_s": round(cpu, 1)}
         self.summary.append(row)
@@ -296,12 +339,22 @@ class Storm:
                        "mem": self.a.mem, "hold_s": self.a.hold, "workload": WORKLOAD,
                        "summary": self.summary, "clones": self.clones}, f, indent=1)
         cols = ["method", "n", "running", "running_within_2s", "running_p50_s", "running_max_s", "first_ok_p50_s",
-                "first_ok_max_s", "pss_mib", "pss_anon_mib", "pss_file_mib", "memavail_drop_mib", "ckpt_mib_read",
-                "blocks_decoded", "cpu_s"]
+                "first_ok_max_s", "pss_mib", "guest_ram_pss_mib", "guest_written_mib", "image_pinned_mib",
+                "other_pss_mib", "memavail_drop_mib", "ckpt_mib_read", "blocks_decoded", "cpu_s"]
         fmt = lambda v: f"{v:.2f}" if isinstance(v, float) else str(v)
         print(" ".join(f"{c:>17}" for c in cols))
         for r in self.summary:
             print(" ".join(f"{fmt(r[c]):>17}" for c in cols))
+        print("\nhost memory against the goal (one image plus the pages the clones wrote), MiB:")
+        for r in self.summary:
+            if r["method"] != "shared":
+                continue
+            goal = r["image_pinned_mib"] + r["guest_written_mib"]
+            print(f"  shared N={r['n']:>2}: guest RAM PSS {r['guest_ram_pss_mib']:.0f} vs image {r['image_pinned_mib']:.0f} "
+                  f"+ written {r['guest_written_mib']:.0f} = {goal:.0f}; the rest {r['other_pss_mib']:.0f} is the "
+                  f"processes themselves (QEMUs {r['other_qemu_mib']:.0f}, image server {r['other_server_mib']:.0f}, "
+                  f"hlt-restore {r['other_tools_mib']:.0f}; qemu-eager's QEMUs at this N: "
+                  f"{next((b['other_qemu_mib'] for b in self.summary if b['method'] == 'qemu-eager' and b['n'] == r['n']), float('nan')):.0f})")
         print(f"\nratios against qemu-eager at the same N (below 1: less):")
         base = {r["n"]: r for r in self.summary if r["method"] == "qemu-eager"}
         for r in self.summary:

@@ -14,7 +14,7 @@ namespace {
 constexpr uint64_t kPage = 4096;
 // Decoded blocks kept in memory: enough for the reads in flight and the page-cache stores queued behind them;
 // the page cache, not this, is what keeps a block for the clones.
-constexpr size_t kKeptBlocks = 64;
+constexpr size_t kKeptBlocks = 16;
 
 }  // namespace
 

@@ -2,6 +2,7 @@
 //                   [--stats-json FILE] [--exit-when-unused S]
 // The host image server in the foreground: each region of each checkpoint as a read-only file NAME.REGION under
 // MOUNTPOINT, for QEMUs that map it privately (hlt-restore qemu --memory shared).
+#include <malloc.h>
 #include <signal.h>
 
 #include <atomic>
@@ -109,6 +110,10 @@ int Serve(cli::Args& args) {
       images.push_back({name + "." + FileNamePart(r.name), std::shared_ptr<image_server::CheckpointImage>(std::move(*image))});
     }
   }
+  // A decoded block is a few hundred KiB, made and dropped by many threads for as long as the server runs. glibc
+  // raises its mmap threshold after the first such free and then keeps every later one in per-thread heaps; with a
+  // fixed threshold they are mapped and unmapped, and the server's own memory stays the few blocks in flight.
+  mallopt(M_MMAP_THRESHOLD, 128 << 10);
   auto server = image_server::FuseImageServer::Start(std::move(images), options);
   if (!server) return cli::Fail(tool, server.error());
   std::printf("serving at %s:", mountpoint.c_str());
