@@ -569,9 +569,18 @@ def scenario_shared(env):
         return float(m.group(1)), out
 
     try:
+        # Refused up front: a RAM directory holding another domain's files (not ours to mount over), and a name
+        # whose 20-byte short name another image holds.
+        os.makedirs(os.path.join(ram_dir, "9-other"))
+        rc, _, err = env.tool([env.restore_bin, "libvirt", ckpt, "--connect", env.uri, "--clone", "--name", "c0",
+                               "--disk-dir", disks, "--memory", "shared", "--image-dir", images], "restore_foreign",
+                              expect_ok=False)
+        os.rmdir(os.path.join(ram_dir, "9-other"))
+        if rc == 0 or "holds 9-other" not in err or env.domains():
+            raise Fail(f"a RAM directory with another domain's files was not refused (exit {rc}): {err}")
         ms1, out1 = restore("c1")
-        if "image server started" not in out1 or "RAM directory server started" not in out1:
-            raise Fail("the first --memory shared restore did not start both servers:\n" + out1)
+        if "RAM directory server started" not in out1:
+            raise Fail("the first --memory shared restore did not start the RAM directory server:\n" + out1)
         j, _, mount = stats()
         servers.append((j["pid"], "image server"))
         servers += [(p, "RAM directory server") for p in find_pids("serve-ram-dir", ram_dir)]
@@ -612,6 +621,14 @@ def scenario_shared(env):
         for e in entries:
             if e != ".halite" and os.readlink(os.path.join(ram_dir, e, "pc.ram")) != image:
                 raise Fail(f"{ram_dir}/{e}/pc.ram does not point at {image}")
+        long_name = "c3-a-name-longer-than-20-bytes"
+        os.symlink("/elsewhere/ckpt.pc.ram", os.path.join(ram_dir, ".halite", long_name[:20]))
+        rc, _, err = env.tool([env.restore_bin, "libvirt", ckpt, "--connect", env.uri, "--clone", "--name", long_name,
+                               "--disk-dir", disks, "--memory", "shared", "--image-dir", images], "restore_taken",
+                              expect_ok=False)
+        os.unlink(os.path.join(ram_dir, ".halite", long_name[:20]))
+        if rc == 0 or "give --name" not in err or long_name in env.domains():
+            raise Fail(f"a short name registered to another image was not refused (exit {rc}): {err}")
         # A domain with file-backed RAM that nobody registered does not start on empty memory.
         xml = env.source_xml().replace("<name>desk</name>", "<name>stray</name>").replace(
             "<vcpu>", "<memoryBacking><source type='file'/><access mode='private'/></memoryBacking><vcpu>")
