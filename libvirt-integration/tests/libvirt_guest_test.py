@@ -17,6 +17,8 @@ usage: libvirt_guest_test.py --tools DIR --work DIR SCENARIO
            private mapping of the one checkpoint image (libvirt's memory backing directory served by the RAM
            directory server), each continues memcheck, the second decodes no block again; an unregistered domain
            with file-backed RAM fails to start; virsh destroy cleans the domain's RAM directory entry
+  daemon_shared  a --clone --memory shared restore under the daemon scenario's libvirtd: QEMU runs as nobody,
+           libvirtd makes its RAM directory entries as nobody, the session's memory backing directory is found
   errors   libvirt not reachable, an unknown domain, a checkpoint not from libvirt, a name in use, a frozen disk that changed: each a clear
            message and a non-zero exit, with no domain or overlay left behind
 
@@ -659,6 +661,66 @@ def scenario_shared(env):
             stop_server(pid, what)
 
 
+def scenario_daemon_shared(env):
+    """--clone --memory shared under a daemon of the test's own (DaemonEnv): QEMU runs as nobody, libvirtd makes its
+    RAM directory entries as nobody, and hlt-restore finds the session daemon's memory backing directory itself."""
+    if not os.path.exists("/dev/fuse"):
+        raise Skip("no /dev/fuse: the image server and the RAM directory server are FUSE file systems")
+    env.chown(env.path("desk.img"))
+    for f in ("vmlinux", "initramfs.cpio"):
+        env.chown(env.path(f))
+    env.boot_source()
+    ckpt = env.path("desk.hlt")
+    env.tool([env.save_bin, "libvirt", "desk", "-o", ckpt, "--connect", env.uri, "--then", "destroy"], "save")
+    saved_after = max(int(m.group(1)) for m in OK_RX.finditer(read(env.path("desk.serial.log"))))
+    disks, images = env.path("disks"), os.path.join(env.root, "images")
+    os.makedirs(disks)
+    env.chown(disks)
+    os.makedirs(images)
+    config = os.path.join(env.root, "config")
+    ram_dir = os.path.join(config, "libvirt", "qemu", "ram")
+    servers = []
+    saved_xdg = os.environ.get("XDG_CONFIG_HOME")
+    os.environ["XDG_CONFIG_HOME"] = config  # the daemon's: hlt-restore's default for a session URI follows it
+    try:
+        _, out, _ = env.tool([env.restore_bin, "libvirt", ckpt, "--connect", env.uri, "--clone", "--name", "c1",
+                              "--disk-dir", disks, "--memory", "shared", "--image-dir", images], "restore_c1")
+        if "RAM directory " + ram_dir not in out or not re.search(r"^running c1 ", out, re.M):
+            raise Fail(f"the session daemon's memory backing directory {ram_dir} was not used:\n{out}")
+        stats = [os.path.join(images, d, ".stats") for d in os.listdir(images)
+                 if os.path.exists(os.path.join(images, d, ".stats"))]
+        with open(stats[0]) as f:
+            servers.append((json.load(f)["pid"], "image server"))
+        servers += [(p, "RAM directory server") for p in find_pids("serve-ram-dir", ram_dir)]
+        env.wait_passes(env.path("desk.serial.log.c1"), 2, after=saved_after)
+        pids = find_pids("qemu-system", "guest=c1,")
+        image = os.path.join(os.path.dirname(stats[0]), "ckpt.pc.ram")
+        if len(pids) != 1 or os.stat(f"/proc/{pids[0]}").st_uid != env.uid:
+            raise Fail(f"expected one QEMU run as {env.USER}: {pids}")
+        if [m[1] for m in maps_of(pids[0], image)] != ["rw-p"]:
+            raise Fail(f"QEMU {pids[0]} does not map {image} privately: {maps_of(pids[0], image)}")
+        dirs = [e for e in os.listdir(ram_dir) if e.endswith("-c1")]
+        if len(dirs) != 1 or os.stat(os.path.join(ram_dir, dirs[0])).st_uid != env.uid:
+            raise Fail(f"{ram_dir}: expected a directory of {env.USER}'s for c1: {os.listdir(ram_dir)}")
+        log(f"c1 runs as {env.USER} on {image}; {ram_dir}/{dirs[0]} belongs to {env.USER}")
+        env.destroy("c1")
+        deadline = time.time() + 30
+        while any(e.endswith("-c1") for e in os.listdir(ram_dir)) and time.time() < deadline:
+            time.sleep(0.2)
+        if any(e.endswith("-c1") for e in os.listdir(ram_dir)):
+            raise Fail(f"virsh destroy c1 left its RAM directory entry: {os.listdir(ram_dir)}")
+        log("PASS daemon_shared: a --memory shared clone under a session libvirtd, QEMU unprivileged")
+    finally:
+        if saved_xdg is None:
+            os.environ.pop("XDG_CONFIG_HOME", None)
+        else:
+            os.environ["XDG_CONFIG_HOME"] = saved_xdg
+        for name in env.domains():
+            env.virsh("destroy", name, check=False)
+        for pid, what in servers:
+            stop_server(pid, what)
+
+
 def scenario_errors(env):
     ckpt = env.path("desk.hlt")
     # libvirt not reachable.
@@ -705,14 +767,14 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--tools", required=True)
     ap.add_argument("--work", required=True)
-    ap.add_argument("scenario", choices=["clones", "errors", "daemon", "shared"])
+    ap.add_argument("scenario", choices=["clones", "errors", "daemon", "shared", "daemon_shared"])
     a = ap.parse_args()
     work = os.path.join(a.work, a.scenario)
-    env = DaemonEnv(a.tools, work) if a.scenario == "daemon" else Env(a.tools, work)
+    env = DaemonEnv(a.tools, work) if a.scenario.startswith("daemon") else Env(a.tools, work)
     try:
         env.setup()
         {"clones": scenario_clones, "errors": scenario_errors, "daemon": scenario_daemon,
-         "shared": scenario_shared}[a.scenario](env)
+         "shared": scenario_shared, "daemon_shared": scenario_daemon_shared}[a.scenario](env)
         return 0
     except Skip as e:
         print("*" * 70 + f"\nlibvirt_guest_test: SKIPPED: {e}\n" + "*" * 70, flush=True)
