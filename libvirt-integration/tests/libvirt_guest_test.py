@@ -17,8 +17,9 @@ usage: libvirt_guest_test.py --tools DIR --work DIR SCENARIO
            private mapping of the one checkpoint image (libvirt's memory backing directory served by the RAM
            directory server), each continues memcheck, the second decodes no block again; an unregistered domain
            with file-backed RAM fails to start; virsh destroy cleans the domain's RAM directory entry
-  daemon_shared  a --clone --memory shared restore under the daemon scenario's libvirtd: QEMU runs as nobody,
-           libvirtd makes its RAM directory entries as nobody, the session's memory backing directory is found
+  daemon_shared  two --clone --memory shared restores started at once under the daemon scenario's libvirtd:
+           QEMU runs as nobody, libvirtd makes its RAM directory entries as nobody, the session's memory backing
+           directory is found, one RAM directory server serves both
   errors   libvirt not reachable, an unknown domain, a checkpoint not from libvirt, a name in use, a frozen disk that changed: each a clear
            message and a non-zero exit, with no domain or overlay left behind
 
@@ -662,8 +663,9 @@ def scenario_shared(env):
 
 
 def scenario_daemon_shared(env):
-    """--clone --memory shared under a daemon of the test's own (DaemonEnv): QEMU runs as nobody, libvirtd makes its
-    RAM directory entries as nobody, and hlt-restore finds the session daemon's memory backing directory itself."""
+    """--clone --memory shared under a daemon of the test's own (DaemonEnv), two clones started at the same moment:
+    QEMU runs as nobody, libvirtd makes its RAM directory entries as nobody, hlt-restore finds the session daemon's
+    memory backing directory itself, and one RAM directory server serves both."""
     if not os.path.exists("/dev/fuse"):
         raise Skip("no /dev/fuse: the image server and the RAM directory server are FUSE file systems")
     env.chown(env.path("desk.img"))
@@ -683,33 +685,51 @@ def scenario_daemon_shared(env):
     saved_xdg = os.environ.get("XDG_CONFIG_HOME")
     os.environ["XDG_CONFIG_HOME"] = config  # the daemon's: hlt-restore's default for a session URI follows it
     try:
-        _, out, _ = env.tool([env.restore_bin, "libvirt", ckpt, "--connect", env.uri, "--clone", "--name", "c1",
-                              "--disk-dir", disks, "--memory", "shared", "--image-dir", images], "restore_c1")
-        if "RAM directory " + ram_dir not in out or not re.search(r"^running c1 ", out, re.M):
-            raise Fail(f"the session daemon's memory backing directory {ram_dir} was not used:\n{out}")
+        # Two clones started at the same moment: one of them starts the servers, the other finds them.
+        procs = {}
+        for name in ("c1", "c2"):
+            argv = [env.restore_bin, "libvirt", ckpt, "--connect", env.uri, "--clone", "--name", name,
+                    "--disk-dir", disks, "--memory", "shared", "--image-dir", images]
+            procs[name] = subprocess.Popen(argv, stdout=open(os.path.join(env.logs, f"restore_{name}.out"), "wb"),
+                                           stderr=subprocess.STDOUT)
+            log(f"$ {' '.join(argv)} &")
+        started = 0
+        for name, p in procs.items():
+            p.wait(timeout=300)
+            out = read(os.path.join(env.logs, f"restore_{name}.out"))
+            m = re.search(rf"^running {name} ([\d.]+) ms", out, re.M)
+            if p.returncode != 0 or "RAM directory " + ram_dir not in out or not m:
+                raise Fail(f"{name} (exit {p.returncode}) did not run from {ram_dir}:\n{out}")
+            started += out.count("RAM directory server started")
+            log(f"{name}: running {float(m.group(1)):.0f} ms after hlt-restore started")
+        if started != 1:
+            raise Fail(f"{started} RAM directory servers started for two clones at once (expected 1)")
         stats = [os.path.join(images, d, ".stats") for d in os.listdir(images)
                  if os.path.exists(os.path.join(images, d, ".stats"))]
         with open(stats[0]) as f:
             servers.append((json.load(f)["pid"], "image server"))
         servers += [(p, "RAM directory server") for p in find_pids("serve-ram-dir", ram_dir)]
-        env.wait_passes(env.path("desk.serial.log.c1"), 2, after=saved_after)
-        pids = find_pids("qemu-system", "guest=c1,")
         image = os.path.join(os.path.dirname(stats[0]), "ckpt.pc.ram")
-        if len(pids) != 1 or os.stat(f"/proc/{pids[0]}").st_uid != env.uid:
-            raise Fail(f"expected one QEMU run as {env.USER}: {pids}")
-        if [m[1] for m in maps_of(pids[0], image)] != ["rw-p"]:
-            raise Fail(f"QEMU {pids[0]} does not map {image} privately: {maps_of(pids[0], image)}")
-        dirs = [e for e in os.listdir(ram_dir) if e.endswith("-c1")]
-        if len(dirs) != 1 or os.stat(os.path.join(ram_dir, dirs[0])).st_uid != env.uid:
-            raise Fail(f"{ram_dir}: expected a directory of {env.USER}'s for c1: {os.listdir(ram_dir)}")
-        log(f"c1 runs as {env.USER} on {image}; {ram_dir}/{dirs[0]} belongs to {env.USER}")
-        env.destroy("c1")
+        for name in ("c1", "c2"):
+            env.wait_passes(env.path(f"desk.serial.log.{name}"), 2, after=saved_after)
+            pids = find_pids("qemu-system", f"guest={name},")
+            if len(pids) != 1 or os.stat(f"/proc/{pids[0]}").st_uid != env.uid:
+                raise Fail(f"{name}: expected one QEMU run as {env.USER}: {pids}")
+            if [m[1] for m in maps_of(pids[0], image)] != ["rw-p"]:
+                raise Fail(f"QEMU {pids[0]} does not map {image} privately: {maps_of(pids[0], image)}")
+            dirs = [e for e in os.listdir(ram_dir) if e.endswith("-" + name)]
+            if len(dirs) != 1 or os.stat(os.path.join(ram_dir, dirs[0])).st_uid != env.uid:
+                raise Fail(f"{ram_dir}: expected a directory of {env.USER}'s for {name}: {os.listdir(ram_dir)}")
+            log(f"{name} runs as {env.USER} on {image}; {ram_dir}/{dirs[0]} belongs to {env.USER}")
+        for name in ("c1", "c2"):
+            env.destroy(name)
         deadline = time.time() + 30
-        while any(e.endswith("-c1") for e in os.listdir(ram_dir)) and time.time() < deadline:
+        while len(os.listdir(ram_dir)) > 1 and time.time() < deadline:
             time.sleep(0.2)
-        if any(e.endswith("-c1") for e in os.listdir(ram_dir)):
-            raise Fail(f"virsh destroy c1 left its RAM directory entry: {os.listdir(ram_dir)}")
-        log("PASS daemon_shared: a --memory shared clone under a session libvirtd, QEMU unprivileged")
+        if os.listdir(ram_dir) != [".halite"]:
+            raise Fail(f"virsh destroy left RAM directory entries: {os.listdir(ram_dir)}")
+        log("PASS daemon_shared: two --memory shared clones started at once under a session libvirtd, QEMU "
+            "unprivileged")
     finally:
         if saved_xdg is None:
             os.environ.pop("XDG_CONFIG_HOME", None)
