@@ -131,7 +131,7 @@ int RestoreLibvirt(cli::Args& args) {
   const auto tool_start = std::chrono::steady_clock::now();
   std::string usage = std::string(kLibvirtUsage) + kLazyRestoreFlagsHelp + cli::kKeyFileHelp;
   std::string ckpt, uri, status_path, error, v, ram_dir, image_dir = "/run/halite/images";
-  bool detach = false, shared_memory = false;
+  bool detach = false, shared_memory = false, lazy_flags = false;
   ReaderOptions ropts;
   libvirt::LibvirtRestoreOptions opt;
   while (!args.Done()) {
@@ -161,6 +161,7 @@ int RestoreLibvirt(cli::Args& args) {
     } else if (args.Option("--image-dir", &v, &error)) {
       image_dir = v;
     } else if (ParseLazyRestoreFlag(args, &opt.qemu, &error)) {
+      lazy_flags = true;
     } else if (cli::KeyFileOption(args, &ropts, &error)) {
     } else {
       args.Positional(&ckpt, &error);
@@ -168,6 +169,13 @@ int RestoreLibvirt(cli::Args& args) {
     if (!error.empty()) return cli::UsageError(tool, error, usage);
   }
   if (ckpt.empty()) return cli::UsageError(tool, "CKPT is required", usage);
+  if (shared_memory && lazy_flags) {
+    return cli::UsageError(tool, "--memory shared sends only the device state, eagerly: the lazy options do not apply",
+                           usage);
+  }
+  if (!shared_memory && (!ram_dir.empty() || image_dir != "/run/halite/images")) {
+    return cli::UsageError(tool, "--ram-dir and --image-dir go with --memory shared", usage);
+  }
   if (std::string bad = CheckLazyRestoreFlags(opt.qemu); !bad.empty()) return cli::UsageError(tool, bad, usage);
   if (detach && status_path.empty()) status_path = ckpt + "." + (opt.name.empty() ? "restore" : opt.name) + ".status";
 
