@@ -3,6 +3,8 @@
 #include <libxml/parser.h>
 #include <libxml/tree.h>
 
+#include <cerrno>
+#include <cstdlib>
 #include <cstring>
 
 namespace halite::libvirt {
@@ -191,6 +193,45 @@ Status DomainXml::SetDiskSource(const std::string& target, const std::string& so
     return Status::Ok();
   }
   return Status::NotFound("the domain has no disk " + target);
+}
+
+Result<uint64_t> DomainXml::MemoryBytes() const {
+  xmlNode* m = Child(doc_->root(), "memory");
+  const std::string text = Text(m);
+  std::string unit = Attr(m, "unit");
+  char* end = nullptr;
+  errno = 0;
+  const unsigned long long value = std::strtoull(text.c_str(), &end, 10);
+  if (m == nullptr || text.empty() || errno != 0 || end == text.c_str() || *end != '\0') {
+    return Status::InvalidArgument("domain " + name() + ": <memory> \"" + text + "\": expected a number");
+  }
+  static const std::pair<const char*, uint64_t> kUnits[] = {
+      {"", 1024},          {"b", 1},           {"bytes", 1},        {"k", 1024},    {"KiB", 1024},
+      {"KB", 1000},        {"M", 1 << 20},     {"MiB", 1 << 20},    {"MB", 1000000}, {"G", 1ull << 30},
+      {"GiB", 1ull << 30}, {"GB", 1000000000}, {"T", 1ull << 40},   {"TiB", 1ull << 40}, {"TB", 1000000000000}};
+  for (const auto& [u, scale] : kUnits) {
+    if (unit == u) return uint64_t(value) * scale;
+  }
+  return Status::InvalidArgument("domain " + name() + ": <memory unit='" + unit + "'>: unknown unit");
+}
+
+Status DomainXml::SetPrivateFileMemoryBacking() {
+  xmlNode* root = doc_->root();
+  if (Child(root, "memoryBacking") != nullptr) {
+    return Status::InvalidArgument("domain " + name() +
+                                   " has a <memoryBacking> of its own: its RAM cannot be mapped from a checkpoint image");
+  }
+  if (Child(Child(Child(root, "cpu"), "numa"), "cell") != nullptr) {
+    return Status::InvalidArgument("domain " + name() +
+                                   " has NUMA cells (one memory backend each): only a single pc.ram can be mapped "
+                                   "from a checkpoint image");
+  }
+  xmlNode* mb = xmlNewChild(root, nullptr, X("memoryBacking"), nullptr);
+  xmlNode* source = xmlNewChild(mb, nullptr, X("source"), nullptr);
+  xmlNewProp(source, X("type"), X("file"));
+  xmlNode* access = xmlNewChild(mb, nullptr, X("access"), nullptr);
+  xmlNewProp(access, X("mode"), X("private"));
+  return Status::Ok();
 }
 
 void DomainXml::AddQemuArgs(const std::vector<std::string>& args) {

@@ -1,4 +1,5 @@
 // A checkpoint back into a libvirt domain, as itself or as a clone (libvirt_checkpoint.h).
+#include <dirent.h>
 #include <libvirt/libvirt.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -104,6 +105,38 @@ Status ReplugInterfaces(const Domain& domain, int timeout_ms, std::vector<std::s
   return Status::Ok();
 }
 
+// The QEMU whose command line listens on our private QMP socket: the one libvirt started for this restore.
+Result<int> QemuPidBySocketArgument(const std::string& qmp_path) {
+  const std::string want = "unix:" + qmp_path + ",";
+  DIR* proc = opendir("/proc");
+  if (proc == nullptr) return Status::IoError("/proc: cannot list processes", errno);
+  int found = -1;
+  while (dirent* e = readdir(proc)) {
+    char* end = nullptr;
+    const long pid = std::strtol(e->d_name, &end, 10);
+    if (pid <= 0 || *end != '\0') continue;
+    FILE* f = std::fopen(fmt::format("/proc/{}/cmdline", pid).c_str(), "rb");
+    if (f == nullptr) continue;
+    std::string cmdline;
+    char buf[4096];
+    size_t n;
+    while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) cmdline.append(buf, n);
+    std::fclose(f);
+    size_t at = 0;
+    while (at < cmdline.size()) {
+      const size_t stop = cmdline.find('\0', at);
+      const std::string arg = cmdline.substr(at, stop == std::string::npos ? std::string::npos : stop - at);
+      if (arg.compare(0, want.size(), want) == 0) found = int(pid);
+      if (stop == std::string::npos) break;
+      at = stop + 1;
+    }
+    if (found > 0) break;
+  }
+  closedir(proc);
+  if (found < 0) return Status::NotFound("no process has -qmp " + want + "... on its command line (QEMU gone?)");
+  return found;
+}
+
 }  // namespace
 
 Result<std::vector<FrozenDisk>> ReadFrozenDisks(const CheckpointReader& reader) {
@@ -155,6 +188,18 @@ Status RestoreLibvirtDomain(const Connection& connection, const CheckpointReader
     result->had_genid = !xml.genid().empty();
   }
 
+  if (options.private_file_memory) {
+    auto region = reader.FindRegion("pc.ram");
+    HLT_ASSIGN_OR_RETURN(uint64_t memory, xml.MemoryBytes());
+    if (!region || reader.regions()[*region].size != memory) {
+      return Status::InvalidArgument(fmt::format(
+          "{}: the domain's <memory> is {} bytes, the checkpoint's RAMBlock pc.ram {}: its RAM cannot be mapped "
+          "from the checkpoint's image",
+          reader.name(), memory, region ? std::to_string(reader.regions()[*region].size) : "is missing"));
+    }
+    HLT_RETURN_IF_ERROR(xml.SetPrivateFileMemoryBacking());
+  }
+
   Undo undo;
   const std::string disk_dir = options.disk_dir.empty() ? DirectoryOf(checkpoint_path) : options.disk_dir;
   std::string capabilities;
@@ -190,6 +235,7 @@ Status RestoreLibvirtDomain(const Connection& connection, const CheckpointReader
   }
   xml.AddQemuArgs({"-incoming", "defer", "-qmp", "unix:" + qmp_path + ",server=on,wait=off"});
 
+  if (options.before_start) HLT_RETURN_IF_ERROR(options.before_start(name));
   const std::string final_xml = xml.Format();
   virDomainPtr created =
       virDomainCreateXML(connection.get(), final_xml.c_str(), options.paused ? VIR_DOMAIN_START_PAUSED : 0);
@@ -204,7 +250,14 @@ Status RestoreLibvirtDomain(const Connection& connection, const CheckpointReader
   if (options.on_started) options.on_started(name, uuid);
 
   HLT_ASSIGN_OR_RETURN(std::unique_ptr<qemu::QmpClient> qmp, qemu::QmpClient::Connect(qmp_path, 30000));
+  if (options.on_qemu_up) {
+    HLT_ASSIGN_OR_RETURN(int pid, QemuPidBySocketArgument(qmp_path));
+    HLT_RETURN_IF_ERROR(options.on_qemu_up(pid));  // Undo destroys the domain
+  }
   qemu::MigrationBlocker blocker;  // destroyed before qmp, which it uses
+  // Only a lazy restore serves pages after the guest runs: an eager one (--memory shared among them, whose RAM
+  // QEMU maps itself) has sent everything before the guest starts, so a save or migration afterwards is QEMU's
+  // own business and no userfaultfd is involved.
   if (options.qemu.lazy) {
     HLT_RETURN_IF_ERROR(CheckQemuCanUseUserfaultfd(qmp_path, name));  // Undo destroys the domain
     // Until every page is in, a save, a snapshot with memory or a migration is refused by QEMU at once.

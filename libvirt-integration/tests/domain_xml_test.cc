@@ -111,3 +111,28 @@ TEST_CASE("domain xml: untrusted input is refused with a clear error", "[domain_
   REQUIRE(net.has_value());
   CHECK(net->WritableDisks().error().code() == StatusCode::kUnsupported);
 }
+
+TEST_CASE("the guest's RAM size and a private file memory backing (--memory shared)") {
+  auto xml = DomainXml::Parse(kSaved, "saved").value();
+  CHECK(xml.MemoryBytes().value() == 256u << 20);
+  REQUIRE(xml.SetPrivateFileMemoryBacking().ok());
+  const std::string text = xml.Format();
+  CHECK(text.find("<memoryBacking>") != std::string::npos);
+  CHECK(text.find("<source type=\"file\"/>") != std::string::npos);
+  CHECK(text.find("<access mode=\"private\"/>") != std::string::npos);
+  // A second one, or a domain with a memory backing of its own, is refused.
+  auto again = DomainXml::Parse(text, "edited").value();
+  Status s = again.SetPrivateFileMemoryBacking();
+  CHECK(s.code() == StatusCode::kInvalidArgument);
+  CHECK(s.message().find("<memoryBacking>") != std::string::npos);
+
+  auto gib = DomainXml::Parse("<domain><name>d</name><memory unit='GiB'>2</memory></domain>", "d").value();
+  CHECK(gib.MemoryBytes().value() == 2ull << 30);
+  auto kib = DomainXml::Parse("<domain><name>d</name><memory>1024</memory></domain>", "d").value();
+  CHECK(kib.MemoryBytes().value() == 1u << 20);
+  auto bad = DomainXml::Parse("<domain><name>d</name><memory unit='XB'>2</memory></domain>", "d").value();
+  CHECK_FALSE(bad.MemoryBytes().has_value());
+  auto numa = DomainXml::Parse("<domain><name>d</name><memory>1024</memory><cpu><numa><cell id='0' cpus='0' "
+                               "memory='1024'/></numa></cpu></domain>", "d").value();
+  CHECK_FALSE(numa.SetPrivateFileMemoryBacking().ok());
+}

@@ -13,6 +13,13 @@ usage: libvirt_guest_test.py --tools DIR --work DIR SCENARIO
            qemu:///system): a lazy restore is refused up front while vm.unprivileged_userfaultfd=0; two clones
            restored at the same time both continue; while their pages are served, virsh save, snapshot-create
            --memspec and migrate are refused at once by the restore's migration blocker; afterwards save works
+  shared   hlt-restore libvirt --clone --memory shared twice: both clones run side by side with their guest RAM a
+           private mapping of the one checkpoint image (libvirt's memory backing directory served by the RAM
+           directory server), each continues memcheck, the second decodes no block again; an unregistered domain
+           with file-backed RAM fails to start; virsh destroy cleans the domain's RAM directory entry
+  daemon_shared  two --clone --memory shared restores started at once under the daemon scenario's libvirtd:
+           QEMU runs as nobody, libvirtd makes its RAM directory entries as nobody, the session's memory backing
+           directory is found, one RAM directory server serves both
   errors   libvirt not reachable, an unknown domain, a checkpoint not from libvirt, a name in use, a frozen disk that changed: each a clear
            message and a non-zero exit, with no domain or overlay left behind
 
@@ -27,6 +34,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -493,6 +501,246 @@ def scenario_daemon(env):
         "save/snapshot/migrate refused during the restore, save accepted after it")
 
 
+def find_pids(*needles):
+    """Processes whose command line holds every needle."""
+    pids = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/cmdline", "rb") as f:
+                argv = f.read().decode(errors="replace").split("\0")
+        except OSError:
+            continue
+        if all(any(n in a for a in argv) for n in needles):
+            pids.append(int(d))
+    return pids
+
+
+def maps_of(pid, path):
+    try:
+        with open(f"/proc/{pid}/maps") as f:
+            return [line.split() for line in f if line.rstrip().endswith(" " + path)]
+    except OSError:
+        return []
+
+
+def stop_server(pid, what):
+    """SIGTERM until it is gone (a server refuses the first signal while it is in use)."""
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            return
+        time.sleep(0.5)
+    os.kill(pid, signal.SIGKILL)
+    raise Fail(f"the {what} (pid {pid}) did not stop on SIGTERM")
+
+
+def scenario_shared(env):
+    """hlt-restore libvirt --clone --memory shared: two clones of one checkpoint run side by side, their guest RAM a
+    private mapping of the one image the image server exports (libvirt's memory backing directory served by the
+    RAM directory server); each continues memcheck with its memory verified; the second decodes no block again."""
+    if not os.path.exists("/dev/fuse"):
+        raise Skip("no /dev/fuse: the image server and the RAM directory server are FUSE file systems")
+    env.boot_source()
+    ckpt = env.path("desk.hlt")
+    env.tool([env.save_bin, "libvirt", "desk", "-o", ckpt, "--connect", env.uri, "--then", "destroy"], "save")
+    saved_after = max(int(m.group(1)) for m in OK_RX.finditer(read(env.path("desk.serial.log"))))
+    disks, images = env.path("disks"), env.path("images")
+    os.makedirs(disks)
+    os.makedirs(images)
+    ram_dir = os.path.join(env.root, "lib", "qemu", "ram")
+    servers = []
+
+    def stats():
+        found = [os.path.join(images, d, ".stats") for d in os.listdir(images)
+                 if os.path.exists(os.path.join(images, d, ".stats"))]
+        if len(found) != 1:
+            raise Fail(f"expected one image server under {images}, found {found}")
+        with open(found[0]) as f:
+            j = json.load(f)
+        return j, [x for x in j["files"] if x["name"].endswith(".pc.ram")][0], os.path.dirname(found[0])
+
+    def restore(name):
+        _, out, _ = env.tool([env.restore_bin, "libvirt", ckpt, "--connect", env.uri, "--clone", "--name", name,
+                              "--disk-dir", disks, "--memory", "shared", "--image-dir", images], "restore_" + name)
+        m = re.search(rf"^running {name} ([\d.]+) ms", out, re.M)
+        if not m or "maps" not in out:
+            raise Fail(f"{name}: no 'running' line or no mapping check:\n{out}")
+        return float(m.group(1)), out
+
+    try:
+        # Refused up front: a RAM directory holding another domain's files (not ours to mount over), and a name
+        # whose 20-byte short name another image holds.
+        os.makedirs(os.path.join(ram_dir, "9-other"))
+        rc, _, err = env.tool([env.restore_bin, "libvirt", ckpt, "--connect", env.uri, "--clone", "--name", "c0",
+                               "--disk-dir", disks, "--memory", "shared", "--image-dir", images], "restore_foreign",
+                              expect_ok=False)
+        os.rmdir(os.path.join(ram_dir, "9-other"))
+        if rc == 0 or "holds 9-other" not in err or env.domains():
+            raise Fail(f"a RAM directory with another domain's files was not refused (exit {rc}): {err}")
+        ms1, out1 = restore("c1")
+        if "RAM directory server started" not in out1:
+            raise Fail("the first --memory shared restore did not start the RAM directory server:\n" + out1)
+        j, _, mount = stats()
+        servers.append((j["pid"], "image server"))
+        servers += [(p, "RAM directory server") for p in find_pids("serve-ram-dir", ram_dir)]
+        env.wait_passes(env.path("desk.serial.log.c1"), 2, after=saved_after)
+        _, first, _ = stats()
+        ms2, out2 = restore("c2")
+        if "image server already serving" not in out2 or "RAM directory server started" in out2:
+            raise Fail("the second restore did not use the running servers:\n" + out2)
+        env.wait_passes(env.path("desk.serial.log.c2"), 2, after=saved_after)
+        n1 = len(OK_RX.findall(read(env.path("desk.serial.log.c1"))))
+        env.wait_passes(env.path("desk.serial.log.c1"), n1 + 2, after=saved_after)  # c1 goes on beside c2
+        _, second, _ = stats()
+        again = (second["blocks_decoded"] - first["blocks_decoded"]) - \
+                (second["distinct_blocks"] - first["distinct_blocks"])
+        log(f"clone c1: running {ms1:.0f} ms after hlt-restore started; {first['blocks_decoded']} blocks decoded "
+            f"({first['distinct_blocks']} distinct)")
+        log(f"clone c2: running {ms2:.0f} ms after hlt-restore started; "
+            f"{second['blocks_decoded'] - first['blocks_decoded']} more blocks decoded "
+            f"({second['distinct_blocks'] - first['distinct_blocks']} new), {again} decoded again; "
+            f"open files {second['open_handles']}")
+        if again != 0:
+            raise Fail(f"the second clone decoded {again} blocks the first had already brought in")
+        if second["open_handles"] != 2 or second["read_errors"] != 0:
+            raise Fail(f"image server state: {second}")
+        # Both QEMUs map the one image privately as their guest RAM.
+        image = os.path.join(mount, "ckpt.pc.ram")
+        for name in ("c1", "c2"):
+            pids = find_pids("qemu-system", f"guest={name},")
+            if len(pids) != 1:
+                raise Fail(f"{name}: expected one QEMU, found {pids}")
+            m = maps_of(pids[0], image)
+            if not m or m[0][1] != "rw-p":
+                raise Fail(f"{name}: QEMU {pids[0]} does not map {image} privately: {m}")
+        entries = sorted(os.listdir(ram_dir))
+        if os.listdir(os.path.join(ram_dir, ".halite")) or len(entries) != 3 or \
+                not all(re.fullmatch(r"\d+-c[12]", e) for e in entries if e != ".halite"):
+            raise Fail(f"{ram_dir}: {entries}, registry {os.listdir(os.path.join(ram_dir, '.halite'))}")
+        for e in entries:
+            if e != ".halite" and os.readlink(os.path.join(ram_dir, e, "pc.ram")) != image:
+                raise Fail(f"{ram_dir}/{e}/pc.ram does not point at {image}")
+        long_name = "c3-a-name-longer-than-20-bytes"
+        os.symlink("/elsewhere/ckpt.pc.ram", os.path.join(ram_dir, ".halite", long_name[:20]))
+        rc, _, err = env.tool([env.restore_bin, "libvirt", ckpt, "--connect", env.uri, "--clone", "--name", long_name,
+                               "--disk-dir", disks, "--memory", "shared", "--image-dir", images], "restore_taken",
+                              expect_ok=False)
+        os.unlink(os.path.join(ram_dir, ".halite", long_name[:20]))
+        if rc == 0 or "give --name" not in err or long_name in env.domains():
+            raise Fail(f"a short name registered to another image was not refused (exit {rc}): {err}")
+        # A domain with file-backed RAM that nobody registered does not start on empty memory.
+        xml = env.source_xml().replace("<name>desk</name>", "<name>stray</name>").replace(
+            "<vcpu>", "<memoryBacking><source type='file'/><access mode='private'/></memoryBacking><vcpu>")
+        with open(env.path("stray.xml"), "w") as f:
+            f.write(xml)
+        p = subprocess.run(["virsh", "-q", "-c", env.uri, "create", env.path("stray.xml")], capture_output=True,
+                           text=True, timeout=180)
+        if p.returncode == 0 or "backing store" not in p.stderr:
+            raise Fail(f"an unregistered domain with file-backed RAM: exit {p.returncode}: {p.stderr.strip()}")
+        log("unregistered domain refused: " + p.stderr.strip().splitlines()[-1][:200])
+        # libvirt's cleanup removes a destroyed domain's directory from the RAM directory.
+        env.destroy("c1")
+        deadline = time.time() + 30
+        while any(e.endswith("-c1") for e in os.listdir(ram_dir)) and time.time() < deadline:
+            time.sleep(0.2)
+        left = sorted(os.listdir(ram_dir))
+        if any(e.endswith("-c1") for e in left):
+            raise Fail(f"virsh destroy c1 left its RAM directory entry: {left}")
+        env.wait_passes(env.path("desk.serial.log.c2"), len(OK_RX.findall(read(env.path("desk.serial.log.c2")))) + 1,
+                        after=saved_after)
+        env.destroy("c2")
+        log(f"after destroying both: {ram_dir} holds {sorted(os.listdir(ram_dir))}")
+        log("PASS shared: two clones over one image under libvirt; no block decoded twice; cleanup by libvirt")
+    finally:
+        for name in env.domains():
+            env.virsh("destroy", name, check=False)
+        for pid, what in servers:
+            stop_server(pid, what)
+
+
+def scenario_daemon_shared(env):
+    """--clone --memory shared under a daemon of the test's own (DaemonEnv), two clones started at the same moment:
+    QEMU runs as nobody, libvirtd makes its RAM directory entries as nobody, hlt-restore finds the session daemon's
+    memory backing directory itself, and one RAM directory server serves both."""
+    if not os.path.exists("/dev/fuse"):
+        raise Skip("no /dev/fuse: the image server and the RAM directory server are FUSE file systems")
+    env.chown(env.path("desk.img"))
+    for f in ("vmlinux", "initramfs.cpio"):
+        env.chown(env.path(f))
+    env.boot_source()
+    ckpt = env.path("desk.hlt")
+    env.tool([env.save_bin, "libvirt", "desk", "-o", ckpt, "--connect", env.uri, "--then", "destroy"], "save")
+    saved_after = max(int(m.group(1)) for m in OK_RX.finditer(read(env.path("desk.serial.log"))))
+    disks, images = env.path("disks"), os.path.join(env.root, "images")
+    os.makedirs(disks)
+    env.chown(disks)
+    os.makedirs(images)
+    config = os.path.join(env.root, "config")
+    ram_dir = os.path.join(config, "libvirt", "qemu", "ram")
+    servers = []
+    saved_xdg = os.environ.get("XDG_CONFIG_HOME")
+    os.environ["XDG_CONFIG_HOME"] = config  # the daemon's: hlt-restore's default for a session URI follows it
+    try:
+        # Two clones started at the same moment: one of them starts the servers, the other finds them.
+        procs = {}
+        for name in ("c1", "c2"):
+            argv = [env.restore_bin, "libvirt", ckpt, "--connect", env.uri, "--clone", "--name", name,
+                    "--disk-dir", disks, "--memory", "shared", "--image-dir", images]
+            procs[name] = subprocess.Popen(argv, stdout=open(os.path.join(env.logs, f"restore_{name}.out"), "wb"),
+                                           stderr=subprocess.STDOUT)
+            log(f"$ {' '.join(argv)} &")
+        started = 0
+        for name, p in procs.items():
+            p.wait(timeout=300)
+            out = read(os.path.join(env.logs, f"restore_{name}.out"))
+            m = re.search(rf"^running {name} ([\d.]+) ms", out, re.M)
+            if p.returncode != 0 or "RAM directory " + ram_dir not in out or not m:
+                raise Fail(f"{name} (exit {p.returncode}) did not run from {ram_dir}:\n{out}")
+            started += out.count("RAM directory server started")
+            log(f"{name}: running {float(m.group(1)):.0f} ms after hlt-restore started")
+        if started != 1:
+            raise Fail(f"{started} RAM directory servers started for two clones at once (expected 1)")
+        stats = [os.path.join(images, d, ".stats") for d in os.listdir(images)
+                 if os.path.exists(os.path.join(images, d, ".stats"))]
+        with open(stats[0]) as f:
+            servers.append((json.load(f)["pid"], "image server"))
+        servers += [(p, "RAM directory server") for p in find_pids("serve-ram-dir", ram_dir)]
+        image = os.path.join(os.path.dirname(stats[0]), "ckpt.pc.ram")
+        for name in ("c1", "c2"):
+            env.wait_passes(env.path(f"desk.serial.log.{name}"), 2, after=saved_after)
+            pids = find_pids("qemu-system", f"guest={name},")
+            if len(pids) != 1 or os.stat(f"/proc/{pids[0]}").st_uid != env.uid:
+                raise Fail(f"{name}: expected one QEMU run as {env.USER}: {pids}")
+            if [m[1] for m in maps_of(pids[0], image)] != ["rw-p"]:
+                raise Fail(f"QEMU {pids[0]} does not map {image} privately: {maps_of(pids[0], image)}")
+            dirs = [e for e in os.listdir(ram_dir) if e.endswith("-" + name)]
+            if len(dirs) != 1 or os.stat(os.path.join(ram_dir, dirs[0])).st_uid != env.uid:
+                raise Fail(f"{ram_dir}: expected a directory of {env.USER}'s for {name}: {os.listdir(ram_dir)}")
+            log(f"{name} runs as {env.USER} on {image}; {ram_dir}/{dirs[0]} belongs to {env.USER}")
+        for name in ("c1", "c2"):
+            env.destroy(name)
+        deadline = time.time() + 30
+        while len(os.listdir(ram_dir)) > 1 and time.time() < deadline:
+            time.sleep(0.2)
+        if os.listdir(ram_dir) != [".halite"]:
+            raise Fail(f"virsh destroy left RAM directory entries: {os.listdir(ram_dir)}")
+        log("PASS daemon_shared: two --memory shared clones started at once under a session libvirtd, QEMU "
+            "unprivileged")
+    finally:
+        if saved_xdg is None:
+            os.environ.pop("XDG_CONFIG_HOME", None)
+        else:
+            os.environ["XDG_CONFIG_HOME"] = saved_xdg
+        for name in env.domains():
+            env.virsh("destroy", name, check=False)
+        for pid, what in servers:
+            stop_server(pid, what)
+
+
 def scenario_errors(env):
     ckpt = env.path("desk.hlt")
     # libvirt not reachable.
@@ -539,13 +787,14 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--tools", required=True)
     ap.add_argument("--work", required=True)
-    ap.add_argument("scenario", choices=["clones", "errors", "daemon"])
+    ap.add_argument("scenario", choices=["clones", "errors", "daemon", "shared", "daemon_shared"])
     a = ap.parse_args()
     work = os.path.join(a.work, a.scenario)
-    env = DaemonEnv(a.tools, work) if a.scenario == "daemon" else Env(a.tools, work)
+    env = DaemonEnv(a.tools, work) if a.scenario.startswith("daemon") else Env(a.tools, work)
     try:
         env.setup()
-        {"clones": scenario_clones, "errors": scenario_errors, "daemon": scenario_daemon}[a.scenario](env)
+        {"clones": scenario_clones, "errors": scenario_errors, "daemon": scenario_daemon,
+         "shared": scenario_shared, "daemon_shared": scenario_daemon_shared}[a.scenario](env)
         return 0
     except Skip as e:
         print("*" * 70 + f"\nlibvirt_guest_test: SKIPPED: {e}\n" + "*" * 70, flush=True)

@@ -13,6 +13,7 @@ const char* kUsage =
     "  qemu CKPT (--qmp S | -- QEMU ARGS)  restore into QEMU, lazily through its postcopy (or --eager)\n"
     "  libvirt CKPT [--connect URI] [--clone]  restore a libvirt domain (or a clone of it), lazily\n"
     "  serve MOUNT CKPT...      serve checkpoints as image files clones map and share (FUSE)\n"
+    "  serve-ram-dir RAMDIR     serve libvirt's memory backing directory for libvirt --memory shared (FUSE)\n"
     "  info CKPT [--json]       describe a checkpoint\n"
     "  verify CKPT              read every byte and check every checksum and rule\n"
     "  replay CKPT --trace F    restore lazily (userfaultfd), touch the trace's pages, check them, print stats\n"
@@ -43,6 +44,7 @@ int main(int argc, char** argv) {
 #endif
 #ifdef HALITE_TOOLS_WITH_IMAGE_SERVER
   if (mode == "serve") return halite::restore::Serve(args);
+  if (mode == "serve-ram-dir") return halite::restore::ServeRamDir(args);
 #endif
   if (mode == "info") return halite::restore::Info(args);
   if (mode == "verify") return halite::restore::Verify(args);

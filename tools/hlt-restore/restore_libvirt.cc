@@ -1,7 +1,9 @@
 // hlt-restore libvirt CKPT [--connect URI] [--name NAME] [--clone] [--disk-dir DIR] [--paused] [--detach]
-//                          [--status-file FILE] [lazy options]
+//                          [--status-file FILE] [--memory copy|shared [--ram-dir DIR] [--image-dir DIR]]
+//                          [lazy options]
 // A checkpoint made by `hlt-save libvirt` back into a libvirt domain (or a clone of it), lazily.
 #include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -17,13 +19,19 @@
 #include "halite/libvirt/libvirt_checkpoint.h"
 #include "hlt-restore/lazy_restore_flags.h"
 #include "hlt-restore/restore_modes.h"
+#ifdef HALITE_TOOLS_WITH_IMAGE_SERVER
+#include "halite/image_server/ram_dir_server.h"
+#include "hlt-restore/libvirt_ram_dir.h"
+#include "hlt-restore/shared_memory.h"
+#endif
 
 namespace halite::restore {
 namespace {
 
 const char* kLibvirtUsage =
     "usage: hlt-restore libvirt CKPT [--connect URI] [--name NAME] [--clone] [--disk-dir DIR] [--paused]\n"
-    "                               [--detach] [--status-file FILE] [lazy options]\n"
+    "                               [--detach] [--status-file FILE] [--memory copy|shared [--ram-dir DIR]]\n"
+    "                               [lazy options]\n"
     "Creates the checkpoint's domain under libvirt (transient: `virsh list`, `dominfo`, `destroy` and the\n"
     "console work as for any domain) and restores its memory lazily: the guest runs at once and its pages are\n"
     "served from the checkpoint. Each writable disk gets a qcow2 overlay of its own over the frozen image\n"
@@ -40,7 +48,18 @@ const char* kLibvirtUsage =
     "                         records its outcome in the status file (its output in FILE.log)\n"
     "  --status-file FILE     JSON {\"state\": \"starting\"|\"running\"|\"completed\"|\"failed\", \"domain\",\n"
     "                         \"uuid\", \"pid\", \"error\"}, replaced atomically at each change (default with\n"
-    "                         --detach: CKPT.NAME.status)\n";
+    "                         --detach: CKPT.NAME.status)\n"
+    "  --memory copy|shared   copy (default): every page goes into this QEMU's own memory, lazily.\n"
+    "                         shared: the domain's RAM (pc.ram) is a private mapping of the checkpoint's image\n"
+    "                         (the host image server, as hlt-restore qemu --memory shared), shared through the\n"
+    "                         page cache with every clone of the checkpoint; the device state goes eagerly. libvirt\n"
+    "                         names the RAM file under its memory backing directory: a RAM directory server\n"
+    "                         (hlt-restore serve-ram-dir) mounted there, started on demand, points it at the image\n"
+    "  --ram-dir DIR          libvirt's memory backing directory (default from the URI: R/lib/qemu/ram for\n"
+    "                         qemu:///embed?root=R, /var/lib/libvirt/qemu/ram for qemu:///system,\n"
+    "                         ~/.config/libvirt/qemu/ram for qemu:///session, or memory_backing_dir/libvirt/qemu\n"
+    "                         when qemu.conf sets it)\n"
+    "  --image-dir DIR        where image servers mount (default /run/halite/images)\n";
 
 double Ms(uint64_t us) { return double(us) / 1e3; }
 
@@ -111,8 +130,8 @@ int RestoreLibvirt(cli::Args& args) {
   const std::string tool = "hlt-restore libvirt";
   const auto tool_start = std::chrono::steady_clock::now();
   std::string usage = std::string(kLibvirtUsage) + kLazyRestoreFlagsHelp + cli::kKeyFileHelp;
-  std::string ckpt, uri, status_path, error, v;
-  bool detach = false;
+  std::string ckpt, uri, status_path, error, v, ram_dir, image_dir = "/run/halite/images";
+  bool detach = false, shared_memory = false, lazy_flags = false;
   ReaderOptions ropts;
   libvirt::LibvirtRestoreOptions opt;
   while (!args.Done()) {
@@ -134,7 +153,15 @@ int RestoreLibvirt(cli::Args& args) {
       detach = true;
     } else if (args.Option("--status-file", &v, &error)) {
       status_path = v;
+    } else if (args.Option("--memory", &v, &error)) {
+      if (v != "copy" && v != "shared") error = "--memory: expected copy or shared, got \"" + v + "\"";
+      shared_memory = v == "shared";
+    } else if (args.Option("--ram-dir", &v, &error)) {
+      ram_dir = v;
+    } else if (args.Option("--image-dir", &v, &error)) {
+      image_dir = v;
     } else if (ParseLazyRestoreFlag(args, &opt.qemu, &error)) {
+      lazy_flags = true;
     } else if (cli::KeyFileOption(args, &ropts, &error)) {
     } else {
       args.Positional(&ckpt, &error);
@@ -142,6 +169,13 @@ int RestoreLibvirt(cli::Args& args) {
     if (!error.empty()) return cli::UsageError(tool, error, usage);
   }
   if (ckpt.empty()) return cli::UsageError(tool, "CKPT is required", usage);
+  if (shared_memory && lazy_flags) {
+    return cli::UsageError(tool, "--memory shared sends only the device state, eagerly: the lazy options do not apply",
+                           usage);
+  }
+  if (!shared_memory && (!ram_dir.empty() || image_dir != "/run/halite/images")) {
+    return cli::UsageError(tool, "--ram-dir and --image-dir go with --memory shared", usage);
+  }
   if (std::string bad = CheckLazyRestoreFlags(opt.qemu); !bad.empty()) return cli::UsageError(tool, bad, usage);
   if (detach && status_path.empty()) status_path = ckpt + "." + (opt.name.empty() ? "restore" : opt.name) + ".status";
 
@@ -170,6 +204,46 @@ int RestoreLibvirt(cli::Args& args) {
   if (!conn) return fail(conn.error());
   auto reader = CheckpointReader::Open(ckpt, ropts);
   if (!reader) return fail(reader.error());
+#ifdef HALITE_TOOLS_WITH_IMAGE_SERVER
+  // --memory shared: registered before libvirt starts the domain, removed once its QEMU maps the image.
+  RamDirRegistration registration;
+  if (shared_memory) {
+    if (ram_dir.empty()) {
+      auto d = DefaultLibvirtRamDir(uri);
+      if (!d) return fail(d.error());
+      ram_dir = *d;
+    }
+    char self[PATH_MAX] = {0};
+    if (readlink("/proc/self/exe", self, sizeof self - 1) < 0) return fail(Status::IoError("/proc/self/exe", errno));
+    auto plan = PrepareSharedMemory(self, ckpt, **reader, image_dir);
+    if (!plan) return fail(plan.error());
+    const uint64_t ram_size = (*reader)->regions()[*(*reader)->FindRegion(kSharedRamRegion)].size;
+    std::printf("memory shared: the domain maps %s privately (image server %s); libvirt's RAM directory %s\n",
+                plan->image_path.c_str(), plan->started_server ? "started" : "already serving", ram_dir.c_str());
+    std::fflush(stdout);
+    opt.private_file_memory = true;
+    opt.qemu.lazy = false;
+    opt.qemu.shared_regions = plan->shared_regions;
+    const std::string image = plan->image_path;
+    opt.before_start = [&, self_path = std::string(self), image](const std::string& name) -> Status {
+      auto r = RamDirRegistration::Register(self_path, ram_dir, image_server::LibvirtShortName(name), image);
+      if (!r) return r.error();
+      registration = std::move(*r);
+      if (registration.started_server()) std::printf("memory shared: RAM directory server started at %s\n", ram_dir.c_str());
+      return Status::Ok();
+    };
+    opt.on_qemu_up = [&, image, ram_size](int pid) -> Status {
+      // Never a guest on memory that is not the checkpoint's: QEMU must map the image itself.
+      HLT_RETURN_IF_ERROR(CheckQemuMapsImage(pid, image, ram_size));
+      registration.Remove();  // QEMU holds the file: the name may serve another domain now
+      std::printf("memory shared: QEMU (pid %d) maps %s as its guest RAM\n", pid, image.c_str());
+      std::fflush(stdout);
+      return Status::Ok();
+    };
+  }
+#else
+  if (shared_memory) return fail(Status::Unsupported("--memory shared: this hlt-restore was built without the image server"));
+#endif
   std::string started_name;
   double running_ms = 0;
   opt.on_started = [&](const std::string& name, const std::string& uuid) {

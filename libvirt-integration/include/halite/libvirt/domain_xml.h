@@ -57,6 +57,14 @@ class DomainXml {
   // Points disk `target` at `source` (format `format`). kNotFound when there is no such disk.
   Status SetDiskSource(const std::string& target, const std::string& source, const std::string& format);
 
+  // The guest's RAM in bytes (<memory unit=...>, libvirt's units: b, KiB (default), MiB, GiB, TiB, and the SI
+  // ones). kInvalidArgument naming the element when it is missing or unreadable.
+  Result<uint64_t> MemoryBytes() const;
+  // Backs guest RAM with a file libvirt names under its memory backing directory, mapped privately:
+  // <memoryBacking><source type='file'/><access mode='private'/></memoryBacking>. kInvalidArgument when the
+  // domain already has a <memoryBacking> (huge pages, memfd, ...) or NUMA cells (one backend per cell).
+  Status SetPrivateFileMemoryBacking();
+
   // Appends QEMU arguments through libvirt's qemu namespace (<qemu:commandline><qemu:arg value=.../>).
   void AddQemuArgs(const std::vector<std::string>& args);
 

@@ -77,6 +77,17 @@ struct LibvirtRestoreOptions {
   qemu::CheckpointRestoreOptions qemu;  // lazy options; paused is set here
   // Called once the domain is defined and started, before any page moves (its name and UUID).
   std::function<void(const std::string& name, const std::string& uuid)> on_started;
+
+  // Guest RAM as a private mapping of a file libvirt names under its memory backing directory
+  // (<memoryBacking><source type='file'/><access mode='private'/>): what `hlt-restore libvirt --memory shared`
+  // makes resolve to a checkpoint image. The domain's <memory> must equal the checkpoint's pc.ram region. Use with
+  // an eager restore whose qemu.shared_regions names pc.ram.
+  bool private_file_memory = false;
+  // Called with the domain's final name before libvirt starts it; a failure stops the restore (nothing started).
+  std::function<Status(const std::string& name)> before_start;
+  // Called once the domain's QEMU answers on its QMP socket (its memory backends exist), with QEMU's pid, before
+  // any state is sent; a failure destroys the domain.
+  std::function<Status(int qemu_pid)> on_qemu_up;
 };
 
 struct LibvirtRestoreResult {

@@ -1,0 +1,113 @@
+// hlt-restore serve-ram-dir RAMDIR [--exit-when-unused S] [--lock FILE]
+// The RAM directory server in the foreground (halite/image_server/ram_dir_server.h): mounted over libvirt's memory
+// backing directory so that `hlt-restore libvirt --memory shared` can point a domain's pc.ram at a checkpoint
+// image.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <thread>
+
+#include "halite/image_server/ram_dir_server.h"
+#include "hlt-restore/restore_modes.h"
+
+namespace halite::restore {
+namespace {
+
+const char* kServeRamDirUsage =
+    "usage: hlt-restore serve-ram-dir RAMDIR [--exit-when-unused S] [--lock FILE]\n"
+    "Mounts the RAM directory server over RAMDIR, libvirt's memory backing directory (qemu:///system:\n"
+    "/var/lib/libvirt/qemu/ram, or memory_backing_dir/libvirt/qemu when qemu.conf sets it), until SIGINT/SIGTERM.\n"
+    "libvirt makes and removes its per-domain directories there as usual; a domain registered in RAMDIR/.halite\n"
+    "(hlt-restore libvirt --memory shared does it) finds its pc.ram as a symlink to a checkpoint image; any other\n"
+    "domain with file-backed RAM fails to start (no file can be created). While a domain directory exists the first\n"
+    "signal is refused; a second one within 5 s stops anyway. hlt-restore libvirt --memory shared starts one on\n"
+    "demand with --exit-when-unused 30; run it yourself (e.g. as a service) to keep it mounted.\n"
+    "  --exit-when-unused S   stop by itself once nothing has been registered and no domain directory has existed\n"
+    "                         for S seconds\n"
+    "  --lock FILE            take this lock (flock) before stopping by itself, so that a restore registering a\n"
+    "                         domain under it never meets a server going away\n";
+
+std::atomic<int> g_signals{0};
+void OnSignal(int) { g_signals++; }
+
+}  // namespace
+
+int ServeRamDir(cli::Args& args) {
+  const std::string tool = "hlt-restore serve-ram-dir";
+  std::string ram_dir, lock_path, error, v;
+  uint64_t exit_when_unused_s = 0;
+  while (!args.Done()) {
+    if (args.Flag("-h") || args.Flag("--help")) {
+      std::cout << kServeRamDirUsage;
+      return cli::kExitOk;
+    }
+    if (args.Option("--exit-when-unused", &v, &error)) {
+      if (error.empty() && !cli::ParseU64(v, &exit_when_unused_s)) error = "--exit-when-unused: bad value \"" + v + "\"";
+    } else if (args.Option("--lock", &v, &error)) {
+      lock_path = v;
+    } else if (ram_dir.empty()) {
+      args.Positional(&ram_dir, &error);
+    } else {
+      std::string extra;
+      args.Positional(&extra, &error);
+      if (error.empty()) error = "unexpected argument \"" + extra + "\"";
+    }
+    if (!error.empty()) return cli::UsageError(tool, error, kServeRamDirUsage);
+  }
+  if (ram_dir.empty()) return cli::UsageError(tool, "RAMDIR is required", kServeRamDirUsage);
+  auto server = image_server::RamDirServer::Start({ram_dir, true});
+  if (!server) return cli::Fail(tool, server.error());
+  std::printf("serving libvirt's memory backing directory %s (registry %s/%s)\n", ram_dir.c_str(), ram_dir.c_str(),
+              image_server::kRamDirRegistry);
+  std::fflush(stdout);
+  signal(SIGINT, OnSignal);
+  signal(SIGTERM, OnSignal);
+  auto first_refusal = std::chrono::steady_clock::time_point{};
+  int handled = 0;
+  auto last_used = std::chrono::steady_clock::now();
+  for (;;) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    if (!(*server)->Serving()) break;  // unmounted from outside
+    if (!(*server)->Idle()) last_used = std::chrono::steady_clock::now();
+    if (exit_when_unused_s > 0 && std::chrono::steady_clock::now() - last_used > std::chrono::seconds(exit_when_unused_s)) {
+      // Under the restores' lock: none is between finding this mount and registering in it.
+      const int lock = lock_path.empty() ? -1 : open(lock_path.c_str(), O_RDWR | O_CLOEXEC);
+      if (lock < 0 || flock(lock, LOCK_EX | LOCK_NB) == 0) {
+        if ((*server)->Idle()) {
+          (*server)->Stop();
+          if (lock >= 0) close(lock);
+          break;
+        }
+      }
+      if (lock >= 0) close(lock);
+      last_used = std::chrono::steady_clock::now();
+    }
+    if (g_signals.load() == handled) continue;
+    handled = g_signals.load();
+    const bool again = first_refusal != std::chrono::steady_clock::time_point{} &&
+                       std::chrono::steady_clock::now() - first_refusal < std::chrono::seconds(5);
+    if ((*server)->Idle() || again) {
+      (*server)->Stop();
+      break;
+    }
+    const auto c = (*server)->Counts();
+    std::fprintf(stderr,
+                 "%s: %llu domain director%s and %llu registration(s) still exist (domains with RAM from a checkpoint "
+                 "run); signal again within 5 s to stop anyway\n",
+                 tool.c_str(), (unsigned long long)c.directories, c.directories == 1 ? "y" : "ies",
+                 (unsigned long long)c.registrations);
+    first_refusal = std::chrono::steady_clock::now();
+  }
+  const auto c = (*server)->Counts();
+  std::printf("stopped: %llu pc.ram links made, %llu file creations refused\n", (unsigned long long)c.links_made,
+              (unsigned long long)c.refused);
+  return cli::kExitOk;
+}
+
+}  // namespace halite::restore
