@@ -125,7 +125,14 @@ class Env:
         subprocess.run(["qemu-img", "create", "-q", "-f", "raw", self.path("desk.img"), "32M"], check=True)
 
     def virsh(self, *cmd, check=True):
-        p = subprocess.run(["virsh", "-q", "-c", self.uri, *cmd], capture_output=True, text=True, timeout=180)
+        for attempt in range(5):
+            p = subprocess.run(["virsh", "-q", "-c", self.uri, *cmd], capture_output=True, text=True, timeout=180)
+            # Seen once (session 7): `virsh dumpxml` right after a restore exited 1 with nothing on stderr, and
+            # passed when run again; an error with a message is never retried.
+            if p.returncode == 0 or p.stderr.strip() or not check:
+                break
+            log(f"virsh {' '.join(cmd)} exited {p.returncode} with no message; again in 1 s")
+            time.sleep(1)
         if check and p.returncode != 0:
             raise Fail(f"virsh {' '.join(cmd)} failed: {p.stderr.strip()}")
         return p.stdout
