@@ -58,6 +58,10 @@ class HALITE_HIDDEN CheckpointReader::Impl {
 
 // With a key, any failure to open is a failure to authenticate.
 Status CheckpointReader::Impl::Open() {
+  if (options_.mac_key) {
+    Status init = codec::InitMac();
+    if (!init.ok()) return init.WithContext(file_->name());
+  }
   Status s = OpenChecked();
   if (!s.ok() && options_.mac_key && s.code() == StatusCode::kCorrupt) {
     return Status::AuthFailed("cannot authenticate: " + s.message());
