@@ -12,8 +12,10 @@
 // Options add Twinkle's eager preload of the working set and Twinkle's demand prediction (segments of N pages;
 // after P blocking faults in a segment, the rest of the segment is fetched in the background).
 //
-// Errors: a block whose payload fails verification is never installed; the fault that needed it returns the
-// error (naming the region, page, block and file offset), and so does every later fault on that block. The caller
+// Errors: a block whose payload fails verification is read once more (CheckpointReader::ReadBlock: a bit flipped
+// in transit is not damage on storage; Stats().blocks_reread counts these). One that fails again is never
+// installed; the fault that needed it returns the error (naming the region, page, block and file offset), and so
+// does every later fault on that block. The caller
 // decides what to do (stop the VM, retry, fill with zeros). Transient I/O errors are retried a bounded number of
 // times first.
 //
@@ -120,6 +122,7 @@ struct HALITE_EXPORT RestoreEngineStats {
   uint64_t blocks_read_sweep = 0;      // ... by the idle sweep (loader off, idle_sweep_ms)
   uint64_t blocks_failed = 0;          // blocks that failed verification (never installed)
   uint64_t read_retries = 0;           // transient I/O errors retried
+  uint64_t blocks_reread = 0;          // payloads that failed verification, then verified when read again
   uint64_t bytes_read = 0;             // stored payload bytes read from the checkpoint
   uint64_t bytes_decompressed = 0;     // raw bytes produced by those reads
 

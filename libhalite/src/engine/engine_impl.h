@@ -59,7 +59,7 @@ class HALITE_HIDDEN RestoreEngine::Impl {
 
   struct Counters {
     std::atomic<uint64_t> faults_zero{0}, faults_present{0}, faults_blocking{0}, faults_joined{0}, faults_failed{0};
-    std::atomic<uint64_t> blocks_loaded{0}, blocks_read{0}, blocks_failed{0}, read_retries{0};
+    std::atomic<uint64_t> blocks_loaded{0}, blocks_read{0}, blocks_failed{0}, read_retries{0}, blocks_reread{0};
     std::array<std::atomic<uint64_t>, 5> blocks_read_by{};  // indexed by Cause
     std::atomic<uint64_t> bytes_read{0}, bytes_decompressed{0};
     std::atomic<uint64_t> pages_installed{0}, zero_pages_installed{0}, pages_skipped_present{0}, install_calls{0};
