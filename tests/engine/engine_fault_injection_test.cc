@@ -416,6 +416,53 @@ TEST_CASE("the background loader goes around a block whose transient errors outl
   }
 }
 
+TEST_CASE("WaitForLoader does not report a transient loader error on a block a later fault loaded",
+          "[engine][loader][fault-injection]") {
+  MemCheckpoint m = TwoRegionCheckpoint();
+  auto clean = OpenMem(m);
+  // Two blocks next to each other in the file (payloads are contiguous): every attempt the loader makes at
+  // either fails, then storage recovers. A fault then loads b; nobody loads `other` until the end.
+  const uint32_t b = uint32_t(clean->blocks().size() / 2);
+  const uint32_t other = b + 1;
+  FaultPlan plan;
+  plan.fault = Fault::kEio;
+  plan.max_faults = 2 * kAttempts;
+  plan.offset_begin = clean->blocks()[b].offset;
+  plan.offset_end = clean->blocks()[other].offset + clean->blocks()[other].stored_length;
+  auto in = OpenInjected(m, plan);
+  RecordingSink sink(m.regions);
+  auto engine = RestoreEngine::Create(*in.reader, sink, Options(true));
+  REQUIRE(engine.has_value());
+  REQUIRE((*engine)->Start().ok());
+  Status loader = (*engine)->WaitForLoader();
+  INFO(loader.ToString());
+  CHECK(loader.code() == StatusCode::kIoError);
+  const auto& order = clean->restore_order();
+  const uint32_t met_first =
+      std::find(order.begin(), order.end(), b) < std::find(order.begin(), order.end(), other) ? b : other;
+  CHECK_THAT(loader.message(), Catch::Contains("block " + std::to_string(met_first) + " "));
+  REQUIRE(in.injector->faults_injected() == 2 * kAttempts);
+  CHECK((*engine)->Stats().blocks_loaded == clean->blocks().size() - 2);
+
+  // A fault loads block b: its loader error is history. Block `other` is still not loaded: its error stays.
+  auto out = (*engine)->HandleFault(in.reader->PageOf(in.reader->BlockMembers(b)[0].page));
+  INFO((out ? std::string() : out.error().ToString()));
+  REQUIRE(out.has_value());
+  loader = (*engine)->WaitForLoader();
+  INFO(loader.ToString());
+  CHECK(loader.code() == StatusCode::kIoError);
+  CHECK_THAT(loader.message(), Catch::Contains("block " + std::to_string(other) + " "));
+
+  // Once `other` is loaded too, the loader's run ended well.
+  out = (*engine)->HandleFault(in.reader->PageOf(in.reader->BlockMembers(other)[0].page));
+  REQUIRE(out.has_value());
+  loader = (*engine)->WaitForLoader();
+  INFO(loader.ToString());
+  CHECK(loader.ok());
+  CHECK((*engine)->Stats().blocks_loaded == in.reader->blocks().size());
+  CheckNoWrongBytes(sink, m, *in.reader);
+}
+
 TEST_CASE("a permanent read error under the background loader fails the rest of the restore without installing",
           "[engine][loader][fault-injection]") {
   MemCheckpoint m = TwoRegionCheckpoint();

@@ -139,7 +139,10 @@ class HALITE_HIDDEN RestoreEngine::Impl {
   bool stop_ = false;
   bool loader_done_ = false;
   bool thread_exited_ = false;
-  Status loader_error_;
+  Status loader_error_;  // a failed preload: the loader never ran
+  // Every block the background thread failed to load, with the error, in the order met. WaitForLoader reports
+  // the first whose block is still not loaded: a transient error is history once a fault has loaded the block.
+  std::vector<std::pair<uint32_t, Status>> loader_block_errors_;
   std::thread thread_;
   RateLimiter limiter_;
   std::vector<uint64_t> segment_base_;  // first segment number of each region, plus the total at the end
