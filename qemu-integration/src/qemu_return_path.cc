@@ -1,8 +1,16 @@
 #include "halite/qemu/qemu_return_path.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 namespace halite::qemu {
+
+uint64_t MaxRecvBitmapBytes(const std::vector<RamBlockInfo>& blocks) {
+  uint64_t most = 0;
+  for (const auto& b : blocks) most = std::max(most, (b.page_count() + 63) / 64 * 8);
+  return most;
+}
 
 ReturnPathReader::ReturnPathReader(SequentialSource* source, std::string name, uint64_t max_bitmap_bytes)
     : in_(source, std::move(name), 4096), max_bitmap_bytes_(max_bitmap_bytes) {}

@@ -1,6 +1,8 @@
 #include "halite/qemu/qemu_session.h"
 
+#include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <map>
 
 #include "halite/qemu/qemu_migration_control.h"
@@ -17,6 +19,14 @@ Result<SavedVmState> SaveFromQemu(QmpClient& qmp, MigrationStreamHandler& handle
   HLT_ASSIGN_OR_RETURN(std::vector<RamBlockInfo> blocks, QueryRamBlocks(qmp));
   MigrationStreamReaderOptions ropts = options.reader;
   for (const auto& b : blocks) ropts.block_page_sizes[b.name] = b.page_size;
+  // The stream may announce no more RAM than QEMU says the guest has: every block at its maximum length (a
+  // resizeable block may grow up to it before the save).
+  uint64_t qmp_ram = 0;
+  for (const auto& b : blocks) {
+    const uint64_t most = std::max(b.used_length, b.max_length);
+    qmp_ram = most > UINT64_MAX - qmp_ram ? UINT64_MAX : qmp_ram + most;
+  }
+  ropts.max_ram_bytes = std::min(ropts.max_ram_bytes, qmp_ram);
 
   if (!options.live && report->was_running) {
     HLT_ASSIGN_OR_RETURN(Json ignored, qmp.Execute("stop"));

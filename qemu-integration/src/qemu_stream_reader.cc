@@ -1,5 +1,6 @@
 #include "halite/qemu/qemu_stream_reader.h"
 
+#include <algorithm>
 #include <bit>
 
 #include <fmt/format.h>
@@ -238,9 +239,21 @@ Status MigrationStreamReader::ParseFooter(uint32_t section_id) {
 }
 
 Status MigrationStreamReader::ParseBlockList(uint64_t total_bytes) {
+  // Everything sized by the list (a bit a page in seen_, the arrival order) is bounded by the total, so the
+  // total is checked first; each block must then fit in what is left of it.
+  const uint64_t limit = std::min(options_.max_ram_bytes, kMaxStreamRamBytes);
+  if (total_bytes > limit) {
+    return in_.CorruptAt(in_.offset() - 8, "MEM_SIZE announces " + fmt::format("{:#x}", total_bytes) +
+                                               " bytes of RAM, over the limit of " + fmt::format("{:#x}", limit) +
+                                               " (the guest's RAM as its QEMU reported it, at most 8 TiB)");
+  }
   uint64_t remaining = total_bytes;
   while (remaining > 0) {
     const uint64_t at = in_.offset();
+    if (state_.ram_blocks.size() == kMaxStreamRamBlocks) {
+      return in_.CorruptAt(at, "more than " + std::to_string(kMaxStreamRamBlocks) + " RAMBlocks (" +
+                                   fmt::format("{:#x}", remaining) + " of the announced bytes still unlisted)");
+    }
     HLT_ASSIGN_OR_RETURN(uint8_t nlen, in_.U8("RAMBlock name length"));
     RamBlockInfo b;
     HLT_RETURN_IF_ERROR(in_.Bytes(nlen, "RAMBlock name", &b.name));
@@ -270,7 +283,7 @@ Status MigrationStreamReader::ParseBlockList(uint64_t total_bytes) {
     }
     state_.ram_blocks.push_back(std::move(b));
   }
-  if (state_.ram_blocks.size() > 4096) return in_.Corrupt("more than 4096 RAMBlocks");
+  announced_pages_ = total_bytes / kTargetPageSize;
   seen_.resize(state_.ram_blocks.size());
   for (size_t i = 0; i < state_.ram_blocks.size(); ++i) seen_[i].assign((state_.ram_blocks[i].page_count() + 63) / 64, 0);
   return handler_->OnRamBlocks(state_.ram_blocks);
@@ -386,7 +399,13 @@ Status MigrationStreamReader::DeliverPage(uint32_t block, uint64_t offset, bool 
   } else {
     ++stats_.data_pages;
   }
-  if (options_.record_arrival_order) arrival_.push_back(r.id);
+  if (options_.record_arrival_order) {
+    if (arrival_.size() < 2 * announced_pages_) {
+      arrival_.push_back(r.id);
+    } else {
+      stats_.arrival_order_truncated = true;
+    }
+  }
   return handler_->OnPage(r);
 }
 

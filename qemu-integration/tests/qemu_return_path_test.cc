@@ -71,6 +71,45 @@ TEST_CASE("return path RECV_BITMAP carries its bitmap", "[return-path]") {
   REQUIRE(st.message().find("bitmap end marker") != std::string::npos);
 }
 
+TEST_CASE("return path RECV_BITMAP is bounded by the largest block before it is allocated", "[return-path]") {
+  // pc.ram of 16 pages: 2 bytes of bits, rounded up to one 64-bit word; a block of 65 pages needs two words.
+  std::vector<RamBlockInfo> blocks = {{"pc.ram", 16 * 4096}, {"pc.bios", 2 * 4096}};
+  CHECK(MaxRecvBitmapBytes(blocks) == 8);
+  blocks.push_back({"big", 65 * 4096});
+  CHECK(MaxRecvBitmapBytes(blocks) == 16);
+  CHECK(MaxRecvBitmapBytes({}) == 0);
+
+  auto bitmap_message = [](uint64_t size) {
+    std::string p;
+    PutU8(&p, 6);
+    p += "pc.ram";
+    std::string s = Msg(5, p);
+    PutBe64(&s, size);
+    return s;
+  };
+  for (uint64_t size : {uint64_t{16}, uint64_t{1} << 40}) {
+    std::string s = bitmap_message(size);
+    if (size == 16) {
+      s += std::string(16, '\x01');
+      PutBe64(&s, kRecvBitmapEnding);
+    }
+    MemorySource src(std::span(reinterpret_cast<const uint8_t*>(s.data()), s.size()));
+    ReturnPathReader r(&src, "return path", MaxRecvBitmapBytes(blocks));
+    auto m = r.Next();
+    INFO(size);
+    if (size == 16) {
+      REQUIRE(m.has_value());
+      CHECK((*m)->bitmap.size() == 16);
+    } else {
+      REQUIRE_FALSE(m.has_value());
+      CHECK(m.error().code() == StatusCode::kCorrupt);
+      CHECK_THAT(m.error().message(),
+                 Catch::Contains("return path: offset 0xb: RECV_BITMAP size 1099511627776 (expected a multiple of 8 "
+                                 "up to 16)"));
+    }
+  }
+}
+
 TEST_CASE("return path rejects bad lengths and types", "[return-path]") {
   struct Case {
     std::string bytes;

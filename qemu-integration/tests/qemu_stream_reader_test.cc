@@ -2,6 +2,8 @@
 #include <catch2/catch.hpp>
 #include <map>
 
+#include <fmt/format.h>
+
 #include "halite/qemu/qemu_stream_reader.h"
 #include "qemu_test_streams.h"
 
@@ -183,6 +185,105 @@ TEST_CASE("reader rejects each violation with a clear message", "[reader]") {
   b = good.substr(0, kRamStartAt);
   b.push_back(0);
   ExpectError(b, StatusCode::kCorrupt, "EOF before any RAM section");
+}
+
+// The sample stream with its MEM_SIZE total and pc.ram's used length raised by `extra` bytes (pc.ram is the
+// first block: name length at kBlockListAt + 8, used length after its 6-byte name).
+std::string WithBiggerPcRam(uint64_t extra) {
+  std::string b = BuildSampleStream();
+  auto add_be64 = [&](size_t at, uint64_t v) {
+    uint64_t x = 0;
+    for (int i = 0; i < 8; ++i) x = x << 8 | static_cast<uint8_t>(b[at + i]);
+    x += v;
+    for (int i = 7; i >= 0; --i, x >>= 8) b[at + i] = static_cast<char>(x & 0xff);
+  };
+  add_be64(kBlockListAt, extra);
+  add_be64(kBlockListAt + 1 + 6 + 1, extra);
+  return b;
+}
+
+TEST_CASE("reader refuses a RAM total over its limit before sizing anything by it", "[reader][limits]") {
+  // The fuzzer's find (fuzz/regressions/qemu_stream_fuzz/mem-size-2e52-page-bitmap): 2^52 bytes announced
+  // would have cost a 2^37-byte page bitmap.
+  const std::string huge = WithBiggerPcRam(uint64_t{1} << 52);
+  Status s = Parse(huge);
+  INFO(s.ToString());
+  REQUIRE(s.code() == StatusCode::kCorrupt);
+  CHECK_THAT(s.message(), Catch::Contains("migration stream: offset 0x" + fmt::format("{:x}", kBlockListAt)) &&
+                              Catch::Contains("MEM_SIZE announces 0x10000000012000 bytes of RAM, over the limit of "
+                                              "0x80000000000"));
+  // Exactly at the default limit is accepted as far as the list goes (the pages then do not all arrive).
+  const uint64_t sample_total = (16 + 2) * 4096;
+  s = Parse(WithBiggerPcRam(kMaxStreamRamBytes - sample_total));
+  INFO(s.ToString());
+  CHECK(s.message().find("over the limit") == std::string::npos);
+
+  // A caller that knows the guest's size (SaveFromQemu: `info ramblock`) sets a lower limit.
+  const std::string good = BuildSampleStream();
+  for (uint64_t limit : {sample_total - 4096, sample_total}) {
+    Collect c;
+    MemorySource src(std::span(reinterpret_cast<const uint8_t*>(good.data()), good.size()));
+    MigrationStreamReaderOptions o;
+    o.max_ram_bytes = limit;
+    MigrationStreamReader reader(&src, &c, o);
+    Status r = reader.Run();
+    INFO(r.ToString());
+    if (limit < sample_total) {
+      CHECK(r.code() == StatusCode::kCorrupt);
+      CHECK_THAT(r.message(), Catch::Contains("MEM_SIZE announces 0x12000 bytes of RAM, over the limit of 0x11000"));
+      CHECK(c.blocks.empty());
+    } else {
+      CHECK(r.ok());
+    }
+  }
+}
+
+TEST_CASE("reader refuses more than 4096 RAMBlocks as it reads them", "[reader][limits]") {
+  // A MEM_SIZE list of 5000 one-page blocks: refused at the 4097th, not after reading (and comparing) them all.
+  std::string b = BuildSampleStream().substr(0, kBlockListAt);
+  PutBe64(&b, 5000 * 4096 | 0x4);
+  for (int i = 0; i < 5000; ++i) {
+    const std::string name = "b" + std::to_string(i);
+    PutU8(&b, static_cast<uint8_t>(name.size()));
+    b += name;
+    PutBe64(&b, 4096);
+  }
+  Status s = Parse(b);
+  INFO(s.ToString());
+  REQUIRE(s.code() == StatusCode::kCorrupt);
+  CHECK_THAT(s.message(), Catch::Contains("more than 4096 RAMBlocks"));
+}
+
+TEST_CASE("reader's arrival order stops at twice the announced pages", "[reader][limits]") {
+  // A PART section resending pc.ram's page 0 a hundred times before the sample's own pages: a live precopy
+  // resends pages, a hostile source could forever.
+  const std::string good = BuildSampleStream();
+  std::string b = good.substr(0, kFirstPartAt);
+  PutU8(&b, 0x02);
+  PutBe32(&b, 2);
+  for (int i = 0; i < 100; ++i) {
+    PutBe64(&b, i == 0 ? 0x02 : 0x22);  // ZERO (then ZERO | CONTINUE) at offset 0
+    if (i == 0) {
+      PutU8(&b, 6);
+      b += "pc.ram";
+    }
+    PutU8(&b, 0);
+  }
+  PutBe64(&b, 0x10);
+  PutU8(&b, 0x7e);
+  PutBe32(&b, 2);
+  b += good.substr(kFirstPartAt);
+  Collect c;
+  MemorySource src(std::span(reinterpret_cast<const uint8_t*>(b.data()), b.size()));
+  MigrationStreamReader reader(&src, &c);
+  Status s = reader.Run();
+  INFO(s.ToString());
+  REQUIRE(s.ok());
+  CHECK(reader.stats().page_records == 118);
+  CHECK(reader.stats().duplicate_pages == 100);
+  CHECK(reader.arrival_order().size() == 2 * 18);
+  CHECK(reader.stats().arrival_order_truncated);
+  CHECK(reader.MissingPages().empty());
 }
 
 TEST_CASE("reader never crashes on corrupted or truncated streams", "[reader]") {

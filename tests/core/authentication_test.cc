@@ -2,6 +2,7 @@
 // an authentication error when a key is given.
 #include <catch2/catch.hpp>
 
+#include "codec/mac.h"
 #include "halite/checkpoint_reader.h"
 #include "halite/checkpoint_writer.h"
 #include "support/synthetic_memory.h"
@@ -92,4 +93,34 @@ TEST_CASE("swapped blocks fail their MAC: each is bound to its position", "[auth
   Status s = OpenAndReadAll(out, WithKey(vectors::TestMacKey()));
   CHECK(s.code() == StatusCode::kAuthFailed);
   CHECK_THAT(s.message(), Catch::Contains("block 0") && Catch::Contains("MAC mismatch"));
+}
+
+TEST_CASE("a failed sodium_init() is reported by the reader and the writer given a key", "[auth]") {
+  auto f = Authenticated();
+  codec::SetSodiumInitForTesting([] { return -1; });
+  struct Restore {
+    ~Restore() { codec::SetSodiumInitForTesting(nullptr); }
+  } restore;
+
+  auto r = CheckpointReader::Open(NewMemoryFile("auth.hlt", f), WithKey(vectors::TestMacKey()));
+  REQUIRE_FALSE(r.has_value());
+  INFO(r.error().ToString());
+  CHECK(r.error().code() == StatusCode::kIoError);
+  CHECK_THAT(r.error().message(), Catch::StartsWith("auth.hlt: ") && Catch::Contains("sodium_init() failed"));
+
+  std::vector<uint8_t> out;
+  WriterOptions o;
+  o.mac_key = vectors::TestMacKey();
+  auto w = CheckpointWriter::Create(NewMemorySink("w.hlt", &out), o);
+  REQUIRE_FALSE(w.has_value());
+  CHECK(w.error().code() == StatusCode::kIoError);
+  CHECK_THAT(w.error().message(), Catch::Contains("sodium_init() failed"));
+
+  // Without a key libsodium is not needed: both work.
+  CHECK(OpenAndReadAll(f, {}).ok());
+  CHECK(CheckpointWriter::Create(NewMemorySink("w.hlt", &out), {}).has_value());
+
+  // Once it initialises, keys work again.
+  codec::SetSodiumInitForTesting(nullptr);
+  CHECK(OpenAndReadAll(f, WithKey(vectors::TestMacKey())).ok());
 }

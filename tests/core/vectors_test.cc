@@ -6,6 +6,8 @@
 #include <sstream>
 
 #include "halite/checkpoint_reader.h"
+#include "halite/hint_files.h"
+#include "vectors/hint_vectors.h"
 #include "vectors/vector_builder.h"
 
 using namespace halite;
@@ -66,4 +68,32 @@ TEST_CASE("invalid vectors fail with their expected error", "[vectors]") {
       CHECK_THAT(s.message(), Catch::Contains(v.message));
     }
   }
+}
+
+TEST_CASE("hint file vectors regenerate byte for byte and parse to their expected content", "[vectors][hints]") {
+  const auto hints = vectors::BuildHintVectors();
+  REQUIRE(hints.size() >= 8);
+  size_t valid = 0, invalid = 0;
+  for (const auto& h : hints) {
+    INFO(h.name);
+    const std::string path = VectorDir() + "/hints/" + h.name;
+    const std::string committed = ReadString(path);
+    REQUIRE_FALSE(committed.empty());
+    // The access trace comes from FormatAccessTrace: a difference means the writer's output changed (a syntax
+    // change must update hint-files.md, its change log and the vectors, with hlt-make-vectors, together).
+    CHECK(committed == h.text);
+    const std::string base = h.name.substr(h.name.rfind('/') + 1);
+    const std::string got = vectors::DescribeHints(h.kind, committed, base);
+    if (h.valid) {
+      ++valid;
+      CHECK(got.find("error:") == std::string::npos);
+      CHECK(got == ReadString(path + ".expected.txt"));
+    } else {
+      ++invalid;
+      // Rejected with kInvalidArgument, naming the file and the line, and saying what is wrong.
+      CHECK_THAT(got, Catch::Contains("error: invalid-argument: " + base + ":") && Catch::Contains(h.message));
+    }
+  }
+  CHECK(valid >= 4);
+  CHECK(invalid >= 5);
 }

@@ -9,6 +9,7 @@
 // again by the next fault.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cinttypes>
 #include <cstdio>
 #include <future>
@@ -263,15 +264,15 @@ TEST_CASE("a permanent read error fails the fault at once and installs nothing",
   }
 }
 
-TEST_CASE("a flipped bit on a demand read is corruption: never retried, never installed",
+TEST_CASE("a block whose bits flip on every read is corruption: read twice, never retried, never installed",
           "[engine][errors][fault-injection]") {
   MemCheckpoint m = TwoRegionCheckpoint();
   auto clean = OpenMem(m);
   PageRef page = StoredPageIn(*clean, 1);
   uint32_t b = BlockOf(*clean, page);
-  // One flip only: the storage is fine afterwards, so a second read would verify. The engine still keeps the
-  // block failed (documented in restore_engine.h): bytes that failed their checksum once are not trusted again.
-  auto in = OpenInjected(m, PlanOnBlock(clean->blocks()[b], Fault::kBitFlip, false, 1));
+  // Every read of the block comes back damaged: what storage holds is bad. The reader reads it a second time
+  // before it says so; the engine then keeps the block failed (no third read on the next fault).
+  auto in = OpenInjected(m, PlanOnBlock(clean->blocks()[b], Fault::kBitFlip, false, kNoTrigger));
   RecordingSink sink(m.regions);
   auto engine = RestoreEngine::Create(*in.reader, sink, Options(false));
   REQUIRE(engine.has_value());
@@ -280,18 +281,71 @@ TEST_CASE("a flipped bit on a demand read is corruption: never retried, never in
     REQUIRE(!out.has_value());
     CHECK(out.error().code() == StatusCode::kCorrupt);
     CheckNamesPlace(out.error(), m, page, *in.reader, b);
+    CHECK_THAT(out.error().message(), Catch::Contains("checksum mismatch") && Catch::Contains("also when read again"));
   }
-  CHECK(in.injector->faults_injected() == 1);
-  CHECK(in.injector->operations() == 1);
+  CHECK(in.injector->faults_injected() == 2);
+  CHECK(in.injector->operations() == 2);
   CheckBlockNotInstalled(sink, *in.reader, b, **engine);
   auto st = (*engine)->Stats();
   CHECK(st.read_retries == 0);
+  CHECK(st.blocks_reread == 0);
   CHECK(st.blocks_failed == 1);
+  CHECK(in.reader->blocks_reread() == 0);
   // Other blocks are unaffected.
   PageRef elsewhere = StoredPageIn(*clean, 0);
   REQUIRE((*engine)->HandleFault(elsewhere).has_value());
   CheckBlockInstalled(sink, *in.reader, BlockOf(*clean, elsewhere));
   CheckNoWrongBytes(sink, m, *in.reader);
+}
+
+TEST_CASE("a block corrupted only on its first read is read again and restored, and the re-read is counted",
+          "[engine][errors][fault-injection]") {
+  MemCheckpoint m = TwoRegionCheckpoint();
+  auto clean = OpenMem(m);
+  SECTION("met by a demand fault") {
+    PageRef page = StoredPageIn(*clean, 1);
+    uint32_t b = BlockOf(*clean, page);
+    auto in = OpenInjected(m, PlanOnBlock(clean->blocks()[b], Fault::kBitFlip, false, 1));
+    RecordingSink sink(m.regions);
+    auto engine = RestoreEngine::Create(*in.reader, sink, Options(false));
+    REQUIRE(engine.has_value());
+    auto out = (*engine)->HandleFault(page);
+    INFO((out ? std::string() : out.error().ToString()));
+    REQUIRE(out.has_value());
+    CHECK(out->kind == FaultKind::kBlocking);
+    CHECK(in.injector->faults_injected() == 1);
+    CHECK(in.injector->operations() == 2);  // the damaged read and the one that verified
+    CheckBlockInstalled(sink, *in.reader, b);
+    CheckNoWrongBytes(sink, m, *in.reader);
+    auto st = (*engine)->Stats();
+    CHECK(st.blocks_reread == 1);
+    CHECK(st.read_retries == 0);
+    CHECK(st.blocks_failed == 0);
+    CHECK(st.blocks_read == 1);
+    CHECK(in.reader->blocks_reread() == 1);
+    CHECK((*engine)->failures().empty());
+  }
+  SECTION("met by the background loader") {
+    uint32_t b = clean->restore_order()[clean->restore_order().size() / 2];
+    auto in = OpenInjected(m, PlanOnBlock(clean->blocks()[b], Fault::kBitFlip, false, 1));
+    RecordingSink sink(m.regions);
+    auto engine = RestoreEngine::Create(*in.reader, sink, Options(true));
+    REQUIRE(engine.has_value());
+    REQUIRE((*engine)->Start().ok());
+    Status loader = (*engine)->WaitForLoader();
+    INFO(loader.ToString());
+    CHECK(loader.ok());
+    size_t blocks = in.reader->blocks().size();
+    CHECK(in.injector->faults_injected() == 1);
+    CHECK(in.injector->operations() == blocks + 1);
+    auto st = (*engine)->Stats();
+    CHECK(st.blocks_reread == 1);
+    CHECK(st.blocks_failed == 0);
+    CHECK(st.blocks_loaded == blocks);
+    for (uint32_t i = 0; i < blocks; ++i) CheckBlockInstalled(sink, *in.reader, i);
+    CheckNoWrongBytes(sink, m, *in.reader);
+    CHECK((*engine)->failures().empty());
+  }
 }
 
 TEST_CASE("the background loader retries transient read errors and restores every block",
@@ -362,6 +416,53 @@ TEST_CASE("the background loader goes around a block whose transient errors outl
   }
 }
 
+TEST_CASE("WaitForLoader does not report a transient loader error on a block a later fault loaded",
+          "[engine][loader][fault-injection]") {
+  MemCheckpoint m = TwoRegionCheckpoint();
+  auto clean = OpenMem(m);
+  // Two blocks next to each other in the file (payloads are contiguous): every attempt the loader makes at
+  // either fails, then storage recovers. A fault then loads b; nobody loads `other` until the end.
+  const uint32_t b = uint32_t(clean->blocks().size() / 2);
+  const uint32_t other = b + 1;
+  FaultPlan plan;
+  plan.fault = Fault::kEio;
+  plan.max_faults = 2 * kAttempts;
+  plan.offset_begin = clean->blocks()[b].offset;
+  plan.offset_end = clean->blocks()[other].offset + clean->blocks()[other].stored_length;
+  auto in = OpenInjected(m, plan);
+  RecordingSink sink(m.regions);
+  auto engine = RestoreEngine::Create(*in.reader, sink, Options(true));
+  REQUIRE(engine.has_value());
+  REQUIRE((*engine)->Start().ok());
+  Status loader = (*engine)->WaitForLoader();
+  INFO(loader.ToString());
+  CHECK(loader.code() == StatusCode::kIoError);
+  const auto& order = clean->restore_order();
+  const uint32_t met_first =
+      std::find(order.begin(), order.end(), b) < std::find(order.begin(), order.end(), other) ? b : other;
+  CHECK_THAT(loader.message(), Catch::Contains("block " + std::to_string(met_first) + " "));
+  REQUIRE(in.injector->faults_injected() == 2 * kAttempts);
+  CHECK((*engine)->Stats().blocks_loaded == clean->blocks().size() - 2);
+
+  // A fault loads block b: its loader error is history. Block `other` is still not loaded: its error stays.
+  auto out = (*engine)->HandleFault(in.reader->PageOf(in.reader->BlockMembers(b)[0].page));
+  INFO((out ? std::string() : out.error().ToString()));
+  REQUIRE(out.has_value());
+  loader = (*engine)->WaitForLoader();
+  INFO(loader.ToString());
+  CHECK(loader.code() == StatusCode::kIoError);
+  CHECK_THAT(loader.message(), Catch::Contains("block " + std::to_string(other) + " "));
+
+  // Once `other` is loaded too, the loader's run ended well.
+  out = (*engine)->HandleFault(in.reader->PageOf(in.reader->BlockMembers(other)[0].page));
+  REQUIRE(out.has_value());
+  loader = (*engine)->WaitForLoader();
+  INFO(loader.ToString());
+  CHECK(loader.ok());
+  CHECK((*engine)->Stats().blocks_loaded == in.reader->blocks().size());
+  CheckNoWrongBytes(sink, m, *in.reader);
+}
+
 TEST_CASE("a permanent read error under the background loader fails the rest of the restore without installing",
           "[engine][loader][fault-injection]") {
   MemCheckpoint m = TwoRegionCheckpoint();
@@ -406,12 +507,13 @@ TEST_CASE("a permanent read error under the background loader fails the rest of 
   }
 }
 
-TEST_CASE("the background loader reports a flipped bit as corruption and installs every other block",
+TEST_CASE("the background loader reports a block flipped on every read as corruption and installs every other block",
           "[engine][loader][fault-injection]") {
   MemCheckpoint m = TwoRegionCheckpoint();
   auto clean = OpenMem(m);
   uint32_t b = clean->restore_order()[clean->restore_order().size() / 2];
-  auto in = OpenInjected(m, PlanOnBlock(clean->blocks()[b], Fault::kBitFlip, false, 1));
+  // Flipped on every read: the re-read fails too.
+  auto in = OpenInjected(m, PlanOnBlock(clean->blocks()[b], Fault::kBitFlip, false, kNoTrigger));
   RecordingSink sink(m.regions);
   auto engine = RestoreEngine::Create(*in.reader, sink, Options(true));
   REQUIRE(engine.has_value());

@@ -411,6 +411,71 @@ TEST_CASE("reader: a flipped bit anywhere is corruption, never data", "[fault][r
   CHECK(verify_failures > 0);
 }
 
+TEST_CASE("reader: a block damaged only on its first read is read again and verifies", "[fault][reader]") {
+  auto plain = CheckpointReader::Open(NewMemoryFile("ckpt.hlt", Checkpoint()));
+  REQUIRE(plain.has_value());
+  const auto blocks = (*plain)->blocks();
+  REQUIRE(blocks.size() >= 4);
+  for (uint32_t target : {uint32_t(0), uint32_t(3), uint32_t(blocks.size() - 1)}) {
+    INFO("block " << target);
+    FaultPlan plan;
+    plan.fault = Fault::kBitFlip;
+    plan.offset_begin = blocks[target].offset + blocks[target].stored_length / 2;
+    plan.offset_end = plan.offset_begin + 1;
+    plan.max_faults = 1;
+    DYNAMIC_SECTION("ReadBlock (VerifyAll), block " << target) {
+      auto inj = Injector(plan);
+      auto reader = OpenThenArm(inj);
+      Status v = reader->VerifyAll();
+      INFO(v.ToString());
+      CHECK(v.ok());
+      CHECK(inj->faults_injected() == 1);
+      CHECK(reader->blocks_reread() == 1);
+    }
+    DYNAMIC_SECTION("ReadBlocks, block " << target) {
+      auto inj = Injector(plan);
+      auto reader = OpenThenArm(inj);
+      std::vector<uint32_t> ids;
+      std::vector<std::vector<uint8_t>> outs;
+      std::vector<std::span<uint8_t>> spans;
+      for (uint32_t b = 0; b < blocks.size(); ++b) {
+        ids.push_back(b);
+        outs.emplace_back(blocks[b].raw_length());
+      }
+      for (auto& o : outs) spans.push_back(o);
+      std::vector<Status> statuses(ids.size());
+      Status first = reader->ReadBlocks(ids, spans, statuses);
+      INFO(first.ToString());
+      REQUIRE(first.ok());
+      for (uint32_t b = 0; b < blocks.size(); ++b) {
+        std::vector<uint8_t> want(blocks[b].raw_length());
+        REQUIRE((*plain)->ReadBlock(b, want).ok());
+        CHECK(outs[b] == want);
+      }
+      CHECK(inj->faults_injected() == 1);
+      CHECK(reader->blocks_reread() == 1);
+    }
+  }
+  SECTION("a flip on every read is still corruption, after exactly two reads") {
+    FaultPlan plan;
+    plan.fault = Fault::kBitFlip;
+    plan.offset_begin = blocks[2].offset;
+    plan.offset_end = blocks[2].offset + 1;
+    auto inj = Injector(plan);
+    auto reader = OpenThenArm(inj);
+    std::vector<uint8_t> out(blocks[2].raw_length());
+    bool reread = false;
+    Status s = reader->ReadBlock(2, out, &reread);
+    INFO(s.ToString());
+    CHECK(s.code() == StatusCode::kCorrupt);
+    CHECK_THAT(s.message(), Catch::Contains("ckpt.hlt: block 2 at offset") && Catch::Contains("checksum mismatch") &&
+                                Catch::Contains("also when read again"));
+    CHECK(inj->operations() == 2);
+    CHECK_FALSE(reread);
+    CHECK(reader->blocks_reread() == 0);
+  }
+}
+
 TEST_CASE("writer: a failed append at any point commits nothing", "[fault][writer]") {
   // Count the appends of a clean run.
   std::vector<uint8_t> out;

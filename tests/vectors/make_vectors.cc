@@ -2,6 +2,7 @@
 #include <fstream>
 #include <iostream>
 
+#include "vectors/hint_vectors.h"
 #include "vectors/vector_builder.h"
 
 namespace {
@@ -47,5 +48,23 @@ int main(int argc, char** argv) {
   }
   std::cout << "invalid vectors (paste into README.md):\n" << table;
   std::cout << "wrote " << valid->size() << " valid and " << invalid->size() << " invalid vectors to " << dir << "\n";
+
+  // Hint files (format-spec/hint-files.md): hints/valid/ with .expected.txt, hints/invalid/.
+  std::string hint_table = "| file | expected | what it exercises |\n| --- | --- | --- |\n";
+  size_t hints = 0;
+  for (const auto& h : vectors::BuildHintVectors()) {
+    const std::string path = dir + "/hints/" + h.name;
+    if (!WriteFile(path, h.text.data(), h.text.size())) return 3;
+    const std::string base = h.name.substr(h.name.rfind('/') + 1);
+    if (h.valid) {
+      const std::string d = vectors::DescribeHints(h.kind, h.text, base);
+      if (!WriteFile(path + ".expected.txt", d.data(), d.size())) return 3;
+    }
+    hint_table += "| " + h.name + " | " + (h.valid ? std::string("parses to its .expected.txt") : "error contains `" + h.message + "`") +
+                  " | " + h.why + " |\n";
+    ++hints;
+  }
+  std::cout << "hint vectors (paste into README.md):\n" << hint_table;
+  std::cout << "wrote " << hints << " hint vectors to " << dir << "/hints\n";
   return 0;
 }

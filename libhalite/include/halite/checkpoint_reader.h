@@ -82,14 +82,24 @@ class HALITE_EXPORT CheckpointReader {
   // Every page whose content lives in `block`, duplicates included, in slot order.
   std::span<const BlockMember> BlockMembers(uint32_t block) const;
 
-  // Reads block `block`, verifies its checksum and decompresses it into `out`, which must hold exactly
-  // blocks()[block].raw_length() bytes. Errors: kIoError (retryable when transient), kCorrupt naming the block,
-  // its offset and what failed. On error `out` may hold garbage: never install it.
+  // Reads block `block`, verifies its checksum (and MAC, with a key) and decompresses it into `out`, which must
+  // hold exactly blocks()[block].raw_length() bytes. A payload that fails verification is read from storage once
+  // more before it is declared corrupt (a bit flipped in transit is not damage on storage); blocks_reread()
+  // counts the second reads that verified. Errors: kIoError (retryable when transient), kCorrupt (kAuthFailed
+  // for a MAC) naming the block, its offset and what failed, after both reads failed. On error `out` may hold
+  // garbage: never install it.
   Status ReadBlock(uint32_t block, std::span<uint8_t> out) const;
+  // The same; `*reread` (when not null) is set to true when the first read failed verification and the second
+  // verified, and left alone otherwise.
+  Status ReadBlock(uint32_t block, std::span<uint8_t> out, bool* reread) const;
   // The same for several blocks, with the payload reads submitted as one batch (io_uring when available).
-  // Returns the first error; `statuses` (same length as `blocks`) receives each block's own result.
+  // Returns the first error; `statuses` (same length as `blocks`) receives each block's own result. A payload
+  // that fails verification is re-read on its own, as in ReadBlock.
   Status ReadBlocks(std::span<const uint32_t> blocks, std::span<const std::span<uint8_t>> outs,
                     std::span<Status> statuses) const;
+  // Block payloads that failed verification when first read and verified when read again, by every read
+  // method of this reader so far. Thread-safe.
+  uint64_t blocks_reread() const;
   // Reads one page (any kind: absent and zero pages read as zeros). out.size() must be 4096.
   Status ReadPage(uint64_t global_page, std::span<uint8_t> out) const;
 

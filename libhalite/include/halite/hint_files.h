@@ -2,7 +2,9 @@
 //
 // One entry a line; `#` starts a comment; numbers are decimal or 0x-hexadecimal. A page is `PAGE` (a page of
 // the region named "ram", or of the first region when none has that name) or `REGION:PAGE` (split at the last
-// colon, so region names may contain colons). Errors are kInvalidArgument naming the file and line.
+// colon, so region names may contain colons). In REGION, `%XX` (two hexadecimal digits) stands for the byte XX,
+// so names with spaces, `#` or `%` can be written (format 1.1). Errors are kInvalidArgument naming the file and
+// line.
 #ifndef HALITE_HINT_FILES_H_
 #define HALITE_HINT_FILES_H_
 
@@ -41,7 +43,12 @@ HALITE_EXPORT Result<std::vector<PageRun>> ParseVaHints(std::string_view text, c
 HALITE_EXPORT Result<std::vector<TraceAccess>> ParseReplayTrace(std::string_view text, const std::string& file_name,
                                                   std::span<const Region> regions);
 
-// Writes accesses as an access-trace file (one `REGION:PAGE` line each, with a header comment).
+// A region name as a hint file writes it: space, tab, `#`, `%` and any byte outside printable ASCII become
+// `%XX` (upper-case hexadecimal); everything else is kept. The parsers above decode it back.
+HALITE_EXPORT std::string EscapeHintRegionName(std::string_view name);
+
+// Writes accesses as an access-trace file (one `REGION:PAGE` line each, REGION escaped with
+// EscapeHintRegionName, after a header comment).
 HALITE_EXPORT std::string FormatAccessTrace(std::span<const PageRef> pages, std::span<const Region> regions);
 
 // Reads a whole file (hint files are small). Errors: kIoError naming the path.

@@ -12,10 +12,11 @@
 // Options add Twinkle's eager preload of the working set and Twinkle's demand prediction (segments of N pages;
 // after P blocking faults in a segment, the rest of the segment is fetched in the background).
 //
-// Errors: a block whose payload fails verification is never installed; the fault that needed it returns the
-// error (naming the region, page, block and file offset), and so does every later fault on that block. The caller
-// decides what to do (stop the VM, retry, fill with zeros). Transient I/O errors are retried a bounded number of
-// times first.
+// Errors: a block whose payload fails verification is read once more (CheckpointReader::ReadBlock: a bit flipped
+// in transit is not damage on storage; Stats().blocks_reread counts these). One that fails again is never
+// installed; the fault that needed it returns the error (naming the region, page, block and file offset), and so
+// does every later fault on that block. The caller decides what to do (stop the VM, retry, fill with zeros).
+// Transient I/O errors are retried a bounded number of times first.
 //
 // Ownership and lifetime: the engine borrows the reader and the sink; both must outlive it. It owns its loader
 // thread, which the destructor (or Stop()) stops and joins.
@@ -120,6 +121,7 @@ struct HALITE_EXPORT RestoreEngineStats {
   uint64_t blocks_read_sweep = 0;      // ... by the idle sweep (loader off, idle_sweep_ms)
   uint64_t blocks_failed = 0;          // blocks that failed verification (never installed)
   uint64_t read_retries = 0;           // transient I/O errors retried
+  uint64_t blocks_reread = 0;          // payloads that failed verification, then verified when read again
   uint64_t bytes_read = 0;             // stored payload bytes read from the checkpoint
   uint64_t bytes_decompressed = 0;     // raw bytes produced by those reads
 
@@ -191,8 +193,9 @@ class HALITE_EXPORT RestoreEngine {
   bool IsInstalled(PageRef page) const;
 
   // Blocks until the background stream has gone through every block (or Stop was called). Returns ok, or the
-  // first error the loader met (it skips failed blocks and goes on; their faults report the error). When Start
-  // failed in its preload the loader never runs: returns that failure at once.
+  // first error the loader met on a block that is still not loaded when this returns (it skips failed blocks and
+  // goes on; their faults report the error). A transient error on a block that a fault loaded later is not
+  // reported. When Start failed in its preload the loader never runs: returns that failure at once.
   Status WaitForLoader();
   // Stops the background thread (a block load in progress completes first). Idempotent.
   void Stop();

@@ -88,7 +88,11 @@ Status RestoreEngine::Impl::WaitForLoader() {
   std::unique_lock<std::mutex> lock(loader_mu_);
   if (!options_.background_loader && options_.idle_sweep_ms == 0) return Status::Ok();
   done_cv_.wait(lock, [&] { return loader_done_ || stop_ || thread_exited_ || !started_; });
-  return loader_error_;
+  if (!loader_error_.ok()) return loader_error_;
+  for (const auto& [block, error] : loader_block_errors_) {
+    if (block_state_[block].load(std::memory_order_acquire) != kLoaded) return error;
+  }
+  return Status::Ok();
 }
 
 bool RestoreEngine::Impl::WaitForTurn(uint64_t bytes) {
@@ -115,7 +119,7 @@ void RestoreEngine::Impl::LoadInBackground(uint32_t b, Cause cause) {
   if (!s.ok()) {
     // The block's faults will report it; the stream goes on with the others.
     std::lock_guard<std::mutex> lock(loader_mu_);
-    if (loader_error_.ok()) loader_error_ = s;
+    loader_block_errors_.emplace_back(b, s);
     return;
   }
   if (read && timeline_.enabled()) {

@@ -59,7 +59,7 @@ class HALITE_HIDDEN RestoreEngine::Impl {
 
   struct Counters {
     std::atomic<uint64_t> faults_zero{0}, faults_present{0}, faults_blocking{0}, faults_joined{0}, faults_failed{0};
-    std::atomic<uint64_t> blocks_loaded{0}, blocks_read{0}, blocks_failed{0}, read_retries{0};
+    std::atomic<uint64_t> blocks_loaded{0}, blocks_read{0}, blocks_failed{0}, read_retries{0}, blocks_reread{0};
     std::array<std::atomic<uint64_t>, 5> blocks_read_by{};  // indexed by Cause
     std::atomic<uint64_t> bytes_read{0}, bytes_decompressed{0};
     std::atomic<uint64_t> pages_installed{0}, zero_pages_installed{0}, pages_skipped_present{0}, install_calls{0};
@@ -139,7 +139,10 @@ class HALITE_HIDDEN RestoreEngine::Impl {
   bool stop_ = false;
   bool loader_done_ = false;
   bool thread_exited_ = false;
-  Status loader_error_;
+  Status loader_error_;  // a failed preload: the loader never ran
+  // Every block the background thread failed to load, with the error, in the order met. WaitForLoader reports
+  // the first whose block is still not loaded: a transient error is history once a fault has loaded the block.
+  std::vector<std::pair<uint32_t, Status>> loader_block_errors_;
   std::thread thread_;
   RateLimiter limiter_;
   std::vector<uint64_t> segment_base_;  // first segment number of each region, plus the total at the end

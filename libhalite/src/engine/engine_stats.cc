@@ -56,6 +56,7 @@ RestoreEngineStats RestoreEngine::Impl::Stats() const {
   s.blocks_read_sweep = get(c_.blocks_read_by[size_t(Cause::kSweep)]);
   s.blocks_failed = get(c_.blocks_failed);
   s.read_retries = get(c_.read_retries);
+  s.blocks_reread = get(c_.blocks_reread);
   s.bytes_read = get(c_.bytes_read);
   s.bytes_decompressed = get(c_.bytes_decompressed);
   s.pages_installed = get(c_.pages_installed);

@@ -98,7 +98,9 @@ Status RestoreEngine::Impl::ReadWithRetries(uint32_t b, std::span<uint8_t> out) 
   unsigned attempts = std::max(1u, options_.max_read_attempts);
   Status s;
   for (unsigned a = 1;; ++a) {
-    s = reader_.ReadBlock(b, out);
+    bool reread = false;
+    s = reader_.ReadBlock(b, out, &reread);
+    if (reread) c_.blocks_reread.fetch_add(1, std::memory_order_relaxed);
     if (s.ok() || !s.retryable() || a >= attempts) return s;
     c_.read_retries.fetch_add(1, std::memory_order_relaxed);
     std::this_thread::sleep_for(wait);

@@ -25,6 +25,38 @@ bool ParseNumber(std::string_view s, uint64_t* out) {
   return ec == std::errc() && p == s.data() + s.size();
 }
 
+int HexDigit(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+// A byte a region name in a hint file must carry as %XX (hint-files.md, "Region names"): what would split a
+// word or start a comment, the escape character itself, and anything outside printable ASCII.
+bool NeedsEscape(unsigned char c) { return c <= ' ' || c > '~' || c == '#' || c == '%'; }
+
+// Decodes the %XX escapes of a REGION; false (with *bad set to the offending text) for a '%' that is not
+// followed by two hexadecimal digits.
+bool UnescapeRegionName(std::string_view in, std::string* out, std::string_view* bad) {
+  out->clear();
+  for (size_t i = 0; i < in.size(); ++i) {
+    if (in[i] != '%') {
+      out->push_back(in[i]);
+      continue;
+    }
+    const int hi = i + 1 < in.size() ? HexDigit(in[i + 1]) : -1;
+    const int lo = i + 2 < in.size() ? HexDigit(in[i + 2]) : -1;
+    if (hi < 0 || lo < 0) {
+      *bad = in.substr(i, 3);
+      return false;
+    }
+    out->push_back(static_cast<char>(hi * 16 + lo));
+    i += 2;
+  }
+  return true;
+}
+
 // One parsed line: the page, and the remaining words.
 class LineParser {
  public:
@@ -46,7 +78,12 @@ class LineParser {
     std::string_view num = word;
     auto colon = word.rfind(':');
     if (colon != std::string_view::npos) {
-      std::string_view rname = word.substr(0, colon);
+      std::string rname;
+      std::string_view bad;
+      if (!UnescapeRegionName(word.substr(0, colon), &rname, &bad)) {
+        return Error(line, "bad escape \"" + std::string(bad) + "\" in region name \"" +
+                               std::string(word.substr(0, colon)) + "\" (expected % and two hexadecimal digits)");
+      }
       num = word.substr(colon + 1);
       bool found = false;
       for (size_t i = 0; i < regions_.size(); ++i) {
@@ -55,7 +92,7 @@ class LineParser {
           found = true;
         }
       }
-      if (!found) return Error(line, "unknown region \"" + std::string(rname) + "\"");
+      if (!found) return Error(line, "unknown region \"" + rname + "\"");
     }
     if (!ParseNumber(num, &ref.page)) return Error(line, "expected a page number, got \"" + std::string(num) + "\"");
     uint64_t pages = regions_[ref.region].page_count();
@@ -161,10 +198,29 @@ Result<std::vector<TraceAccess>> ParseReplayTrace(std::string_view text, const s
   return out;
 }
 
+std::string EscapeHintRegionName(std::string_view name) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  out.reserve(name.size());
+  for (char ch : name) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (NeedsEscape(c)) {
+      out.push_back('%');
+      out.push_back(kHex[c >> 4]);
+      out.push_back(kHex[c & 15]);
+    } else {
+      out.push_back(ch);
+    }
+  }
+  return out;
+}
+
 std::string FormatAccessTrace(std::span<const PageRef> pages, std::span<const Region> regions) {
+  std::vector<std::string> names;
+  for (const auto& r : regions) names.push_back(EscapeHintRegionName(r.name));
   std::ostringstream o;
   o << "# libhalite access trace: REGION:PAGE in the order the pages were first requested\n";
-  for (const auto& p : pages) o << regions[p.region].name << ':' << p.page << '\n';
+  for (const auto& p : pages) o << names[p.region] << ':' << p.page << '\n';
   return o.str();
 }
 

@@ -1,6 +1,7 @@
 #include "halite/checkpoint_reader.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 
 #include <fmt/format.h>
@@ -24,8 +25,14 @@ class HALITE_HIDDEN CheckpointReader::Impl {
       : file_(std::move(file)), options_(std::move(options)) {}
 
   Status Open();
-  Status DecodeBlock(uint32_t block, std::span<const uint8_t> payload, std::span<uint8_t> out) const;
-  Status ReadBlock(uint32_t block, std::span<uint8_t> out) const;
+  // With a key, the payload's MAC; then its checksum.
+  Status VerifyPayload(uint32_t block, std::span<const uint8_t> payload) const;
+  // VerifyPayload; when that fails, reads the payload from storage once more (into `payload`) and verifies
+  // again. *reread is set when the second read verified.
+  Status VerifyOrReread(uint32_t block, std::span<uint8_t> payload, bool* reread) const;
+  // Decompresses a verified payload into `out` (copies it when the block is stored raw).
+  Status Decompress(uint32_t block, std::span<const uint8_t> payload, std::span<uint8_t> out) const;
+  Status ReadBlock(uint32_t block, std::span<uint8_t> out, bool* reread) const;
   Status ReadBlocks(std::span<const uint32_t> blocks, std::span<const std::span<uint8_t>> outs,
                     std::span<Status> statuses) const;
   Result<std::vector<uint8_t>> ReadBlob(uint32_t index) const;
@@ -54,10 +61,15 @@ class HALITE_HIDDEN CheckpointReader::Impl {
   std::vector<uint64_t> member_start_;         // block -> first entry in members_ (CSR), size blocks+1
   std::vector<BlockMember> members_;
   std::shared_ptr<const codec::Dictionary> dictionary_;
+  mutable std::atomic<uint64_t> blocks_reread_{0};
 };
 
 // With a key, any failure to open is a failure to authenticate.
 Status CheckpointReader::Impl::Open() {
+  if (options_.mac_key) {
+    Status init = codec::InitMac();
+    if (!init.ok()) return init.WithContext(file_->name());
+  }
   Status s = OpenChecked();
   if (!s.ok() && options_.mac_key && s.code() == StatusCode::kCorrupt) {
     return Status::AuthFailed("cannot authenticate: " + s.message());
@@ -125,8 +137,7 @@ Status CheckpointReader::Impl::OpenChecked() {
   return Status::Ok();
 }
 
-Status CheckpointReader::Impl::DecodeBlock(uint32_t block, std::span<const uint8_t> payload,
-                                           std::span<uint8_t> out) const {
+Status CheckpointReader::Impl::VerifyPayload(uint32_t block, std::span<const uint8_t> payload) const {
   const BlockInfo& b = model_.blocks[block];
   if (options_.mac_key) {
     HLT_RETURN_IF_ERROR(format::CheckPayloadMac(*options_.mac_key, format::kBlockMacTag, header_.file_id, block,
@@ -138,6 +149,26 @@ Status CheckpointReader::Impl::DecodeBlock(uint32_t block, std::span<const uint8
     return Status::Corrupt(BlockWhere(block) + ": checksum mismatch (stored " + fmt::format("{:#x}", b.checksum) + ", computed " +
                            fmt::format("{:#x}", computed) + ")");
   }
+  return Status::Ok();
+}
+
+Status CheckpointReader::Impl::VerifyOrReread(uint32_t block, std::span<uint8_t> payload, bool* reread) const {
+  Status first = VerifyPayload(block, payload);
+  if (first.ok()) return first;
+  // A bit flipped on the way (a bad cable, a network store, a flaky controller) is not corruption on storage:
+  // read the payload once more before calling it corrupt. A second failure is what storage holds.
+  Status again = file_->ReadAt(model_.blocks[block].offset, payload);
+  if (!again.ok()) return again.WithContext("block " + std::to_string(block) + " (re-read after: " + first.message() + ")");
+  Status second = VerifyPayload(block, payload);
+  if (!second.ok()) return Status(second.code(), second.message() + ", also when read again");
+  blocks_reread_.fetch_add(1, std::memory_order_relaxed);
+  if (reread != nullptr) *reread = true;
+  return second;
+}
+
+Status CheckpointReader::Impl::Decompress(uint32_t block, std::span<const uint8_t> payload,
+                                          std::span<uint8_t> out) const {
+  const BlockInfo& b = model_.blocks[block];
   if (!b.compressed()) {
     if (payload.data() != out.data()) std::memcpy(out.data(), payload.data(), out.size());
     return Status::Ok();
@@ -148,21 +179,21 @@ Status CheckpointReader::Impl::DecodeBlock(uint32_t block, std::span<const uint8
   return Status::Ok();
 }
 
-Status CheckpointReader::Impl::ReadBlock(uint32_t block, std::span<uint8_t> out) const {
+Status CheckpointReader::Impl::ReadBlock(uint32_t block, std::span<uint8_t> out, bool* reread) const {
   if (block >= model_.blocks.size()) return Status::InvalidArgument(file_->name() + ": no block " + std::to_string(block));
   const BlockInfo& b = model_.blocks[block];
   if (out.size() != b.raw_length()) return Status::InvalidArgument(BlockWhere(block) + ": output buffer has the wrong size");
-  if (!b.compressed()) {
-    // Read straight into the caller's buffer, then verify.
-    Status s = file_->ReadAt(b.offset, out);
-    if (!s.ok()) return s.WithContext("block " + std::to_string(block));
-    return DecodeBlock(block, out, out);
+  // A raw block is read straight into the caller's buffer, then verified.
+  thread_local std::vector<uint8_t> payload_buffer;
+  std::span<uint8_t> payload = out;
+  if (b.compressed()) {
+    payload_buffer.resize(b.stored_length);
+    payload = payload_buffer;
   }
-  thread_local std::vector<uint8_t> payload;
-  payload.resize(b.stored_length);
   Status s = file_->ReadAt(b.offset, payload);
   if (!s.ok()) return s.WithContext("block " + std::to_string(block));
-  return DecodeBlock(block, payload, out);
+  HLT_RETURN_IF_ERROR(VerifyOrReread(block, payload, reread));
+  return Decompress(block, payload, out);
 }
 
 Status CheckpointReader::Impl::ReadBlocks(std::span<const uint32_t> blocks, std::span<const std::span<uint8_t>> outs,
@@ -183,8 +214,12 @@ Status CheckpointReader::Impl::ReadBlocks(std::span<const uint32_t> blocks, std:
   (void)file_->ReadBatch(reqs);
   Status first;
   for (size_t i = 0; i < blocks.size(); ++i) {
-    statuses[i] = reqs[i].status.ok() ? DecodeBlock(blocks[i], payloads[i], outs[i])
-                                      : reqs[i].status.WithContext("block " + std::to_string(blocks[i]));
+    if (!reqs[i].status.ok()) {
+      statuses[i] = reqs[i].status.WithContext("block " + std::to_string(blocks[i]));
+    } else {
+      statuses[i] = VerifyOrReread(blocks[i], payloads[i], nullptr);
+      if (statuses[i].ok()) statuses[i] = Decompress(blocks[i], payloads[i], outs[i]);
+    }
     if (!statuses[i].ok() && first.ok()) first = statuses[i];
   }
   return first;
@@ -275,7 +310,13 @@ std::span<const BlockMember> CheckpointReader::BlockMembers(uint32_t block) cons
   return std::span<const BlockMember>(impl_->members_.data() + s[block], s[block + 1] - s[block]);
 }
 
-Status CheckpointReader::ReadBlock(uint32_t block, std::span<uint8_t> out) const { return impl_->ReadBlock(block, out); }
+Status CheckpointReader::ReadBlock(uint32_t block, std::span<uint8_t> out) const {
+  return impl_->ReadBlock(block, out, nullptr);
+}
+Status CheckpointReader::ReadBlock(uint32_t block, std::span<uint8_t> out, bool* reread) const {
+  return impl_->ReadBlock(block, out, reread);
+}
+uint64_t CheckpointReader::blocks_reread() const { return impl_->blocks_reread_.load(std::memory_order_relaxed); }
 Status CheckpointReader::ReadBlocks(std::span<const uint32_t> blocks, std::span<const std::span<uint8_t>> outs,
                                     std::span<Status> statuses) const {
   return impl_->ReadBlocks(blocks, outs, statuses);

@@ -100,6 +100,7 @@ class HALITE_HIDDEN CheckpointWriter::Impl {
       return Status::InvalidArgument("metadata strings must be printable ASCII of at most 256 bytes");
     }
     if (opt_.file_id && *opt_.file_id == FileId{}) return Status::InvalidArgument("file_id must not be all zero");
+    if (opt_.mac_key) HLT_RETURN_IF_ERROR(codec::InitMac());
     return Status::Ok();
   }
 

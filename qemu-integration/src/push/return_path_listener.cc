@@ -37,7 +37,9 @@ Status ReturnPathListener::WhyEnded(const Status& read_error, bool read_failed) 
 
 void ReturnPathListener::Loop() {
   FdSource source(fd_, FdSourceOptions{"return path", 0, 0, &stop_});
-  ReturnPathReader reader(&source);
+  // QEMU sizes a RECV_BITMAP by the block it names: anything larger than the checkpoint's largest is refused
+  // before it is allocated.
+  ReturnPathReader reader(&source, "return path", MaxRecvBitmapBytes(state_.ram_blocks));
   for (;;) {
     auto msg = reader.Next();
     if (!msg.has_value() || !msg->has_value()) {

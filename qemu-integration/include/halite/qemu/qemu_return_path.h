@@ -9,8 +9,10 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "halite/qemu/qemu_byte_io.h"
+#include "halite/qemu/qemu_saved_state.h"
 #include "halite/qemu/qemu_stream_format.h"
 #include "halite/status.h"
 
@@ -28,11 +30,19 @@ struct ReturnPathMessage {
   uint64_t stream_offset = 0;  // where the message started, for messages
 };
 
+// Default bound on a RECV_BITMAP's bitmap: one bit a 4 KiB page of an 8 TiB block (kMaxStreamRamBytes).
+inline constexpr uint64_t kDefaultMaxRecvBitmapBytes = uint64_t{1} << 28;
+
+// The largest RECV_BITMAP a destination with these RAMBlocks sends: one bit a target page of the largest block,
+// rounded up to whole 64-bit words (QEMU's ramblock_recv_bitmap_send). Pass it to ReturnPathReader when the
+// blocks are known (a restore knows them from the checkpoint).
+uint64_t MaxRecvBitmapBytes(const std::vector<RamBlockInfo>& blocks);
+
 class ReturnPathReader {
  public:
   // Borrows source. max_bitmap_bytes bounds a RECV_BITMAP's bitmap before it is allocated.
   explicit ReturnPathReader(SequentialSource* source, std::string name = "return path",
-                            uint64_t max_bitmap_bytes = 1ull << 28);
+                            uint64_t max_bitmap_bytes = kDefaultMaxRecvBitmapBytes);
 
   // The next message; std::nullopt when the stream ends cleanly between messages. Errors: corrupt (unknown type,
   // a length that does not fit the type, REQ_PAGES before any REQ_PAGES_ID, a bad bitmap end marker; the message

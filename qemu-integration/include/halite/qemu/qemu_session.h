@@ -37,7 +37,9 @@ struct SaveReport {
 };
 
 // Saves the VM behind `qmp`; pages go to `handler` as they arrive. The SavedVmState's blocks carry their page
-// sizes (from `info ramblock`). Fails if QEMU reports the migration failed, or the stream is incomplete.
+// sizes (from `info ramblock`). The stream may announce at most the RAM `info ramblock` lists (every block at its
+// maximum length; options.reader.max_ram_bytes lowers it further). Fails if QEMU reports the migration failed,
+// the stream is incomplete, or it breaks a limit of MigrationStreamReaderOptions (corrupt).
 Result<SavedVmState> SaveFromQemu(QmpClient& qmp, MigrationStreamHandler& handler, const SaveOptions& options,
                                   SaveReport* report);
 

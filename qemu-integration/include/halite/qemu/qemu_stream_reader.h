@@ -57,9 +57,24 @@ class MigrationStreamHandler {
   virtual Status OnPage(const PageRecord& page) = 0;
 };
 
+// Limits on what a stream can make the reader allocate. A stream from a QEMU whose guest may be hostile is
+// untrusted input: every size it announces is checked against these before anything is sized by it.
+//
+// The RAM a stream may announce (its MEM_SIZE total: every RAMBlock's used length summed). The reader keeps one
+// bit a 4 KiB page (32 MiB for 1 TiB of RAM), so this bounds its largest allocation. 2^31 pages (8 TiB) is the
+// most a checkpoint holds (format-spec/checkpoint-format.md section 6, "total pages").
+inline constexpr uint64_t kMaxStreamRamBytes = uint64_t{1} << 43;
+// RAMBlocks in one MEM_SIZE list (QEMU creates a few dozen).
+inline constexpr size_t kMaxStreamRamBlocks = 4096;
+
 struct MigrationStreamReaderOptions {
   std::string stream_name = "migration stream";  // prefixes every error
-  // Keep every page record's PageId in arrival order (16 bytes a page).
+  // At most this much RAM may be announced (see kMaxStreamRamBytes, which also caps this value). Set it to
+  // what the source says its guest has when that is known: SaveFromQemu uses the total of `info ramblock`.
+  uint64_t max_ram_bytes = kMaxStreamRamBytes;
+  // Keep every page record's PageId in arrival order (16 bytes a record), for at most twice as many records as
+  // the stream announced pages (a live precopy resends pages; a stream of endless resends must not grow the
+  // list without bound). Past that, recording stops and stats().arrival_order_truncated is set.
   bool record_arrival_order = true;
   // Device sections carry no length, so the end of the device state is recognised from the end of the stream:
   // EOF followed by a VMDESC whose length reaches exactly to the end. Without a VMDESC any cut right after a
@@ -84,6 +99,7 @@ struct MigrationStreamStats {
   uint64_t scan_jumps = 0;      // == out_of_order_pages().size()
   bool postcopy_advised = false;
   bool ram_end_seen = false;    // false for background-snapshot streams
+  bool arrival_order_truncated = false;  // arrival_order() stopped at twice the announced pages
 };
 
 class MigrationStreamReader {
@@ -92,8 +108,8 @@ class MigrationStreamReader {
   MigrationStreamReader(SequentialSource* source, MigrationStreamHandler* handler,
                         MigrationStreamReaderOptions options = {});
 
-  // Parses the whole stream, up to the source's end. Errors are corrupt (bytes violate the format, message with
-  // the stream offset and what was expected), unsupported (a feature this reader does not take), io-error (the
+  // Parses the whole stream, up to the source's end. Errors are corrupt (bytes violate the format or a limit
+  // above, message with the stream offset and what was expected), unsupported (a feature this reader does not take), io-error (the
   // source), or whatever the handler returned. Call once.
   Status Run();
 
@@ -129,6 +145,7 @@ class MigrationStreamReader {
   bool ignore_shared_ = false;  // x-ignore-shared: each MEM_SIZE entry carries a be64 address
   int last_block_ = -1;         // the CONTINUE state, carried across sections
   std::vector<std::vector<uint64_t>> seen_;  // per block, one bit a page
+  uint64_t announced_pages_ = 0;             // the MEM_SIZE total in pages
   uint64_t distinct_seen_ = 0;
   bool have_last_ = false;
   PageId last_;
