@@ -57,6 +57,8 @@ class Decoder {
   Status DecodeBlobs(std::span<const uint8_t> body, uint64_t at);
   Status DecodeRestoreOrder(std::span<const uint8_t> body, uint64_t at);
   Status DecodeDictionary(std::span<const uint8_t> body, uint64_t at);
+  Status DecodeParent(std::span<const uint8_t> body, uint64_t at);
+  Status DecodePageHashes(std::span<const uint8_t> body, uint64_t at);
   Status DecodeMac(std::span<const uint8_t> body, uint64_t at);
   Status CrossCheck();
 
@@ -65,7 +67,7 @@ class Decoder {
   const std::string& name_;
   IndexModel m_;
   uint64_t total_slots_ = 0;
-  uint64_t page_map_at_ = 0, blocks_at_ = 0, blobs_at_ = 0, order_at_ = 0, dictionary_at_ = 0;
+  uint64_t page_map_at_ = 0, blocks_at_ = 0, blobs_at_ = 0, order_at_ = 0, dictionary_at_ = 0, parent_at_ = 0;
 };
 
 const char* SectionName(uint32_t type) {
@@ -78,14 +80,25 @@ const char* SectionName(uint32_t type) {
     case SectionType::kRestoreOrder: return "RESTORE_ORDER";
     case SectionType::kDictionary: return "DICTIONARY";
     case SectionType::kMac: return "MAC";
+    case SectionType::kParent: return "PARENT";
   }
   return "unknown";
+}
+
+// Position of a non-skippable section type in the required order of section 5: METADATA..DICTIONARY, then the
+// sections later minors added (PARENT), then MAC, always last.
+uint32_t SectionRank(uint32_t type) {
+  if (type == static_cast<uint32_t>(SectionType::kParent)) return 8;
+  if (type == static_cast<uint32_t>(SectionType::kMac)) return 100;
+  return type;
 }
 
 Result<IndexModel> Decoder::Run() {
   ByteCursor c(index_, index_offset_);
   uint32_t last_type = 0;       // the last non-skippable section
+  uint32_t last_rank = 0;       // its SectionRank
   uint32_t last_skippable = 0;  // the last skippable section, 0 before the first
+  const uint32_t restore_order_rank = static_cast<uint32_t>(SectionType::kRestoreOrder);
   while (c.remaining() > 0) {
     uint64_t at = c.file_offset();
     if (!c.Has(kSectionHeaderSize)) return Err(at, "section header", "truncated (16 bytes expected)");
@@ -93,15 +106,17 @@ Result<IndexModel> Decoder::Run() {
     uint32_t flags = c.U32();
     uint64_t len = c.U64();
     const bool skippable = IsSkippableSection(type);
-    if (!skippable && (type < 1 || type > static_cast<uint32_t>(SectionType::kMac))) {
+    if (!skippable && (type < 1 || type > static_cast<uint32_t>(SectionType::kParent))) {
       return Err(at, "section header", fmt::format("unknown section type {} (not skippable: types {:#x} and above "
                                                    "are the skippable ones)",
                                                    type, kSkippableSectionBit));
     }
-    std::string sname = skippable ? fmt::format("skippable section {:#x}", type) : SectionName(type);
+    std::string sname = skippable ? (type == kPageHashesSectionType ? std::string("PAGE_HASHES")
+                                                                    : fmt::format("skippable section {:#x}", type))
+                                  : SectionName(type);
     if (skippable) {
       // 5.9: skippable sections follow every required section, precede MAC, in increasing type order.
-      if (last_type < static_cast<uint32_t>(SectionType::kRestoreOrder)) {
+      if (last_rank < restore_order_rank) {
         return Err(at, sname, "before the required section " + std::string(SectionName(last_type + 1)) +
                                   " (skippable sections follow every required section)");
       }
@@ -113,10 +128,11 @@ Result<IndexModel> Decoder::Run() {
       }
       last_skippable = type;
     } else {
-      if (type <= last_type) {
+      const uint32_t rank = SectionRank(type);
+      if (rank <= last_rank) {
         return Err(at, sname, "section out of order or repeated (after " + std::string(SectionName(last_type)) + ")");
       }
-      if (last_type + 1 != type && last_type < static_cast<uint32_t>(SectionType::kRestoreOrder)) {
+      if (last_rank + 1 != rank && last_rank < restore_order_rank) {
         return Err(at, sname, "required section " + std::string(SectionName(last_type + 1)) + " is missing");
       }
       if (last_skippable != 0 && type != static_cast<uint32_t>(SectionType::kMac)) {
@@ -124,6 +140,7 @@ Result<IndexModel> Decoder::Run() {
                                           last_skippable));
       }
       last_type = type;
+      last_rank = rank;
     }
     if (flags != 0) return Err(at + 4, sname, "reserved section flags " + fmt::format("{:#x}", flags) + " (expected 0)");
     if (len > c.remaining()) {
@@ -135,6 +152,11 @@ Result<IndexModel> Decoder::Run() {
     size_t start = c.pos() - len;
     HLT_RETURN_IF_ERROR(CheckPadding(c, start, sname));
     if (skippable) {
+      if (type == kPageHashesSectionType) {
+        // 5.11: a type this reader knows, so its own rules apply.
+        HLT_RETURN_IF_ERROR(DecodePageHashes(body, body_at));
+        continue;
+      }
       // Not interpreted: a reader that knows the type reads it from here; every other reader ignores it.
       m_.skippable_sections.push_back(SkippableSection{type, std::vector<uint8_t>(body.begin(), body.end())});
       continue;
@@ -150,13 +172,17 @@ Result<IndexModel> Decoder::Run() {
         dictionary_at_ = at;
         HLT_RETURN_IF_ERROR(DecodeDictionary(body, body_at));
         break;
+      case SectionType::kParent:
+        parent_at_ = at;
+        HLT_RETURN_IF_ERROR(DecodeParent(body, body_at));
+        break;
       case SectionType::kMac:
         m_.mac_section_offset = size_t(at - index_offset_);
         HLT_RETURN_IF_ERROR(DecodeMac(body, body_at));
         break;
     }
   }
-  if (last_type < static_cast<uint32_t>(SectionType::kRestoreOrder)) {
+  if (last_rank < restore_order_rank) {
     return Err(c.file_offset(), "end", "required section " + std::string(SectionName(last_type + 1)) + " is missing");
   }
   HLT_RETURN_IF_ERROR(CrossCheck());
@@ -394,6 +420,64 @@ Status Decoder::DecodeDictionary(std::span<const uint8_t> body, uint64_t at) {
   return Status::Ok();
 }
 
+Status Decoder::DecodeParent(std::span<const uint8_t> body, uint64_t at) {
+  const std::string s = "PARENT";
+  if (body.size() < kParentFixedSize) {
+    return Err(at, s, "body is " + std::to_string(body.size()) + " bytes (expected at least 48)");
+  }
+  ByteCursor c(body, at);
+  ParentSection p;
+  auto id = c.Bytes(kFileIdSize);
+  std::copy(id.begin(), id.end(), p.file_id.begin());
+  auto fp = c.Bytes(16);
+  std::copy(fp.begin(), fp.end(), p.fingerprint.begin());
+  p.page_count = c.U64();
+  p.chain_depth = c.U32();
+  uint16_t hint_length = c.U16();
+  HLT_RETURN_IF_ERROR(CheckZero(c, 2, s, "reserved"));
+  if (p.file_id == FileId{}) return Err(at, s, "parent_file_id is all zero");
+  if (p.page_count < 1 || p.page_count > kMaxTotalPages) {
+    return Err(at + 32, s, "parent_page_count " + std::to_string(p.page_count) + " (expected 1..2^31)");
+  }
+  if (hint_length < 1 || hint_length > kMaxPathHintLength) {
+    return Err(at + 44, s, "path_hint_length " + std::to_string(hint_length) + " (expected 1..1024)");
+  }
+  if (body.size() != kParentFixedSize + uint64_t{hint_length}) {
+    return Err(at, s, "body_length " + std::to_string(body.size()) + " (expected " +
+                          std::to_string(kParentFixedSize + hint_length) + " from path_hint_length)");
+  }
+  p.path_hint = c.Str(hint_length);
+  if (!IsValidPathHint(p.path_hint)) {
+    return Err(at + kParentFixedSize, s,
+               "path_hint is not a relative path of printable ASCII (no leading '/', no empty component)");
+  }
+  if (p.chain_depth < 1 || p.chain_depth > kMaxChainDepth) {
+    return Err(at + 40, s, "chain_depth " + std::to_string(p.chain_depth) + " (expected 1..16: a chain has at most " +
+                               "16 parent links; parent \"" + p.path_hint + "\")");
+  }
+  m_.parent = std::move(p);
+  return Status::Ok();
+}
+
+Status Decoder::DecodePageHashes(std::span<const uint8_t> body, uint64_t at) {
+  const std::string s = "PAGE_HASHES";
+  ByteCursor c(body, at);
+  uint32_t algorithm = c.U32();
+  HLT_RETURN_IF_ERROR(CheckZero(c, 4, s, "reserved"));
+  if (!c.ok()) return Err(at, s, "truncated");
+  if (algorithm != kPageHashAlgorithmXxh3Low64) {
+    return Err(at, s, "algorithm " + std::to_string(algorithm) + " (expected 1)");
+  }
+  const uint64_t total = m_.page_map.size();
+  if (body.size() != kPageHashesFixedSize + 8 * total) {
+    return Err(at, s, "body_length " + std::to_string(body.size()) + " (expected 8 + 8 x " + std::to_string(total) +
+                          " pages)");
+  }
+  m_.page_hashes.resize(total);  // bounded: equals the section length, which is inside the index
+  for (uint64_t g = 0; g < total; ++g) m_.page_hashes[g] = c.U64();
+  return Status::Ok();
+}
+
 Status Decoder::DecodeMac(std::span<const uint8_t> body, uint64_t at) {
   const std::string s = "MAC";
   ByteCursor c(body, at);
@@ -425,9 +509,24 @@ Status Decoder::DecodeMac(std::span<const uint8_t> body, uint64_t at) {
 Status Decoder::CrossCheck() {
   // Slots: every page-map reference in range, every slot referenced.
   std::vector<bool> used(total_slots_);
+  bool any_in_parent = false;
   for (uint64_t g = 0; g < m_.page_map.size(); ++g) {
     uint32_t v = m_.page_map[g];
     if (v < kPageMapFirstSlot) continue;
+    if (v == kPageMapInParent) {
+      // 5.3 and 5.10: only with a PARENT section, and only for a page the parent has.
+      if (!m_.parent) {
+        return Err(page_map_at_ + 4 * g, "PAGE_MAP", "page " + std::to_string(g) +
+                                                      " is IN_PARENT but the file has no PARENT section");
+      }
+      if (g >= m_.parent->page_count) {
+        return Err(page_map_at_ + 4 * g, "PAGE_MAP",
+                   "page " + std::to_string(g) + " is IN_PARENT but the parent (\"" + m_.parent->path_hint +
+                       "\") has only " + std::to_string(m_.parent->page_count) + " pages");
+      }
+      any_in_parent = true;
+      continue;
+    }
     uint64_t slot = v - kPageMapFirstSlot;
     if (slot >= total_slots_) {
       return Err(page_map_at_ + 4 * g, "PAGE_MAP", "page " + std::to_string(g) + " references slot " +
@@ -438,6 +537,7 @@ Status Decoder::CrossCheck() {
   for (uint64_t sidx = 0; sidx < total_slots_; ++sidx) {
     if (!used[sidx]) return Err(page_map_at_, "PAGE_MAP", "slot " + std::to_string(sidx) + " is referenced by no page");
   }
+  if (m_.parent && !any_in_parent) return Err(parent_at_, "PARENT", "present but no page is IN_PARENT");
   // HOT flags mirror the working-set prefix of the restore order.
   std::vector<bool> hot(m_.blocks.size());
   for (uint32_t i = 0; i < m_.working_set_blocks; ++i) hot[m_.restore_order[i]] = true;
@@ -455,6 +555,12 @@ Status Decoder::CrossCheck() {
 }
 
 }  // namespace
+
+bool IsValidPathHint(const std::string& s) {
+  if (s.empty() || s.size() > kMaxPathHintLength || !IsPrintableAscii(s)) return false;
+  if (s.front() == '/' || s.back() == '/') return false;
+  return s.find("//") == std::string::npos;
+}
 
 bool IsPrintableAscii(const std::string& s) {
   for (unsigned char ch : s) {
@@ -543,15 +649,41 @@ std::vector<uint8_t> EncodeIndex(const IndexModel& m) {
   if (!m.dictionary.empty()) {
     WriteSection(w, SectionType::kDictionary, [&](ByteWriter& b) { b.Bytes(m.dictionary.data(), m.dictionary.size()); });
   }
+  if (m.parent) {
+    WriteSection(w, SectionType::kParent, [&](ByteWriter& b) {
+      b.Bytes(m.parent->file_id.data(), m.parent->file_id.size());
+      b.Bytes(m.parent->fingerprint.data(), m.parent->fingerprint.size());
+      b.U64(m.parent->page_count);
+      b.U32(m.parent->chain_depth);
+      b.U16(uint16_t(m.parent->path_hint.size()));
+      b.U16(0);
+      b.Str(m.parent->path_hint);
+    });
+  }
+  auto write_page_hashes = [&] {
+    WriteSection(w, static_cast<SectionType>(kPageHashesSectionType), [&](ByteWriter& b) {
+      b.U32(kPageHashAlgorithmXxh3Low64);
+      b.U32(0);
+      for (uint64_t h : m.page_hashes) b.U64(h);
+    });
+  };
+  bool hashes_written = m.page_hashes.empty();
   for (const auto& section : m.skippable_sections) {
+    if (!hashes_written && section.type > kPageHashesSectionType) {
+      write_page_hashes();
+      hashes_written = true;
+    }
     WriteSection(w, static_cast<SectionType>(section.type),
                  [&](ByteWriter& b) { b.Bytes(section.body.data(), section.body.size()); });
   }
+  if (!hashes_written) write_page_hashes();
   return out;
 }
 
 uint16_t MinimumMinorVersion(const IndexModel& model) {
-  return model.skippable_sections.empty() ? 0 : kFormatMinorSkippableSections;
+  if (model.parent) return kFormatMinorParent;
+  if (!model.skippable_sections.empty() || !model.page_hashes.empty()) return kFormatMinorSkippableSections;
+  return 0;
 }
 
 Result<IndexModel> DecodeIndex(std::span<const uint8_t> index, uint64_t index_offset, const std::string& name) {
