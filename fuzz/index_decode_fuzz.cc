@@ -58,9 +58,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (m->parent) {
     FUZZ_CHECK(m->parent->chain_depth >= 1 && m->parent->chain_depth <= format::kMaxChainDepth);
     FUZZ_CHECK(format::IsValidPathHint(m->parent->path_hint));
-    FUZZ_CHECK(std::find(m->page_map.begin(), m->page_map.end(), format::kPageMapInParent) != m->page_map.end());
+    // 5.3: a child's page map is sparse and leaves at least one page IN_PARENT.
+    FUZZ_CHECK(m->sparse_page_map && m->page_map.empty() && m->page_map_entries.size() < m->total_pages());
+    for (size_t i = 0; i < m->page_map_entries.size(); ++i) {
+      const auto& e = m->page_map_entries[i];
+      FUZZ_CHECK(e.page < m->total_pages() && (i == 0 || e.page > m->page_map_entries[i - 1].page));
+      FUZZ_CHECK(e.value != format::kPageMapInParent);
+      if (e.value >= format::kPageMapFirstSlot) FUZZ_CHECK(e.value - format::kPageMapFirstSlot < slots);
+    }
+  } else {
+    FUZZ_CHECK(!m->sparse_page_map);
   }
-  FUZZ_CHECK(m->page_hashes.empty() || m->page_hashes.size() == m->total_pages());
+  FUZZ_CHECK(m->page_hashes.empty() || m->page_hashes.size() == slots);
   FUZZ_CHECK(m->restore_order.size() == m->blocks.size() && m->working_set_blocks <= m->blocks.size());
   if (m->mac.present) {
     FUZZ_CHECK(m->mac.block_macs.size() == m->blocks.size() && m->mac.blob_macs.size() == m->blobs.size());

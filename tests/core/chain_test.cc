@@ -85,7 +85,7 @@ TEST_CASE("a child stores only changed pages and reads back through its parent",
 
   WriteSummary bs = Write(dir.File("base.hlt"), base);
   CHECK(bs.in_parent_pages == 0);
-  CHECK(bs.page_hash_bytes == 16 + 8 + 8 * kPages);
+  CHECK(bs.page_hash_bytes == 16 + 8 + 8 * bs.stored_pages);
   auto base_reader = OpenShared(dir.File("base.hlt"));
   CHECK(base_reader->format_minor() == 1);  // PAGE_HASHES only
   WriteSummary cs = Write(dir.File("child.hlt"), child, base_reader);
@@ -96,7 +96,8 @@ TEST_CASE("a child stores only changed pages and reads back through its parent",
   CHECK(child_reader->format_minor() == 2);
   CheckView(*child_reader, child);
   WriteSummary gs = Write(dir.File("grandchild.hlt"), grandchild, child_reader, false);
-  CHECK(gs.in_parent_pages == kPages - 10 - 6);  // the zero pages stay zero pages
+  CHECK(gs.in_parent_pages == kPages - 10);  // zero pages too: the parent's are zero
+  CHECK(gs.zero_pages == 0);
 
   auto r = OpenShared(dir.File("grandchild.hlt"));
   CheckView(*r, grandchild);
@@ -106,7 +107,9 @@ TEST_CASE("a child stores only changed pages and reads back through its parent",
   CHECK(r->chain()[1].pages == 30);  // the grandchild's changes (30k+1) are none of the child's (10k)
   CHECK(r->chain()[2].pages == kPages - 30 - 6 - 10);
   CHECK(r->chain()[1].path_hint == "base.hlt");
-  CHECK(r->page_hashes().empty());
+  CHECK_FALSE(r->has_page_hashes());
+  CHECK_FALSE(r->PageHash(1).has_value());  // stored in the grandchild, which has no PAGE_HASHES
+  CHECK(r->PageHash(2).has_value());        // from the base, which has
   // The restore order is a permutation of the view's blocks, this file's first.
   std::vector<uint32_t> order = r->restore_order();
   REQUIRE(order.size() == r->blocks().size());
@@ -120,7 +123,7 @@ TEST_CASE("equal hashes are not enough: the bytes decide", "[chain]") {
   std::vector<uint32_t> base(32, 1), child(32, 1);
   child[7] = 2;
   Write(dir.File("base.hlt"), base);
-  // Forge the parent's PAGE_HASHES entry of page 7 to the child's page hash: a collision, as far as the writer sees.
+  // Forge the parent's PAGE_HASHES entry of page 7 (slot 7: every page of the base is stored, in order) to the child's page hash: a collision, as far as the writer sees.
   std::ifstream in(dir.File("base.hlt"), std::ios::binary);
   std::vector<uint8_t> f((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   const uint64_t index_offset = format::LoadLe64(&f[f.size() - 64]);
@@ -140,7 +143,7 @@ TEST_CASE("equal hashes are not enough: the bytes decide", "[chain]") {
   auto r = OpenShared(dir.File("child.hlt"));
   CheckView(*r, child, false);
   Status v = r->VerifyAll();  // verify checks the whole chain, so it finds the forged parent entry
-  CHECK_THAT(v.message(), Catch::Contains("forged.hlt: PAGE_HASHES: page 7"));
+  CHECK_THAT(v.message(), Catch::Contains("forged.hlt: PAGE_HASHES: slot 7"));
 }
 
 TEST_CASE("a child whose pages all changed is a full checkpoint", "[chain]") {

@@ -203,7 +203,9 @@ std::vector<uint8_t> WithSkippableSection(const std::vector<uint8_t>& f, uint32_
 format::IndexModel ModelOf(const std::vector<uint8_t>& f) {
   Parts p = Split(f);
   auto m = format::DecodeIndex(p.index, p.footer.index_offset, "vector");
-  return m ? std::move(*m) : format::IndexModel{};
+  if (!m) return format::IndexModel{};
+  m->MaterializePageMap();  // a child's sparse map, dense to edit; EncodeIndex writes it sparse again
+  return std::move(*m);
 }
 
 // `f` with its index encoded from `m` (the MAC section, if any, is carried over unchanged).
@@ -735,7 +737,8 @@ Result<std::vector<ChainVector>> BuildChainVectors() {
   o.block_pages = 2;
   o.page_hashes = true;
   HLT_ASSIGN_OR_RETURN(auto base, Build("chain-base.hlt", o, FillChainBase));
-  keep_valid(base.name, std::move(base.bytes), true, "a full checkpoint with PAGE_HASHES (5.11), format 1.1: the parent");
+  keep_valid(base.name, std::move(base.bytes), true,
+             "a full checkpoint with PAGE_HASHES (5.11), format 1.1: the parent");
 
   HLT_ASSIGN_OR_RETURN(o, child_options('c', 1, "chain-base.hlt", "chain-base.hlt"));
   o.page_hashes = true;
@@ -808,7 +811,8 @@ Result<std::vector<ChainVector>> BuildChainVectors() {
     auto model = ModelOf(child.bytes);
     model.page_map[9] = format::kPageMapInParent;
     add_invalid("chain-past-parent.hlt", WithModel(child.bytes, model), StatusCode::kCorrupt, StatusCode::kOk,
-                "page 9 is IN_PARENT but the parent (\"chain-base.hlt\") has only 8 pages", "chain-base.hlt",
+                "a page past the parent's end is IN_PARENT: the parent (\"chain-base.hlt\") has only 8 pages",
+                "chain-base.hlt",
                 "an IN_PARENT page past the parent's page count");
   }
   {
@@ -876,13 +880,13 @@ Result<std::vector<ChainVector>> BuildChainVectors() {
     auto model = ModelOf(dir.Get("chain-base.hlt"));
     model.page_hashes.pop_back();
     add_invalid("page-hashes-short.hlt", WithModel(dir.Get("chain-base.hlt"), model), StatusCode::kCorrupt,
-                StatusCode::kOk, "PAGE_HASHES at offset", "", "PAGE_HASHES with one entry fewer than the pages");
+                StatusCode::kOk, "PAGE_HASHES at offset", "", "PAGE_HASHES with one entry fewer than the stored slots");
   }
   {
     auto model = ModelOf(child.bytes);
-    model.page_hashes[2] ^= 1;  // an IN_PARENT page: checked against the parent's bytes
+    model.page_hashes[0] ^= 1;
     add_invalid("page-hashes-wrong.hlt", WithModel(child.bytes, model), StatusCode::kOk, StatusCode::kCorrupt,
-                "PAGE_HASHES: page 2", "", "a wrong hash for a page that lives in the parent: opens, fails verify");
+                "PAGE_HASHES: slot 0", "", "a wrong hash for a stored page: opens, fails verify");
   }
   return out;
 }
@@ -930,7 +934,14 @@ Result<std::string> Describe(const CheckpointReader& r) {
   o << "dictionary_bytes " << r.dictionary_size() << "\n";
   o << "authenticated " << (r.authenticated() ? "yes" : "no") << "\n";
   // Format 1.2 (section 12) and PAGE_HASHES (5.11): printed only when used, so older descriptions stay as they were.
-  if (!r.page_hashes().empty()) o << "page_hashes " << r.page_hashes().size() << "\n";
+  if (r.has_page_hashes()) {
+    o << "page_hashes";
+    for (uint64_t g = 0; g < r.total_pages(); ++g) {
+      auto h = r.PageHash(g);
+      o << ' ' << (h ? fmt::format("{:#x}", *h) : std::string("?"));
+    }
+    o << "\n";
+  }
   if (r.chain().size() > 1) {
     for (size_t i = 0; i < r.chain().size(); ++i) {
       const ChainLevel& c = r.chain()[i];

@@ -118,9 +118,12 @@ class HALITE_EXPORT CheckpointReader {
   uint32_t chain_depth() const;
   // Section 12: what a child of this file records in its PARENT section to name exactly this file.
   const std::array<uint8_t, 16>& index_fingerprint() const;
-  // 5.11: one hash per page of this checkpoint's view, or empty when the file has no PAGE_HASHES section.
-  // A hint for writers of children: never proof that two pages are equal.
-  std::span<const uint64_t> page_hashes() const;
+  // 5.11: the content hash of page `global_page` of this checkpoint's view (low 64 bits of XXH3_128 of its 4096
+  // bytes; zero and absent pages hash as zeros), from the PAGE_HASHES section of the file that stores it; nullopt
+  // when that file has none. A hint for writers of children: never proof that two pages are equal.
+  // Precondition: global_page < total_pages().
+  std::optional<uint64_t> PageHash(uint64_t global_page) const;
+  bool has_page_hashes() const;  // this file has a PAGE_HASHES section
 
   // O(1). Precondition: global_page < total_pages().
   PageLocation Locate(uint64_t global_page) const;

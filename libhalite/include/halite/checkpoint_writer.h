@@ -74,15 +74,15 @@ struct HALITE_EXPORT WriterOptions {
   // Incremental checkpoint (format-spec 12): a page whose bytes equal `parent`'s view of the same page number is
   // stored as a reference into it (IN_PARENT). Decided on bytes, never on a hash alone: when the parent has
   // PAGE_HASHES, a differing hash rules a page out without decoding anything, and an equal one is confirmed
-  // against the parent's decoded page. Zero pages stay zero pages. When no page matches, the file gets no PARENT
-  // section and is complete. The reader must stay open until Finish() returns; the chain may hold at most 16
+  // against the parent's decoded page. A zero (absent) page is IN_PARENT where the parent's is zero (absent) too.
+  // When no page matches, the file gets no PARENT section and is complete. The reader must stay open until Finish() returns; the chain may hold at most 16
   // parent links.
   std::shared_ptr<const CheckpointReader> parent;
   // The parent's path relative to the output's directory, recorded in the PARENT section. Create(path) derives
   // it from parent->name() when empty; Create(sink) needs it.
   std::string parent_path_hint;
-  // Write the PAGE_HASHES section (5.11): 8 bytes a page (0.2% of the raw size), so that a child of this
-  // checkpoint rules out changed pages without decoding this file's blocks.
+  // Write the PAGE_HASHES section (5.11): 8 bytes per stored page (0.2% of the stored pages' raw size), so that a
+  // child of this checkpoint rules out changed pages without decoding this file's blocks.
   bool page_hashes = false;
   std::function<void(const WriteProgress&)> progress;  // called from the writing thread
 };

@@ -41,6 +41,11 @@ enum class SectionType : uint32_t {
 // 5.9: a section type with this bit set is skippable: a reader that does not know it ignores it.
 inline constexpr uint32_t kSkippableSectionBit = 0x80000000u;
 inline constexpr uint32_t kSectionHeaderSize = 16;
+// 5.3, since 1.2: section flag of PAGE_MAP in a file with PARENT: the body lists only the pages that are not
+// IN_PARENT, as (page, value) pairs after a u64 count.
+inline constexpr uint32_t kSectionFlagSparse = 1u << 0;
+inline constexpr uint32_t kSparsePageMapFixedSize = 8;
+inline constexpr uint32_t kSparsePageMapEntrySize = 8;
 inline constexpr uint32_t kMetadataFixedSize = 40;      // 5.1
 inline constexpr uint32_t kRegionEntryFixedSize = 24;   // 5.2
 inline constexpr uint32_t kBlockEntrySize = 32;         // 5.4
@@ -51,7 +56,7 @@ inline constexpr uint32_t kMaxPathHintLength = 1024;
 inline constexpr uint32_t kMaxChainDepth = 16;
 // 5.11: the PAGE_HASHES skippable section (since 1.1 rules; assigned with 1.2) and its one algorithm.
 inline constexpr uint32_t kPageHashesSectionType = 0x80000002u;
-inline constexpr uint32_t kPageHashAlgorithmXxh3Low64 = 1;  // low 64 bits of XXH3_128 of the page
+inline constexpr uint32_t kPageHashAlgorithmXxh3Low64 = 1;  // low 64 bits of XXH3_128 of each stored slot's page
 inline constexpr uint32_t kPageHashesFixedSize = 8;
 
 // Section 3: header flags.

@@ -12,12 +12,12 @@ namespace {
 
 // Writes one section: header, body produced by `body`, zero padding.
 template <typename F>
-void WriteSection(ByteWriter& w, SectionType type, F body) {
+void WriteSection(ByteWriter& w, SectionType type, F body, uint32_t flags = 0) {
   std::vector<uint8_t> b;
   ByteWriter bw(&b);
   body(bw);
   w.U32(static_cast<uint32_t>(type));
-  w.U32(0);
+  w.U32(flags);
   w.U64(b.size());
   size_t start = w.size();
   w.Bytes(b.data(), b.size());
@@ -52,7 +52,8 @@ class Decoder {
 
   Status DecodeMetadata(std::span<const uint8_t> body, uint64_t at);
   Status DecodeRegions(std::span<const uint8_t> body, uint64_t at);
-  Status DecodePageMap(std::span<const uint8_t> body, uint64_t at);
+  Status DecodePageMap(std::span<const uint8_t> body, uint64_t at, bool sparse);
+  Status CheckSparsePageMap(std::vector<bool>* used);
   Status DecodeBlocks(std::span<const uint8_t> body, uint64_t at);
   Status DecodeBlobs(std::span<const uint8_t> body, uint64_t at);
   Status DecodeRestoreOrder(std::span<const uint8_t> body, uint64_t at);
@@ -142,7 +143,11 @@ Result<IndexModel> Decoder::Run() {
       last_type = type;
       last_rank = rank;
     }
-    if (flags != 0) return Err(at + 4, sname, "reserved section flags " + fmt::format("{:#x}", flags) + " (expected 0)");
+    const bool sparse_flag = !skippable && type == static_cast<uint32_t>(SectionType::kPageMap) &&
+                             flags == kSectionFlagSparse;
+    if (flags != 0 && !sparse_flag) {
+      return Err(at + 4, sname, "reserved section flags " + fmt::format("{:#x}", flags) + " (expected 0)");
+    }
     if (len > c.remaining()) {
       return Err(at + 8, sname, "body_length " + std::to_string(len) + " exceeds the " +
                                     std::to_string(c.remaining()) + " bytes left in the index");
@@ -164,7 +169,7 @@ Result<IndexModel> Decoder::Run() {
     switch (static_cast<SectionType>(type)) {
       case SectionType::kMetadata: HLT_RETURN_IF_ERROR(DecodeMetadata(body, body_at)); break;
       case SectionType::kRegions: HLT_RETURN_IF_ERROR(DecodeRegions(body, body_at)); break;
-      case SectionType::kPageMap: HLT_RETURN_IF_ERROR(DecodePageMap(body, body_at)); break;
+      case SectionType::kPageMap: HLT_RETURN_IF_ERROR(DecodePageMap(body, body_at, sparse_flag)); break;
       case SectionType::kBlocks: HLT_RETURN_IF_ERROR(DecodeBlocks(body, body_at)); break;
       case SectionType::kBlobs: HLT_RETURN_IF_ERROR(DecodeBlobs(body, body_at)); break;
       case SectionType::kRestoreOrder: HLT_RETURN_IF_ERROR(DecodeRestoreOrder(body, body_at)); break;
@@ -264,10 +269,29 @@ Status Decoder::DecodeRegions(std::span<const uint8_t> body, uint64_t at) {
   return Status::Ok();
 }
 
-Status Decoder::DecodePageMap(std::span<const uint8_t> body, uint64_t at) {
+Status Decoder::DecodePageMap(std::span<const uint8_t> body, uint64_t at, bool sparse) {
   page_map_at_ = at;
   uint64_t total = 0;
   for (auto& r : m_.regions) total += r.page_count();
+  m_.page_count = total;
+  if (sparse) {
+    // 5.3, since 1.2: u64 entry_count, then (u32 page, u32 value) pairs. Bounded by the section length.
+    m_.sparse_page_map = true;
+    ByteCursor c(body, at);
+    uint64_t count = c.U64();
+    if (!c.ok()) return Err(at, "PAGE_MAP", "truncated entry count (sparse)");
+    if (count > total || body.size() != kSparsePageMapFixedSize + count * kSparsePageMapEntrySize) {
+      return Err(at, "PAGE_MAP", "sparse entry_count " + std::to_string(count) + " with body_length " +
+                                     std::to_string(body.size()) + " (expected 8 + 8 x entry_count, entry_count <= " +
+                                     std::to_string(total) + " pages)");
+    }
+    m_.page_map_entries.resize(count);
+    for (auto& e : m_.page_map_entries) {
+      e.page = c.U32();
+      e.value = c.U32();
+    }
+    return Status::Ok();
+  }
   if (body.size() != total * 4) {
     return Err(at, "PAGE_MAP", "body_length " + std::to_string(body.size()) + " (expected 4 x " +
                                    std::to_string(total) + " pages)");
@@ -288,7 +312,7 @@ Status Decoder::DecodeBlocks(std::span<const uint8_t> body, uint64_t at) {
     return Err(at, s, "block_count " + std::to_string(count) + " needs " + std::to_string(uint64_t{count} * 32) +
                           " bytes of entries, body has " + std::to_string(c.remaining()));
   }
-  if (count > m_.page_map.size()) return Err(at, s, "more blocks than pages");
+  if (count > m_.total_pages()) return Err(at, s, "more blocks than pages");
   m_.blocks.resize(count);
   uint64_t expect_offset = kHeaderSize;
   for (uint32_t i = 0; i < count; ++i) {
@@ -468,13 +492,14 @@ Status Decoder::DecodePageHashes(std::span<const uint8_t> body, uint64_t at) {
   if (algorithm != kPageHashAlgorithmXxh3Low64) {
     return Err(at, s, "algorithm " + std::to_string(algorithm) + " (expected 1)");
   }
-  const uint64_t total = m_.page_map.size();
+  const uint64_t total = total_slots_;
   if (body.size() != kPageHashesFixedSize + 8 * total) {
     return Err(at, s, "body_length " + std::to_string(body.size()) + " (expected 8 + 8 x " + std::to_string(total) +
-                          " pages)");
+                          " stored slots)");
   }
+  if (total == 0) return Err(at, s, "present but the file stores no page");
   m_.page_hashes.resize(total);  // bounded: equals the section length, which is inside the index
-  for (uint64_t g = 0; g < total; ++g) m_.page_hashes[g] = c.U64();
+  for (uint64_t slot = 0; slot < total; ++slot) m_.page_hashes[slot] = c.U64();
   return Status::Ok();
 }
 
@@ -506,10 +531,54 @@ Status Decoder::DecodeMac(std::span<const uint8_t> body, uint64_t at) {
   return Status::Ok();
 }
 
+// 5.3 sparse form: listed pages strictly increasing and in range, values not IN_PARENT, slots in range; every page
+// past the parent's end listed; at least one page left IN_PARENT.
+Status Decoder::CheckSparsePageMap(std::vector<bool>* used) {
+  const std::string s = "PAGE_MAP";
+  if (!m_.parent) return Err(page_map_at_, s, "sparse (flag 0x1) but the file has no PARENT section");
+  const uint64_t total = m_.page_count;
+  uint64_t past_parent = 0;
+  for (size_t i = 0; i < m_.page_map_entries.size(); ++i) {
+    const PageMapEntry& e = m_.page_map_entries[i];
+    const uint64_t eat = page_map_at_ + kSparsePageMapFixedSize + kSparsePageMapEntrySize * i;
+    if (e.page >= total) {
+      return Err(eat, s, "entry " + std::to_string(i) + ": page " + std::to_string(e.page) + " (only " +
+                             std::to_string(total) + " pages)");
+    }
+    if (i > 0 && e.page <= m_.page_map_entries[i - 1].page) {
+      return Err(eat, s, "entry " + std::to_string(i) + ": page " + std::to_string(e.page) +
+                             " (pages must be strictly increasing)");
+    }
+    if (e.value == kPageMapInParent) {
+      return Err(eat + 4, s, "entry " + std::to_string(i) + ": IN_PARENT is never listed (unlisted pages are)");
+    }
+    if (e.value >= kPageMapFirstSlot) {
+      uint64_t slot = e.value - kPageMapFirstSlot;
+      if (slot >= total_slots_) {
+        return Err(eat + 4, s, "page " + std::to_string(e.page) + " references slot " + std::to_string(slot) +
+                                   " (only " + std::to_string(total_slots_) + " exist)");
+      }
+      (*used)[slot] = true;
+    }
+    past_parent += e.page >= m_.parent->page_count;
+  }
+  if (total > m_.parent->page_count && past_parent != total - m_.parent->page_count) {
+    return Err(page_map_at_, s,
+               "a page past the parent's end is IN_PARENT: the parent (\"" + m_.parent->path_hint + "\") has only " +
+                   std::to_string(m_.parent->page_count) + " pages of " + std::to_string(total));
+  }
+  if (m_.page_map_entries.size() == total) return Err(parent_at_, "PARENT", "present but no page is IN_PARENT");
+  return Status::Ok();
+}
+
 Status Decoder::CrossCheck() {
   // Slots: every page-map reference in range, every slot referenced.
   std::vector<bool> used(total_slots_);
-  bool any_in_parent = false;
+  bool any_in_parent = m_.sparse_page_map;
+  if (m_.sparse_page_map) HLT_RETURN_IF_ERROR(CheckSparsePageMap(&used));
+  if (m_.parent && !m_.sparse_page_map) {
+    return Err(page_map_at_, "PAGE_MAP", "not sparse in a file with PARENT (flag 0x1 expected, 5.3)");
+  }
   for (uint64_t g = 0; g < m_.page_map.size(); ++g) {
     uint32_t v = m_.page_map[g];
     if (v < kPageMapFirstSlot) continue;
@@ -555,6 +624,12 @@ Status Decoder::CrossCheck() {
 }
 
 }  // namespace
+
+void IndexModel::MaterializePageMap() {
+  if (!sparse_page_map || !page_map.empty()) return;
+  page_map.assign(page_count, kPageMapInParent);
+  for (const auto& e : page_map_entries) page_map[e.page] = e.value;
+}
 
 bool IsValidPathHint(const std::string& s) {
   if (s.empty() || s.size() > kMaxPathHintLength || !IsPrintableAscii(s)) return false;
@@ -610,9 +685,34 @@ std::vector<uint8_t> EncodeIndex(const IndexModel& m) {
       b.PadTo(start, 8);
     }
   });
-  WriteSection(w, SectionType::kPageMap, [&](ByteWriter& b) {
-    for (uint32_t v : m.page_map) b.U32(v);
-  });
+  if (m.parent) {
+    // 5.3, since 1.2: a child lists only its pages that are not IN_PARENT.
+    WriteSection(
+        w, SectionType::kPageMap,
+        [&](ByteWriter& b) {
+          if (!m.page_map.empty()) {
+            uint64_t n = 0;
+            for (uint32_t v : m.page_map) n += v != kPageMapInParent;
+            b.U64(n);
+            for (uint64_t g = 0; g < m.page_map.size(); ++g) {
+              if (m.page_map[g] == kPageMapInParent) continue;
+              b.U32(uint32_t(g));
+              b.U32(m.page_map[g]);
+            }
+          } else {
+            b.U64(m.page_map_entries.size());
+            for (const auto& e : m.page_map_entries) {
+              b.U32(e.page);
+              b.U32(e.value);
+            }
+          }
+        },
+        kSectionFlagSparse);
+  } else {
+    WriteSection(w, SectionType::kPageMap, [&](ByteWriter& b) {
+      for (uint32_t v : m.page_map) b.U32(v);
+    });
+  }
   WriteSection(w, SectionType::kBlocks, [&](ByteWriter& b) {
     b.U32(uint32_t(m.blocks.size()));
     b.U32(0);

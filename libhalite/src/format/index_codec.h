@@ -39,23 +39,40 @@ struct ParentSection {
   bool operator==(const ParentSection&) const = default;
 };
 
+// One listed page of a sparse PAGE_MAP (5.3, since 1.2).
+struct PageMapEntry {
+  uint32_t page = 0;
+  uint32_t value = 0;  // absent, zero or slot + 2; never IN_PARENT
+  bool operator==(const PageMapEntry&) const = default;
+};
+
 // Everything the index says, as plain values. Derived fields (Region::first_page, BlockInfo::first_slot) are
 // filled by DecodeIndex and ignored by EncodeIndex.
 struct IndexModel {
   Metadata metadata;
   std::vector<Region> regions;
-  std::vector<uint32_t> page_map;  // one entry per global page (5.3)
+  std::vector<uint32_t> page_map;  // one entry per global page (5.3); empty when decoded from a sparse PAGE_MAP
+  // 5.3, since 1.2, in a file with PARENT: the PAGE_MAP as stored (the pages that are not IN_PARENT), kept sparse
+  // by the decoder so that nothing is allocated per page before the parent is verified; MaterializePageMap() makes
+  // page_map from it. EncodeIndex writes a file with PARENT this way, from page_map when it is filled.
+  bool sparse_page_map = false;
+  std::vector<PageMapEntry> page_map_entries;
+  uint64_t page_count = 0;  // total pages from REGIONS (decode)
   std::vector<BlockInfo> blocks;
   std::vector<BlobInfo> blobs;
   std::vector<uint32_t> restore_order;
   uint32_t working_set_blocks = 0;
   std::vector<uint8_t> dictionary;  // empty when absent
   std::optional<ParentSection> parent;  // 5.10
-  std::vector<uint64_t> page_hashes;    // 5.11: one per page, or empty when the file has no PAGE_HASHES section
+  std::vector<uint64_t> page_hashes;    // 5.11: one per stored slot, or empty when the file has no PAGE_HASHES
   std::vector<SkippableSection> skippable_sections;  // in file order (increasing type), before MAC (5.9)
   MacSection mac;                   // mac.present says whether the MAC section exists (5.8)
   size_t mac_section_offset = 0;    // where the MAC section starts inside the index (decode only)
-  uint64_t total_pages() const { return page_map.size(); }
+  uint64_t total_pages() const { return sparse_page_map ? page_count : page_map.size(); }
+  uint64_t total_slots() const { return blocks.empty() ? 0 : blocks.back().first_slot + blocks.back().page_count; }
+  // Fills page_map from a sparse PAGE_MAP: every page IN_PARENT but the listed ones. Allocates 4 bytes a page:
+  // call once the parent is verified (section 12).
+  void MaterializePageMap();
 };
 
 // Encodes every section but MAC (model.mac is ignored): the MAC covers these bytes. Skippable sections are

@@ -94,6 +94,9 @@ Status CheckpointReader::Impl::OpenStandalone() {
 
 Status CheckpointReader::Impl::OpenChain(const std::vector<FileId>& descendants) {
   HLT_RETURN_IF_ERROR(OpenParent(descendants));
+  // Only now, with the parent verified, 4 bytes a page for a sparse page map (5.3): its page count is the parent's
+  // (whose own map is in its file), plus the pages listed here.
+  model_.MaterializePageMap();
   return BuildView();
 }
 
@@ -162,9 +165,9 @@ Status CheckpointReader::Impl::OpenParent(const std::vector<FileId>& descendants
                                           "PARENT section (the parent was modified or replaced after {} was written)",
                                           name, pname, HexFileId(impl->fingerprint_), HexFileId(ref.fingerprint), name,
                                           name));
-    } else if (impl->model_.page_map.size() != ref.page_count) {
+    } else if (impl->model_.total_pages() != ref.page_count) {
       error = Status::Corrupt(fmt::format("{}: parent {} has {} pages, the PARENT section says {}", name, pname,
-                                          impl->model_.page_map.size(), ref.page_count));
+                                          impl->model_.total_pages(), ref.page_count));
     } else if ((impl->model_.parent ? impl->model_.parent->chain_depth : 0) + 1 != ref.chain_depth) {
       error = Status::Corrupt(fmt::format("{}: parent {} has {} parent links below it, {}'s PARENT section says {} "
                                           "(expected one less)",
@@ -491,7 +494,18 @@ const std::vector<ChainLevel>& CheckpointReader::chain() const { return impl_->c
 const CheckpointReader* CheckpointReader::parent() const { return impl_->parent_.get(); }
 uint32_t CheckpointReader::chain_depth() const { return impl_->chain_.front().chain_depth; }
 const std::array<uint8_t, 16>& CheckpointReader::index_fingerprint() const { return impl_->fingerprint_; }
-std::span<const uint64_t> CheckpointReader::page_hashes() const { return impl_->model_.page_hashes; }
+bool CheckpointReader::has_page_hashes() const { return !impl_->model_.page_hashes.empty(); }
+
+std::optional<uint64_t> CheckpointReader::PageHash(uint64_t g) const {
+  const uint32_t v = impl_->model_.page_map[g];
+  if (v == format::kPageMapInParent) return impl_->parent_->PageHash(g);
+  if (v < format::kPageMapFirstSlot) {
+    static const uint64_t zero_hash = codec::Xxh3_128(std::vector<uint8_t>(kPageSize, 0)).low;
+    return zero_hash;
+  }
+  if (impl_->model_.page_hashes.empty()) return std::nullopt;
+  return impl_->model_.page_hashes[v - format::kPageMapFirstSlot];
+}
 PageLocation CheckpointReader::Locate(uint64_t g) const { return impl_->Locate(g); }
 
 std::span<const BlockMember> CheckpointReader::BlockMembers(uint32_t block) const {
@@ -545,29 +559,21 @@ Status CheckpointReader::Impl::VerifyFiles(const std::function<void(const Verify
   return VerifyPageHashes();
 }
 
-// 5.11: every entry is the hash of the page as this file's view restores it.
+// 5.11: every entry is the hash of the page its slot holds.
 Status CheckpointReader::Impl::VerifyPageHashes() const {
   if (model_.page_hashes.empty()) return Status::Ok();
-  std::vector<uint8_t> raw(kPageSize, 0);
-  const uint64_t zero_hash = codec::Xxh3_128(raw).low;
-  auto mismatch = [&](uint64_t g, uint64_t computed, const std::string& from) {
-    return Status::Corrupt(fmt::format("{}: PAGE_HASHES: page {}: stored hash {:#x}, but the page ({}) hashes to {:#x}",
-                                       file_->name(), g, model_.page_hashes[g], from, computed));
-  };
-  for (uint64_t g = 0; g < model_.page_map.size(); ++g) {
-    PageKind kind = Locate(g).kind;
-    if (kind != PageKind::kStored && model_.page_hashes[g] != zero_hash) {
-      return mismatch(g, zero_hash, std::string(PageKindName(kind)));
-    }
-  }
-  for (uint32_t b = 0; b < view_blocks_.size(); ++b) {
-    raw.resize(view_blocks_[b].raw_length());
-    HLT_RETURN_IF_ERROR(ReadBlock(b, raw));
-    for (uint64_t i = member_start_[b]; i < member_start_[b + 1]; ++i) {
-      const BlockMember& m = members_[i];
-      uint64_t h = codec::Xxh3_128(std::span<const uint8_t>(raw).subspan(size_t(m.slot) * kPageSize, kPageSize)).low;
-      if (h != model_.page_hashes[m.page]) {
-        return mismatch(m.page, h, fmt::format("block {} of level {}", b, view_blocks_[b].chain_level));
+  std::vector<uint8_t> raw;
+  for (uint32_t b = 0; b < model_.blocks.size(); ++b) {
+    const BlockInfo& info = model_.blocks[b];
+    raw.resize(info.raw_length());
+    HLT_RETURN_IF_ERROR(ReadOwnBlock(b, raw));
+    for (uint32_t i = 0; i < info.page_count; ++i) {
+      const uint64_t slot = info.first_slot + i;
+      uint64_t h = codec::Xxh3_128(std::span<const uint8_t>(raw).subspan(size_t(i) * kPageSize, kPageSize)).low;
+      if (h != model_.page_hashes[slot]) {
+        return Status::Corrupt(fmt::format("{}: PAGE_HASHES: slot {} (block {}): stored hash {:#x}, but its page "
+                                           "hashes to {:#x}",
+                                           file_->name(), slot, b, model_.page_hashes[slot], h));
       }
     }
   }

@@ -393,26 +393,30 @@ Result<writer::BlockPlan> CheckpointWriter::Impl::Plan() const {
   });
 }
 
-// Format-spec 12: which content pages equal the parent's view of the same page. Candidates are the pages the
-// parent stores (its zero and absent pages are matched by the child's own zero pages) whose PAGE_HASHES entry, if
-// the parent has the section, equals this page's hash; each candidate is then compared byte for byte with the
-// parent's decoded page, one parent block decoded per block holding a candidate, blocks decoded in parallel.
+// Format-spec 12: which pages equal the parent's view of the same page. A zero (absent) page whose parent page is
+// zero (absent) too is IN_PARENT for free. Content pages are candidates where the parent stores the page and its
+// PAGE_HASHES entry, when the parent has one, equals this page's hash; each candidate is then compared byte for
+// byte with the parent's decoded page, one parent block decoded per block holding a candidate, blocks decoded in
+// parallel.
 Status CheckpointWriter::Impl::MatchParent(WorkerPool& pool, uint64_t* blocks_read) {
   const CheckpointReader& parent = *opt_.parent;
   const uint64_t limit = std::min(store_.total_pages(), parent.total_pages());
-  const auto hashes = parent.page_hashes();
   std::vector<uint8_t> candidate(limit);
   std::vector<uint8_t> block_wanted(parent.blocks().size());
+  in_parent_.assign(store_.total_pages(), false);
   for (uint64_t g = 0; g < limit; ++g) {
     const writer::PageState st = store_.state(g);
-    if (st != writer::PageState::kStaged && st != writer::PageState::kImage) continue;
     const PageLocation loc = parent.Locate(g);
+    if (st == writer::PageState::kZero || st == writer::PageState::kAbsent) {
+      in_parent_[g] = loc.kind == (st == writer::PageState::kZero ? PageKind::kZero : PageKind::kAbsent);
+      continue;
+    }
     if (loc.kind != PageKind::kStored) continue;
-    if (!hashes.empty() && hashes[g] != store_.hash(g).low) continue;
+    std::optional<uint64_t> hash = parent.PageHash(g);
+    if (hash && *hash != store_.hash(g).low) continue;
     candidate[g] = 1;
     block_wanted[loc.block] = 1;
   }
-  in_parent_.assign(store_.total_pages(), false);
   auto compare_block = [&](uint32_t b) -> Result<std::vector<uint32_t>> {
     std::vector<uint8_t> raw(parent.blocks()[b].raw_length()), page(kPageSize);
     HLT_RETURN_IF_ERROR(parent.ReadBlock(b, raw));
@@ -494,15 +498,9 @@ Result<WriteSummary> CheckpointWriter::Impl::Finish() {
                                          parent.chain_depth() + 1, opt_.parent_path_hint};
   }
   if (opt_.page_hashes) {
-    // 5.11: the hash of every page as restored; zero and absent pages restore as zeros.
-    const std::vector<uint8_t> zeros(kPageSize, 0);
-    const uint64_t zero_hash = codec::Xxh3_128(zeros).low;
-    model.page_hashes.resize(store_.total_pages());
-    for (uint64_t g = 0; g < store_.total_pages(); ++g) {
-      const writer::PageState st = store_.state(g);
-      model.page_hashes[g] =
-          st == writer::PageState::kStaged || st == writer::PageState::kImage ? store_.hash(g).low : zero_hash;
-    }
+    // 5.11: the hash of the page each slot holds (the store hashed every page as it came in).
+    model.page_hashes.resize(slot_page_.size());
+    for (uint64_t s = 0; s < slot_page_.size(); ++s) model.page_hashes[s] = store_.hash(slot_page_[s]).low;
   }
 
   file_id_ = opt_.file_id.value_or(RandomFileId());
