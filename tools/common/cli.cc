@@ -105,8 +105,12 @@ bool ParseU64(const std::string& s, uint64_t* out) {
   return true;
 }
 
-bool KeyFileOption(Args& args, ReaderOptions* options, std::string* error) {
+bool ReaderOption(Args& args, ReaderOptions* options, std::string* error) {
   std::string v;
+  if (args.Option("--parent-dir", &v, error)) {
+    if (error->empty()) options->parent_dirs.push_back(v);
+    return true;
+  }
   if (!args.Option("--key-file", &v, error)) return false;
   if (!error->empty()) return true;
   auto key = ReadMacKeyFile(v);

@@ -110,7 +110,7 @@ int Detach(const std::string& tool, const std::string& log, int* report_fd) {
 int RestoreLibvirt(cli::Args& args) {
   const std::string tool = "hlt-restore libvirt";
   const auto tool_start = std::chrono::steady_clock::now();
-  std::string usage = std::string(kLibvirtUsage) + kLazyRestoreFlagsHelp + cli::kKeyFileHelp;
+  std::string usage = std::string(kLibvirtUsage) + kLazyRestoreFlagsHelp + cli::kReaderFlagsHelp;
   std::string ckpt, uri, status_path, error, v;
   bool detach = false;
   ReaderOptions ropts;
@@ -135,7 +135,7 @@ int RestoreLibvirt(cli::Args& args) {
     } else if (args.Option("--status-file", &v, &error)) {
       status_path = v;
     } else if (ParseLazyRestoreFlag(args, &opt.qemu, &error)) {
-    } else if (cli::KeyFileOption(args, &ropts, &error)) {
+    } else if (cli::ReaderOption(args, &ropts, &error)) {
     } else {
       args.Positional(&ckpt, &error);
     }
