@@ -164,7 +164,8 @@ raise SystemExit(0 if r <= 1.1 else 1)" || failures=$((failures + 1))
   ;;
 chain-errors)
   # A parent that is missing (exit 3), replaced by another checkpoint or modified (exit 4): each named with the
-  # child; --parent-dir finds a moved parent; a checkpoint cannot be its own parent (exit 2).
+  # child; --parent-dir finds a moved parent; a checkpoint cannot be its own parent (exit 2); with --key-file every
+  # file of the chain must be authenticated.
   mkdir -p "$tmp/a" "$tmp/moved"
   "$mkimage" "$tmp/img" 4 1
   "$mkimage" --mutate "$tmp/img" "$tmp/img2" 100 0 3 "$tmp/changed.pages" >/dev/null
@@ -194,6 +195,17 @@ p=sys.argv[1]; b=bytearray(open(p,'rb').read()); b[len(b)-64-8] ^= 1; open(p,'wb
   expect_exit 4 "modified parent" -- "$restore" verify "$tmp/child.hlt"
   grep -q "child.hlt: parent" "$tmp/err" && grep -q "a/base.hlt" "$tmp/err" ||
     { echo "FAIL: modified parent: $(cat "$tmp/err")"; failures=$((failures + 1)); }
+  # Authenticated chain: the key applies to every file; an unauthenticated file in place of the parent is refused.
+  head -c 32 /dev/urandom >"$tmp/key"
+  "$save" raw "$tmp/img" -o "$tmp/kbase.hlt" --key-file "$tmp/key" --no-sync >/dev/null || exit 1
+  "$save" raw "$tmp/img2" -o "$tmp/kchild.hlt" --parent "$tmp/kbase.hlt" --key-file "$tmp/key" --no-sync >/dev/null ||
+    exit 1
+  expect_exit 0 "keyed chain" -- "$restore" raw "$tmp/kchild.hlt" -o "$tmp/k.img" --key-file "$tmp/key" --no-sync
+  cmp "$tmp/img2" "$tmp/k.img" || { echo "FAIL: keyed chain restore differs"; failures=$((failures + 1)); }
+  "$save" raw "$tmp/img" -o "$tmp/kbase.hlt" --no-sync >/dev/null || exit 1
+  expect_exit 4 "unauthenticated parent" -- "$restore" verify "$tmp/kchild.hlt" --key-file "$tmp/key"
+  grep -q "kchild.hlt: parent: .*kbase.hlt: a key was given but the checkpoint is not authenticated" "$tmp/err" ||
+    { echo "FAIL: unauthenticated parent: $(cat "$tmp/err")"; failures=$((failures + 1)); }
   ;;
 *) echo "unknown case $case_name"; exit 2 ;;
 esac
