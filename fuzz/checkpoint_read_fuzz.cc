@@ -5,12 +5,18 @@
 // test-vector key. For each reader that opens: the lookup tables are consistent, every block and blob either
 // reads back or fails with kCorrupt (kAuthFailed with a key), single-page reads agree with whole-block reads,
 // and batched reads agree with single reads. Memory never fails here, so kIoError is a bug.
+//
+// Chains (format-spec 12): an input in the chain format of chain_input.h is a checkpoint and the parents served to
+// it, so the PARENT section, IN_PARENT entries, PAGE_HASHES and the chain checks (file_id, fingerprint, depth,
+// cycles) run on fuzzed bytes; the view's invariants are checked as for one file. A parent asked for beyond the
+// input is refused by the resolver (kCorrupt).
 #include <algorithm>
 #include <cstring>
 #include <optional>
 #include <vector>
 
 #include "support/checksum_reseal.h"
+#include "chain_input.h"
 #include "fuzz_input.h"
 #include "halite/authentication.h"
 #include "halite/checkpoint_reader.h"
@@ -57,7 +63,8 @@ void CheckReader(const CheckpointReader& rd, bool keyed) {
     FUZZ_CHECK(blocks[order[i]].hot() == (i < rd.working_set_blocks()));
   }
 
-  // Page lookup agrees with the block member lists, and every slot of every block is used.
+  // Page lookup agrees with the block member lists, and every slot of every block of this file is used (a parent's
+  // block in the view holds only the pages this checkpoint still takes from it, at least one).
   uint64_t stored_refs = 0;
   for (uint64_t g = 0; g < total; ++g) {
     PageLocation loc = rd.Locate(g);
@@ -79,9 +86,31 @@ void CheckReader(const CheckpointReader& rd, bool keyed) {
       FUZZ_CHECK(loc.kind == PageKind::kStored && loc.block == b && loc.slot_in_block == ms[i].slot);
       used[ms[i].slot] = true;
     }
-    FUZZ_CHECK(std::all_of(used.begin(), used.end(), [](bool u) { return u; }));
+    if (blocks[b].chain_level == 0) {
+      FUZZ_CHECK(std::all_of(used.begin(), used.end(), [](bool u) { return u; }));
+    } else {
+      FUZZ_CHECK(!ms.empty());
+      FUZZ_CHECK(!blocks[b].hot());
+      FUZZ_CHECK(blocks[b].chain_level < rd.chain().size());
+    }
   }
   FUZZ_CHECK(members == stored_refs);
+  // The chain: one level per file, each level's pages and live blocks adding up to the view's.
+  const auto& chain = rd.chain();
+  FUZZ_CHECK(!chain.empty() && chain.size() <= format::kMaxChainDepth + 1);
+  FUZZ_CHECK((rd.parent() != nullptr) == (chain.size() > 1));
+  FUZZ_CHECK(rd.chain_depth() + 1 == chain.size());
+  uint64_t level_pages = 0, level_blocks = 0;
+  for (const auto& level : chain) {
+    level_pages += level.pages;
+    level_blocks += level.live_blocks;
+  }
+  FUZZ_CHECK(level_pages == stored_refs);
+  FUZZ_CHECK(level_blocks == blocks.size());
+  for (uint64_t g = 0; g < total && g < 64; ++g) {
+    auto h = rd.PageHash(g);
+    if (rd.Locate(g).kind != PageKind::kStored) FUZZ_CHECK(h.has_value());
+  }
 
   // Reads: out-of-range requests are refused, absent and zero pages read as zeros.
   std::vector<uint8_t> page(format::kPageSize), other(format::kPageSize);
@@ -158,9 +187,15 @@ void CheckReader(const CheckpointReader& rd, bool keyed) {
   }
 }
 
-void OpenAndRead(std::vector<uint8_t> bytes, std::optional<MacKey> key) {
+void OpenAndRead(std::vector<uint8_t> bytes, std::optional<MacKey> key,
+                 const std::vector<std::vector<uint8_t>>& parents = {}) {
   ReaderOptions options;
   options.mac_key = key;
+  size_t served = 0;
+  options.open_parent = [&](const std::string& path) -> Result<std::unique_ptr<RandomAccessFile>> {
+    if (served >= parents.size()) return Status::Corrupt(path + ": no such parent in this fuzz input");
+    return NewMemoryFile(path, parents[served++]);
+  };
   auto reader = CheckpointReader::Open(NewMemoryFile("fuzz.hlt", std::move(bytes)), options);
   if (!reader) {
     FUZZ_CHECK_MSG(ExpectedFailure(reader.error(), key.has_value()), reader.error().ToString());
@@ -180,6 +215,15 @@ MacKey FuzzKey() {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  if (auto files = halite::fuzzing::DecodeChainInput(data, size)) {
+    std::vector<std::vector<uint8_t>> parents(files->begin() + 1, files->end());
+    OpenAndRead((*files)[0], std::nullopt, parents);
+    // Resealed, every file's own checks pass, so the chain rules (fingerprints, depths, references) decide.
+    for (auto& f : *files) halite::testing::ResealAllChecksums(f);
+    std::vector<std::vector<uint8_t>> resealed_parents(files->begin() + 1, files->end());
+    OpenAndRead((*files)[0], std::nullopt, resealed_parents);
+    return 0;
+  }
   std::vector<uint8_t> bytes(data, data + size);
   OpenAndRead(bytes, std::nullopt);
   std::vector<uint8_t> fixed = bytes;

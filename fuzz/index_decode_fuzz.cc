@@ -46,9 +46,30 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   FUZZ_CHECK(at == index_offset);
   // Slots: every reference in range (the reader's Locate indexes tables with it).
-  for (uint32_t v : m->page_map) {
-    if (v >= format::kPageMapFirstSlot) FUZZ_CHECK(v - format::kPageMapFirstSlot < slots);
+  for (uint64_t g = 0; g < m->page_map.size(); ++g) {
+    const uint32_t v = m->page_map[g];
+    if (v == format::kPageMapInParent) {
+      // 5.3, 5.10: only with a PARENT section, and inside the parent's pages.
+      FUZZ_CHECK(m->parent.has_value() && g < m->parent->page_count);
+    } else if (v >= format::kPageMapFirstSlot) {
+      FUZZ_CHECK(v - format::kPageMapFirstSlot < slots);
+    }
   }
+  if (m->parent) {
+    FUZZ_CHECK(m->parent->chain_depth >= 1 && m->parent->chain_depth <= format::kMaxChainDepth);
+    FUZZ_CHECK(format::IsValidPathHint(m->parent->path_hint));
+    // 5.3: a child's page map is sparse and leaves at least one page IN_PARENT.
+    FUZZ_CHECK(m->sparse_page_map && m->page_map.empty() && m->page_map_entries.size() < m->total_pages());
+    for (size_t i = 0; i < m->page_map_entries.size(); ++i) {
+      const auto& e = m->page_map_entries[i];
+      FUZZ_CHECK(e.page < m->total_pages() && (i == 0 || e.page > m->page_map_entries[i - 1].page));
+      FUZZ_CHECK(e.value != format::kPageMapInParent);
+      if (e.value >= format::kPageMapFirstSlot) FUZZ_CHECK(e.value - format::kPageMapFirstSlot < slots);
+    }
+  } else {
+    FUZZ_CHECK(!m->sparse_page_map);
+  }
+  FUZZ_CHECK(m->page_hashes.empty() || m->page_hashes.size() == slots);
   FUZZ_CHECK(m->restore_order.size() == m->blocks.size() && m->working_set_blocks <= m->blocks.size());
   if (m->mac.present) {
     FUZZ_CHECK(m->mac.block_macs.size() == m->blocks.size() && m->mac.blob_macs.size() == m->blobs.size());

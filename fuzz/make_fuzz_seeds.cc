@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "chain_input.h"
 #include "codec/zstd_codec.h"
 #include "format/byte_order.h"
 #include "format/envelope_codec.h"
@@ -221,6 +222,26 @@ int main(int argc, char** argv) {
                          std::move(bytes)});
     }
     std::sort(vectors.begin(), vectors.end(), [](const Seed& a, const Seed& b) { return a.name < b.name; });
+    // Chains (format-spec 12) for the checkpoint target: each child with the parents it asks for, in order.
+    auto vector_bytes = [&](const std::string& name) {
+      for (const auto& v : vectors) {
+        if (v.name == "vec-chains-" + name) return v.bytes;
+      }
+      return std::vector<uint8_t>{};
+    };
+    const std::vector<std::vector<std::string>> chains = {
+        {"chain-child", "chain-base"},
+        {"chain-grandchild", "chain-child", "chain-base"},
+        {"chain-past-parent", "chain-base"},
+        {"cycle-a", "cycle-b", "cycle-a"},
+        {"page-hashes-wrong", "chain-base"},
+    };
+    for (const auto& names : chains) {
+      std::vector<std::vector<uint8_t>> files;
+      for (const auto& n : names) files.push_back(vector_bytes(n));
+      if (std::any_of(files.begin(), files.end(), [](const auto& f) { return f.empty(); })) continue;
+      checkpoints.push_back({"chain-" + names[0], halite::fuzzing::EncodeChainInput(files)});
+    }
   }
   std::vector<Seed> header, footer, index, block;
   for (const auto* set : {&checkpoints, &vectors}) {

@@ -118,3 +118,64 @@ TEST_CASE("random and empty files are rejected", "[corruption]") {
   std::memcpy(&f[f.size() - 8], "HLTFOOT", 8);
   CHECK_FALSE(CheckpointReader::Open(NewMemoryFile("random", f)).has_value());
 }
+
+// Format-spec 12: a child and its parent, served from memory. Every single-byte flip of either file is rejected:
+// the child's own checksums and rules, or the parent's, or the parent's fingerprint recorded in the child.
+TEST_CASE("every single-byte flip of a child or of its parent is rejected", "[corruption][chain]") {
+  const Original& o = SmallCheckpoint();
+  std::vector<uint8_t> memory = o.memory, child;
+  testing::SyntheticMemory(77).MakePage(testing::PageFlavor::kText, &memory[2 * kPage]);
+  testing::SyntheticMemory(78).MakePage(testing::PageFlavor::kCode, &memory[9 * kPage]);
+  std::memset(&memory[5 * kPage], 0, kPage);
+  auto open = [](const std::vector<uint8_t>& c, const std::vector<uint8_t>& p) {
+    ReaderOptions ro;
+    ro.open_parent = [&p](const std::string& path) -> Result<std::unique_ptr<RandomAccessFile>> {
+      return NewMemoryFile(path, p);
+    };
+    return CheckpointReader::Open(NewMemoryFile("child", c), ro);
+  };
+  {
+    auto parent = open(o.file, {});
+    REQUIRE(parent);
+    WriterOptions opt;
+    opt.block_pages = 3;
+    opt.threads = 1;
+    opt.page_hashes = true;
+    opt.parent = std::shared_ptr<const CheckpointReader>(std::move(*parent));
+    opt.parent_path_hint = "sweep";
+    auto w = CheckpointWriter::Create(NewMemorySink("child", &child), opt).value();
+    uint32_t r = *w->AddRegion("ram", 0, memory.size());
+    for (uint64_t p = 0; p < 24; ++p) {
+      if (p != 17) REQUIRE(w->PutPage(r, p, std::span(&memory[p * kPage], kPage)).ok());
+    }
+    auto summary = w->Finish();
+    REQUIRE(summary);
+    REQUIRE(summary->in_parent_pages == 21);  // 24 pages: 2 changed, 1 newly zero
+  }
+  auto read_all = [&](const std::vector<uint8_t>& c, const std::vector<uint8_t>& p, bool* equal) -> Status {
+    *equal = false;
+    HLT_ASSIGN_OR_RETURN(auto reader, open(c, p));
+    HLT_RETURN_IF_ERROR(reader->VerifyAll());
+    std::vector<uint8_t> page(kPage);
+    bool same = reader->total_pages() * kPage == memory.size();
+    for (uint64_t g = 0; same && g < reader->total_pages(); ++g) {
+      HLT_RETURN_IF_ERROR(reader->ReadPage(g, page));
+      same = std::memcmp(page.data(), &memory[g * kPage], kPage) == 0;
+    }
+    *equal = same;
+    return Status::Ok();
+  };
+  bool equal = false;
+  REQUIRE(read_all(child, o.file, &equal).ok());
+  REQUIRE(equal);
+  for (int which = 0; which < 2; ++which) {
+    const std::vector<uint8_t>& target = which == 0 ? child : o.file;
+    for (size_t i = 0; i < target.size(); ++i) {
+      auto f = target;
+      f[i] ^= 0x01;
+      Status s = which == 0 ? read_all(f, o.file, &equal) : read_all(child, f, &equal);
+      if (s.ok()) FAIL((which == 0 ? "child" : "parent") << " flip at offset " << i << " accepted");
+      CHECK((s.code() == StatusCode::kCorrupt || s.code() == StatusCode::kUnsupported));
+    }
+  }
+}

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Tool-level tests of hlt-save / hlt-restore: exit codes, damaged inputs, no partial outputs, and the 256 MiB
-# round trip against zstd -3 of the whole image.
+# Tool-level tests of hlt-save / hlt-restore: exit codes, damaged inputs, no partial outputs, the 256 MiB
+# round trip against zstd -3 of the whole image, and incremental chains (issue 12).
 #   tools_test.sh BIN_DIR MKIMAGE CASE
 set -uo pipefail
 bin=$1
@@ -27,7 +27,7 @@ cli-ux)
   # --version: exit 0, the library version and the format versions read and written.
   for tool in "$save" "$restore"; do
     expect_exit 0 "$(basename "$tool") --version" -- "$tool" --version
-    grep -q "checkpoint format: reads 1.0 to 1.1; writes 1.0" "$tmp/out" ||
+    grep -q "checkpoint format: reads 1.0 to 1.2; writes 1.0" "$tmp/out" ||
       { echo "FAIL: $(basename "$tool") --version printed: $(cat "$tmp/out")"; failures=$((failures + 1)); }
   done
   # `hlt-restore qemu CKPT -- BINARY ARGS`: an executable first after -- is the binary, not QEMU's first argument.
@@ -133,6 +133,79 @@ roundtrip-256)
 r=$hlt/$z
 print(f'checkpoint {$hlt} bytes, zstd -3 {$z} bytes: {r:.3f}x (bar: <= 1.15x)')
 raise SystemExit(0 if r <= 1.15 else 1)" || failures=$((failures + 1))
+  ;;
+chain-256)
+  # Issue 12: a 256 MiB image, then a copy with 3% of its pages changed and 1% newly zero. The child saved with
+  # --parent is at most 1.1x `zstd -3` of the changed pages alone, and restores byte-identically; so does its
+  # flattened copy.
+  "$mkimage" "$tmp/img" 256 7
+  "$mkimage" --mutate "$tmp/img" "$tmp/img2" 30 10 12 "$tmp/changed.pages"
+  "$save" raw "$tmp/img" -o "$tmp/base.hlt" --page-hashes --no-sync >/dev/null || exit 1
+  "$save" raw "$tmp/img2" -o "$tmp/child.hlt" --parent "$tmp/base.hlt" --no-sync | tee "$tmp/summary" || exit 1
+  grep -q "in parent" "$tmp/summary" || { echo "FAIL: no page stored in the parent"; failures=$((failures + 1)); }
+  child=$(stat -c %s "$tmp/child.hlt")
+  z=$(zstd -3 -q -c "$tmp/changed.pages" | wc -c)
+  python3 -c "
+r=$child/$z
+print(f'child {$child} bytes, zstd -3 of the changed pages {$z} bytes: {r:.3f}x (bar: <= 1.1x)')
+raise SystemExit(0 if r <= 1.1 else 1)" || failures=$((failures + 1))
+  "$restore" raw "$tmp/child.hlt" -o "$tmp/back.img" --no-sync >/dev/null || exit 1
+  cmp "$tmp/img2" "$tmp/back.img" || { echo "FAIL: restored child differs"; failures=$((failures + 1)); }
+  "$restore" verify "$tmp/child.hlt" >/dev/null || { echo "FAIL: verify of the chain"; failures=$((failures + 1)); }
+  "$restore" info "$tmp/child.hlt" >"$tmp/info" || exit 1
+  grep -q "chain        2 files, 1 parent links" "$tmp/info" && grep -q "base.hlt" "$tmp/info" ||
+    { echo "FAIL: info does not show the chain"; cat "$tmp/info"; failures=$((failures + 1)); }
+  "$save" flatten "$tmp/child.hlt" -o "$tmp/full.hlt" --no-sync >/dev/null || exit 1
+  "$restore" info "$tmp/full.hlt" | grep -q "chain        none" ||
+    { echo "FAIL: flatten left a chain"; failures=$((failures + 1)); }
+  rm -f "$tmp/back.img"
+  "$restore" raw "$tmp/full.hlt" -o "$tmp/back.img" --no-sync >/dev/null || exit 1
+  cmp "$tmp/img2" "$tmp/back.img" || { echo "FAIL: restored flattened checkpoint differs"; failures=$((failures + 1)); }
+  ;;
+chain-errors)
+  # A parent that is missing (exit 3), replaced by another checkpoint or modified (exit 4): each named with the
+  # child; --parent-dir finds a moved parent; a checkpoint cannot be its own parent (exit 2); with --key-file every
+  # file of the chain must be authenticated.
+  mkdir -p "$tmp/a" "$tmp/moved"
+  "$mkimage" "$tmp/img" 4 1
+  "$mkimage" --mutate "$tmp/img" "$tmp/img2" 100 0 3 "$tmp/changed.pages" >/dev/null
+  "$save" raw "$tmp/img" -o "$tmp/a/base.hlt" --no-sync >/dev/null || exit 1
+  "$save" raw "$tmp/img2" -o "$tmp/child.hlt" --parent "$tmp/a/base.hlt" --no-sync >/dev/null || exit 1
+  expect_exit 2 "own parent" -- "$save" raw "$tmp/img2" -o "$tmp/a/base.hlt" --parent "$tmp/a/base.hlt" --no-sync
+  mv "$tmp/a/base.hlt" "$tmp/moved/base.hlt"
+  expect_exit 3 "missing parent" -- "$restore" raw "$tmp/child.hlt" -o "$tmp/out.img" --no-sync
+  grep -q "child.hlt" "$tmp/err" && grep -q "a/base.hlt" "$tmp/err" ||
+    { echo "FAIL: missing parent: message names both files: $(cat "$tmp/err")"; failures=$((failures + 1)); }
+  [[ ! -e "$tmp/out.img" ]] || { echo "FAIL: output left behind"; failures=$((failures + 1)); }
+  expect_exit 0 "--parent-dir" -- "$restore" raw "$tmp/child.hlt" -o "$tmp/out.img" --parent-dir "$tmp/moved" --no-sync
+  cmp "$tmp/img2" "$tmp/out.img" || { echo "FAIL: restore through --parent-dir differs"; failures=$((failures + 1)); }
+  expect_exit 0 "verify --parent-dir" -- "$restore" verify "$tmp/child.hlt" --parent-dir "$tmp/moved"
+  expect_exit 0 "info --parent-dir" -- "$restore" info "$tmp/child.hlt" --parent-dir "$tmp/moved" --json
+  grep -q '"chain_depth": *1' "$tmp/out" || { echo "FAIL: info --json chain_depth"; failures=$((failures + 1)); }
+  # Replaced: another checkpoint at the parent's path.
+  "$save" raw "$tmp/img2" -o "$tmp/a/base.hlt" --no-sync >/dev/null || exit 1
+  expect_exit 4 "replaced parent" -- "$restore" info "$tmp/child.hlt"
+  grep -q "has file_id" "$tmp/err" && grep -q "child.hlt" "$tmp/err" && grep -q "a/base.hlt" "$tmp/err" ||
+    { echo "FAIL: replaced parent: $(cat "$tmp/err")"; failures=$((failures + 1)); }
+  # Modified: the real parent with one index byte changed (its checksum then fails: corrupt, naming the parent).
+  cp "$tmp/moved/base.hlt" "$tmp/a/base.hlt"
+  python3 -c "
+import sys
+p=sys.argv[1]; b=bytearray(open(p,'rb').read()); b[len(b)-64-8] ^= 1; open(p,'wb').write(b)" "$tmp/a/base.hlt"
+  expect_exit 4 "modified parent" -- "$restore" verify "$tmp/child.hlt"
+  grep -q "child.hlt: parent" "$tmp/err" && grep -q "a/base.hlt" "$tmp/err" ||
+    { echo "FAIL: modified parent: $(cat "$tmp/err")"; failures=$((failures + 1)); }
+  # Authenticated chain: the key applies to every file; an unauthenticated file in place of the parent is refused.
+  head -c 32 /dev/urandom >"$tmp/key"
+  "$save" raw "$tmp/img" -o "$tmp/kbase.hlt" --key-file "$tmp/key" --no-sync >/dev/null || exit 1
+  "$save" raw "$tmp/img2" -o "$tmp/kchild.hlt" --parent "$tmp/kbase.hlt" --key-file "$tmp/key" --no-sync >/dev/null ||
+    exit 1
+  expect_exit 0 "keyed chain" -- "$restore" raw "$tmp/kchild.hlt" -o "$tmp/k.img" --key-file "$tmp/key" --no-sync
+  cmp "$tmp/img2" "$tmp/k.img" || { echo "FAIL: keyed chain restore differs"; failures=$((failures + 1)); }
+  "$save" raw "$tmp/img" -o "$tmp/kbase.hlt" --no-sync >/dev/null || exit 1
+  expect_exit 4 "unauthenticated parent" -- "$restore" verify "$tmp/kchild.hlt" --key-file "$tmp/key"
+  grep -q "kchild.hlt: parent: .*kbase.hlt: a key was given but the checkpoint is not authenticated" "$tmp/err" ||
+    { echo "FAIL: unauthenticated parent: $(cat "$tmp/err")"; failures=$((failures + 1)); }
   ;;
 *) echo "unknown case $case_name"; exit 2 ;;
 esac

@@ -47,7 +47,39 @@ int main(int argc, char** argv) {
     table += "| invalid/" + v.name + " | " + result + " | `" + v.message + "` | " + v.why + " |\n";
   }
   std::cout << "invalid vectors (paste into README.md):\n" << table;
-  std::cout << "wrote " << valid->size() << " valid and " << invalid->size() << " invalid vectors to " << dir << "\n";
+  auto chains = vectors::BuildChainVectors();
+  if (!chains) {
+    std::cerr << chains.error().ToString() << "\n";
+    return 1;
+  }
+  std::string chain_table = "| file | expected result | message contains | what it is |\n| --- | --- | --- | --- |\n";
+  for (const auto& v : *chains) {
+    const std::string path = dir + "/chains/" + v.name;
+    if (!WriteFile(path, v.bytes.data(), v.bytes.size())) return 3;
+  }
+  for (const auto& v : *chains) {
+    const std::string path = dir + "/chains/" + v.name;
+    std::string result = "valid";
+    if (v.valid && v.top) {
+      auto r = CheckpointReader::Open(path);
+      if (!r) {
+        std::cerr << r.error().ToString() << "\n";
+        return 1;
+      }
+      auto d = vectors::Describe(**r);
+      if (!d) return 1;
+      if (!WriteFile(path + ".expected.txt", d->data(), d->size())) return 3;
+    } else if (!v.valid) {
+      result = v.open_code != StatusCode::kOk ? std::string("open fails: ") + StatusCodeName(v.open_code)
+                                              : std::string("opens; verify fails: ") + StatusCodeName(v.verify_code);
+    }
+    if (v.name.rfind("deep-", 0) == 0 && v.name != "deep-16.hlt" && v.name != "deep-17.hlt") continue;
+    chain_table += "| chains/" + v.name + " | " + result + " | " + (v.message.empty() ? "" : "`" + v.message + "`") +
+                   " | " + v.why + " |\n";
+  }
+  std::cout << "chain vectors (paste into README.md):\n" << chain_table;
+  std::cout << "wrote " << valid->size() << " valid, " << invalid->size() << " invalid and " << chains->size()
+            << " chain vectors to " << dir << "\n";
 
   // Hint files (format-spec/hint-files.md): hints/valid/ with .expected.txt, hints/invalid/.
   std::string hint_table = "| file | expected | what it exercises |\n| --- | --- | --- |\n";

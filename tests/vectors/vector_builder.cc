@@ -10,6 +10,8 @@
 #include "format/byte_order.h"
 #include "format/envelope_codec.h"
 #include "format/index_codec.h"
+#include "format/integrity_checks.h"
+#include <map>
 #include "halite/checkpoint_writer.h"
 #include "support/checksum_reseal.h"
 #include "support/synthetic_memory.h"
@@ -201,7 +203,9 @@ std::vector<uint8_t> WithSkippableSection(const std::vector<uint8_t>& f, uint32_
 format::IndexModel ModelOf(const std::vector<uint8_t>& f) {
   Parts p = Split(f);
   auto m = format::DecodeIndex(p.index, p.footer.index_offset, "vector");
-  return m ? std::move(*m) : format::IndexModel{};
+  if (!m) return format::IndexModel{};
+  m->MaterializePageMap();  // a child's sparse map, dense to edit; EncodeIndex writes it sparse again
+  return std::move(*m);
 }
 
 // `f` with its index encoded from `m` (the MAC section, if any, is carried over unchanged).
@@ -365,7 +369,7 @@ Result<std::vector<InvalidVector>> BuildInvalidVectors(const std::vector<ValidVe
     f[20] ^= 1;
     add("bad-header-checksum.hlt", f, kC, kOk, "header at offset 0x38: checksum mismatch", "a file_id byte flipped");
   }
-  add("version-1.2.hlt", RewriteHeader(m, 2, 1), StatusCode::kUnsupported, kOk, "format version 1.2",
+  add("version-1.3.hlt", RewriteHeader(m, 3, 1), StatusCode::kUnsupported, kOk, "format version 1.3",
       "a newer minor version (re-checksummed): unsupported, not corrupt");
   add("version-2.0.hlt", RewriteHeader(m, 0, 2), StatusCode::kUnsupported, kOk, "format version 2.0",
       "a newer major version");
@@ -456,8 +460,8 @@ Result<std::vector<InvalidVector>> BuildInvalidVectors(const std::vector<ValidVe
   {
     Parts p = Split(m);
     auto idx = p.index;
-    idx[0] = 9;  // first section type
-    add("unknown-section.hlt", WithIndex(m, idx), kC, kOk, "unknown section type 9", "an unknown section type");
+    idx[0] = 10;  // first section type
+    add("unknown-section.hlt", WithIndex(m, idx), kC, kOk, "unknown section type 10", "an unknown section type");
   }
   {
     Parts p = Split(m);
@@ -602,6 +606,291 @@ Result<std::vector<InvalidVector>> BuildInvalidVectors(const std::vector<ValidVe
   return v;
 }
 
+// --- incremental chains (format-spec 12) ---
+namespace {
+
+FileId ChainFileId(uint8_t tag, uint8_t n) {
+  FileId id = kVectorFileId;
+  id[14] = tag;
+  id[15] = n;
+  return id;
+}
+
+// Serves the chain files built so far to readers, as if they lay in one directory.
+class ChainDir {
+ public:
+  void Add(const std::string& name, const std::vector<uint8_t>& bytes) { files_[name] = bytes; }
+  const std::vector<uint8_t>& Get(const std::string& name) { return files_[name]; }
+  ReaderOptions Options() {
+    ReaderOptions o;
+    o.open_parent = [this](const std::string& path) -> Result<std::unique_ptr<RandomAccessFile>> {
+      auto it = files_.find(path);
+      if (it == files_.end()) return Status::IoError(path + ": cannot open: no such file", 2);
+      return NewMemoryFile(path, it->second);
+    };
+    return o;
+  }
+  Result<std::shared_ptr<const CheckpointReader>> Open(const std::string& name) {
+    HLT_ASSIGN_OR_RETURN(auto r, CheckpointReader::Open(NewMemoryFile(name, Get(name)), Options()));
+    return std::shared_ptr<const CheckpointReader>(std::move(r));
+  }
+
+ private:
+  std::map<std::string, std::vector<uint8_t>> files_;
+};
+
+// chain-base: 8 pages of a region "ram": text, code, pointers, sparse, random, text, zero, absent.
+Status FillChainBase(CheckpointWriter& w) {
+  HLT_ASSIGN_OR_RETURN(uint32_t r, w.AddRegion("ram", 0, 8 * kPage));
+  HLT_RETURN_IF_ERROR(w.PutPage(r, 0, Page(testing::PageFlavor::kText, 301)));
+  HLT_RETURN_IF_ERROR(w.PutPage(r, 1, Page(testing::PageFlavor::kCode, 302)));
+  HLT_RETURN_IF_ERROR(w.PutPage(r, 2, Page(testing::PageFlavor::kPointers, 303)));
+  HLT_RETURN_IF_ERROR(w.PutPage(r, 3, Page(testing::PageFlavor::kSparse, 304)));
+  HLT_RETURN_IF_ERROR(w.PutPage(r, 4, Page(testing::PageFlavor::kRandom, 305)));
+  HLT_RETURN_IF_ERROR(w.PutPage(r, 5, Page(testing::PageFlavor::kText, 306)));
+  HLT_RETURN_IF_ERROR(w.PutZeroPages(r, 6, 1));
+  const uint8_t state[] = {'b', 'a', 's', 'e'};
+  return w.AddBlob("state", state);
+}
+
+// chain-child: 10 pages; 0, 2, 4, 5 unchanged (IN_PARENT), 1 changed, 3 newly zero, 6 zero, 7 absent, 8 and 9
+// beyond the parent's end.
+Status FillChainChild(CheckpointWriter& w) {
+  HLT_ASSIGN_OR_RETURN(uint32_t r, w.AddRegion("ram", 0, 10 * kPage));
+  HLT_RETURN_IF_ERROR(w.PutPage(r, 0, Page(testing::PageFlavor::kText, 301)));
+  HLT_RETURN_IF_ERROR(w.PutPage(r, 1, Page(testing::PageFlavor::kCode, 402)));
+  HLT_RETURN_IF_ERROR(w.PutPage(r, 2, Page(testing::PageFlavor::kPointers, 303)));
+  HLT_RETURN_IF_ERROR(w.PutZeroPages(r, 3, 1));
+  HLT_RETURN_IF_ERROR(w.PutPage(r, 4, Page(testing::PageFlavor::kRandom, 305)));
+  HLT_RETURN_IF_ERROR(w.PutPage(r, 5, Page(testing::PageFlavor::kText, 306)));
+  HLT_RETURN_IF_ERROR(w.PutZeroPages(r, 6, 1));
+  HLT_RETURN_IF_ERROR(w.PutPage(r, 8, Page(testing::PageFlavor::kText, 408)));
+  HLT_RETURN_IF_ERROR(w.PutPage(r, 9, Page(testing::PageFlavor::kText, 301)));  // page 0's bytes, at a new number
+  const uint8_t state[] = {'c', 'h', 'i', 'l', 'd'};
+  return w.AddBlob("state", state);
+}
+
+// chain-grandchild: page 5 changed, page 8 unchanged (in chain-child), 0 (in chain-base, two levels down).
+Status FillChainGrandchild(CheckpointWriter& w) {
+  HLT_ASSIGN_OR_RETURN(uint32_t r, w.AddRegion("ram", 0, 10 * kPage));
+  HLT_RETURN_IF_ERROR(w.PutPage(r, 0, Page(testing::PageFlavor::kText, 301)));
+  HLT_RETURN_IF_ERROR(w.PutPage(r, 1, Page(testing::PageFlavor::kCode, 402)));
+  HLT_RETURN_IF_ERROR(w.PutPage(r, 2, Page(testing::PageFlavor::kPointers, 303)));
+  HLT_RETURN_IF_ERROR(w.PutZeroPages(r, 3, 1));
+  HLT_RETURN_IF_ERROR(w.PutPage(r, 4, Page(testing::PageFlavor::kRandom, 305)));
+  HLT_RETURN_IF_ERROR(w.PutPage(r, 5, Page(testing::PageFlavor::kCode, 505)));
+  HLT_RETURN_IF_ERROR(w.PutZeroPages(r, 6, 1));
+  HLT_RETURN_IF_ERROR(w.PutPage(r, 8, Page(testing::PageFlavor::kText, 408)));
+  HLT_RETURN_IF_ERROR(w.PutPage(r, 9, Page(testing::PageFlavor::kText, 301)));
+  return Status::Ok();
+}
+
+// deep-NN: two pages; page 0 changes at every level, page 1 is deep-00's all the way down.
+auto FillDeep(int level) {
+  return [level](CheckpointWriter& w) -> Status {
+    HLT_ASSIGN_OR_RETURN(uint32_t r, w.AddRegion("ram", 0, 2 * kPage));
+    HLT_RETURN_IF_ERROR(w.PutPage(r, 0, Page(testing::PageFlavor::kText, 600 + uint64_t(level))));
+    return w.PutPage(r, 1, Page(testing::PageFlavor::kCode, 600));
+  };
+}
+
+format::IndexFingerprint FingerprintOf(const std::vector<uint8_t>& f) {
+  Parts p = Split(f);
+  return format::ComputeIndexFingerprint(std::span<const uint8_t>(f.data(), format::kHeaderSize), p.index,
+                                         std::span<const uint8_t>(f.data() + f.size() - format::kFooterSize,
+                                                                  format::kFooterSize));
+}
+
+}  // namespace
+
+Result<std::vector<ChainVector>> BuildChainVectors() {
+  std::vector<ChainVector> out;
+  ChainDir dir;
+  auto keep_valid = [&](const std::string& name, std::vector<uint8_t> bytes, bool top, std::string why) {
+    dir.Add(name, bytes);
+    ChainVector v;
+    v.name = name;
+    v.bytes = std::move(bytes);
+    v.top = top;
+    v.why = std::move(why);
+    out.push_back(std::move(v));
+  };
+  auto add_invalid = [&](std::string name, std::vector<uint8_t> bytes, StatusCode open, StatusCode verify,
+                         std::string message, std::string also, std::string why) {
+    dir.Add(name, bytes);
+    ChainVector v{std::move(name), std::move(bytes), false, false, open, verify, std::move(message), std::move(also),
+                  std::move(why)};
+    out.push_back(std::move(v));
+  };
+  auto child_options = [&](uint8_t tag, uint8_t n, const std::string& parent, const std::string& hint)
+      -> Result<WriterOptions> {
+    WriterOptions o = DeterministicOptions();
+    o.file_id = ChainFileId(tag, n);
+    o.block_pages = 2;
+    HLT_ASSIGN_OR_RETURN(o.parent, dir.Open(parent));
+    o.parent_path_hint = hint;
+    return o;
+  };
+
+  WriterOptions o = DeterministicOptions();
+  o.file_id = ChainFileId('c', 0);
+  o.block_pages = 2;
+  o.page_hashes = true;
+  HLT_ASSIGN_OR_RETURN(auto base, Build("chain-base.hlt", o, FillChainBase));
+  keep_valid(base.name, std::move(base.bytes), true,
+             "a full checkpoint with PAGE_HASHES (5.11), format 1.1: the parent");
+
+  HLT_ASSIGN_OR_RETURN(o, child_options('c', 1, "chain-base.hlt", "chain-base.hlt"));
+  o.page_hashes = true;
+  HLT_ASSIGN_OR_RETURN(auto child, Build("chain-child.hlt", o, FillChainChild));
+  keep_valid(child.name, child.bytes, true,
+             "child of chain-base.hlt: unchanged pages IN_PARENT, one changed, one newly zero, two past the parent's "
+             "end; PAGE_HASHES");
+
+  HLT_ASSIGN_OR_RETURN(o, child_options('c', 2, "chain-child.hlt", "chain-child.hlt"));
+  HLT_ASSIGN_OR_RETURN(auto grandchild, Build("chain-grandchild.hlt", o, FillChainGrandchild));
+  keep_valid(grandchild.name, grandchild.bytes, true,
+             "child of chain-child.hlt (no PAGE_HASHES): pages resolved one and two levels down");
+
+  // The depth limit: deep-16 has 16 parent links (the most a chain may have), deep-17 one more.
+  o = DeterministicOptions();
+  o.file_id = ChainFileId('d', 0);
+  HLT_ASSIGN_OR_RETURN(auto deep0, Build("deep-00.hlt", o, FillDeep(0)));
+  keep_valid(deep0.name, std::move(deep0.bytes), false, "the base of a chain of 16 links");
+  std::vector<uint8_t> deep16;
+  for (int level = 1; level <= 16; ++level) {
+    std::string name = fmt::format("deep-{:02}.hlt", level), parent = fmt::format("deep-{:02}.hlt", level - 1);
+    HLT_ASSIGN_OR_RETURN(o, child_options('d', uint8_t(level), parent, parent));
+    HLT_ASSIGN_OR_RETURN(auto deep, Build(name, o, FillDeep(level)));
+    if (level == 16) deep16 = deep.bytes;
+    keep_valid(name, std::move(deep.bytes), level == 16,
+               level == 16 ? "16 parent links: the deepest chain a reader opens; page 1 comes from deep-00.hlt"
+                           : "one link of the deep chain");
+  }
+  {
+    // Not writable by a conforming writer: deep-16's content with a PARENT section naming deep-16 itself as
+    // parent at depth 17.
+    auto model = ModelOf(deep16);
+    model.parent->file_id = ChainFileId('d', 16);
+    model.parent->fingerprint = FingerprintOf(deep16);
+    model.parent->chain_depth = 17;
+    model.parent->path_hint = "deep-16.hlt";
+    auto f = WithModel(deep16, model);
+    std::memcpy(&f[16], ChainFileId('d', 17).data(), 16);
+    std::memcpy(&f[f.size() - 40], ChainFileId('d', 17).data(), 16);
+    testing::ResealAllChecksums(f);
+    add_invalid("deep-17.hlt", std::move(f), StatusCode::kCorrupt, StatusCode::kOk, "chain_depth 17 (expected 1..16",
+                "deep-16.hlt", "17 parent links: over the limit of 16 (rejected before any parent is opened)");
+  }
+
+  // Missing and mismatched parents.
+  {
+    HLT_ASSIGN_OR_RETURN(o, child_options('x', 1, "chain-base.hlt", "chain-gone.hlt"));
+    HLT_ASSIGN_OR_RETURN(auto f, Build("chain-missing-parent.hlt", o, FillChainChild));
+    add_invalid(f.name, std::move(f.bytes), StatusCode::kIoError, StatusCode::kOk, "parent (path hint \"chain-gone.hlt\")",
+                "chain-gone.hlt", "the parent is not where the path hint points (no such file): I/O error");
+  }
+  {
+    HLT_ASSIGN_OR_RETURN(o, child_options('x', 2, "chain-base.hlt", "chain-child.hlt"));
+    HLT_ASSIGN_OR_RETURN(auto f, Build("chain-wrong-file-id.hlt", o, FillChainChild));
+    add_invalid(f.name, std::move(f.bytes), StatusCode::kCorrupt, StatusCode::kOk, "has file_id", "chain-child.hlt",
+                "the path hint names another checkpoint (chain-child.hlt, not chain-base.hlt)");
+  }
+  {
+    auto model = ModelOf(child.bytes);
+    model.parent->fingerprint[0] ^= 1;
+    auto f = WithModel(child.bytes, model);
+    std::memcpy(&f[16], ChainFileId('x', 3).data(), 16);
+    std::memcpy(&f[f.size() - 40], ChainFileId('x', 3).data(), 16);
+    testing::ResealAllChecksums(f);
+    add_invalid("chain-modified-parent.hlt", std::move(f), StatusCode::kCorrupt, StatusCode::kOk,
+                "index fingerprint", "chain-base.hlt",
+                "the parent's index differs from the one the child recorded (parent modified or replaced, same file_id)");
+  }
+  {
+    auto model = ModelOf(child.bytes);
+    model.page_map[9] = format::kPageMapInParent;
+    add_invalid("chain-past-parent.hlt", WithModel(child.bytes, model), StatusCode::kCorrupt, StatusCode::kOk,
+                "a page past the parent's end is IN_PARENT: the parent (\"chain-base.hlt\") has only 8 pages",
+                "chain-base.hlt",
+                "an IN_PARENT page past the parent's page count");
+  }
+  {
+    // A cycle: cycle-a's parent is cycle-b, whose parent is cycle-a. cycle-b cannot record cycle-a's fingerprint
+    // (it depends on its own), so it records zeros: opened from cycle-a the cycle is found first; opened from
+    // cycle-b the fingerprint fails first.
+    HLT_ASSIGN_OR_RETURN(o, child_options('y', 2, "chain-base.hlt", "chain-base.hlt"));
+    HLT_ASSIGN_OR_RETURN(auto b, Build("cycle-b.hlt", o, FillChainChild));
+    auto bm = ModelOf(b.bytes);
+    bm.parent = format::ParentSection{ChainFileId('y', 1), {}, 10, 1, "cycle-a.hlt"};
+    auto b_bytes = WithModel(b.bytes, bm);
+    HLT_ASSIGN_OR_RETURN(o, child_options('y', 1, "chain-child.hlt", "chain-child.hlt"));
+    HLT_ASSIGN_OR_RETURN(auto a, Build("cycle-a.hlt", o, FillChainGrandchild));
+    auto am = ModelOf(a.bytes);
+    am.parent = format::ParentSection{ChainFileId('y', 2), FingerprintOf(b_bytes), 10, 2, "cycle-b.hlt"};
+    add_invalid("cycle-a.hlt", WithModel(a.bytes, am), StatusCode::kCorrupt, StatusCode::kOk,
+                "is already in the chain above it: a cycle", "cycle-b.hlt",
+                "cycle-a -> cycle-b -> cycle-a: the cycle is found by file_id before any fingerprint");
+    add_invalid("cycle-b.hlt", b_bytes, StatusCode::kCorrupt, StatusCode::kOk, "index fingerprint", "cycle-a.hlt",
+                "the other end of the cycle: its recorded fingerprint cannot match");
+  }
+
+  // Rules of one file (5.3, 5.10, 5.11), found before any parent is looked for.
+  {
+    auto model = ModelOf(child.bytes);
+    model.parent.reset();
+    add_invalid("in-parent-without-parent.hlt", WithModel(child.bytes, model), StatusCode::kCorrupt, StatusCode::kOk,
+                "is IN_PARENT but the file has no PARENT section", "", "IN_PARENT pages, no PARENT section");
+  }
+  {
+    auto model = ModelOf(dir.Get("chain-base.hlt"));
+    model.parent = ModelOf(child.bytes).parent;
+    auto f = RewriteHeader(WithModel(dir.Get("chain-base.hlt"), model), 2, 1);
+    testing::ResealAllChecksums(f);
+    add_invalid("parent-unused.hlt", std::move(f), StatusCode::kCorrupt, StatusCode::kOk,
+                "present but no page is IN_PARENT", "", "a PARENT section no page uses");
+  }
+  {
+    auto f = RewriteHeader(child.bytes, 1, 1);
+    testing::ResealAllChecksums(f);
+    add_invalid("parent-in-version-1.1.hlt", std::move(f), StatusCode::kCorrupt, StatusCode::kOk,
+                "format version 1.1 but the index uses version 1.2 features (a PARENT section)", "",
+                "a PARENT section in a file that declares 1.1");
+  }
+  {
+    auto model = ModelOf(child.bytes);
+    model.parent->file_id = ChainFileId('c', 1);
+    add_invalid("parent-self.hlt", WithModel(child.bytes, model), StatusCode::kCorrupt, StatusCode::kOk,
+                "a file cannot be its own parent", "", "parent_file_id is the file's own file_id");
+  }
+  {
+    auto model = ModelOf(child.bytes);
+    model.parent->path_hint = "/chain-base.hlt";
+    add_invalid("parent-path-absolute.hlt", WithModel(child.bytes, model), StatusCode::kCorrupt, StatusCode::kOk,
+                "path_hint is not a relative path", "", "an absolute path hint");
+  }
+  {
+    auto model = ModelOf(child.bytes);
+    model.parent->chain_depth = 2;
+    add_invalid("parent-depth-mismatch.hlt", WithModel(child.bytes, model), StatusCode::kCorrupt, StatusCode::kOk,
+                "has 0 parent links below it", "chain-base.hlt",
+                "chain_depth 2 but the parent is a full checkpoint (expected 1)");
+  }
+  {
+    auto model = ModelOf(dir.Get("chain-base.hlt"));
+    model.page_hashes.pop_back();
+    add_invalid("page-hashes-short.hlt", WithModel(dir.Get("chain-base.hlt"), model), StatusCode::kCorrupt,
+                StatusCode::kOk, "PAGE_HASHES at offset", "", "PAGE_HASHES with one entry fewer than the stored slots");
+  }
+  {
+    auto model = ModelOf(child.bytes);
+    model.page_hashes[0] ^= 1;
+    add_invalid("page-hashes-wrong.hlt", WithModel(child.bytes, model), StatusCode::kOk, StatusCode::kCorrupt,
+                "PAGE_HASHES: slot 0", "", "a wrong hash for a stored page: opens, fails verify");
+  }
+  return out;
+}
+
 Result<std::string> Describe(const CheckpointReader& r) {
   std::ostringstream o;
   const Metadata& m = r.metadata();
@@ -630,7 +919,9 @@ Result<std::string> Describe(const CheckpointReader& r) {
   for (size_t b = 0; b < r.blocks().size(); ++b) {
     const BlockInfo& bl = r.blocks()[b];
     o << "block " << b << " offset " << bl.offset << " stored " << bl.stored_length << " pages " << bl.page_count
-      << " flags " << bl.flags << "\n";
+      << " flags " << bl.flags;
+    if (bl.chain_level > 0) o << " level " << bl.chain_level;
+    o << "\n";
   }
   for (size_t i = 0; i < r.blobs().size(); ++i) {
     HLT_ASSIGN_OR_RETURN(auto data, r.ReadBlob(uint32_t(i)));
@@ -642,6 +933,24 @@ Result<std::string> Describe(const CheckpointReader& r) {
   o << "\nworking_set_blocks " << r.working_set_blocks() << "\n";
   o << "dictionary_bytes " << r.dictionary_size() << "\n";
   o << "authenticated " << (r.authenticated() ? "yes" : "no") << "\n";
+  // Format 1.2 (section 12) and PAGE_HASHES (5.11): printed only when used, so older descriptions stay as they were.
+  if (r.has_page_hashes()) {
+    o << "page_hashes";
+    for (uint64_t g = 0; g < r.total_pages(); ++g) {
+      auto h = r.PageHash(g);
+      o << ' ' << (h ? fmt::format("{:#x}", *h) : std::string("?"));
+    }
+    o << "\n";
+  }
+  if (r.chain().size() > 1) {
+    for (size_t i = 0; i < r.chain().size(); ++i) {
+      const ChainLevel& c = r.chain()[i];
+      auto slash = c.name.rfind('/');
+      o << "chain " << i << " \"" << (slash == std::string::npos ? c.name : c.name.substr(slash + 1)) << "\" depth "
+        << c.chain_depth << " blocks " << c.blocks << " block_bytes " << c.block_bytes << " live_blocks "
+        << c.live_blocks << " pages " << c.pages << " hint \"" << c.path_hint << "\"\n";
+    }
+  }
   return o.str();
 }
 

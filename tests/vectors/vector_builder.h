@@ -28,6 +28,23 @@ struct InvalidVector {
   std::string why;        // one line for the README
 };
 
+// Incremental chains (format-spec 12), all in test-vectors/chains/: parents are found by their path hints, so
+// the files are checked where they lie. Valid ones open and verify with their whole chain; invalid ones fail to
+// open with `open_code` (or open and fail VerifyAll with `verify_code`), with a message containing `message` and
+// naming `also_names` (the other file involved) besides the file itself.
+struct ChainVector {
+  std::string name;
+  std::vector<uint8_t> bytes;
+  bool valid = true;
+  bool top = false;            // valid: described in NAME.expected.txt (the ends of chains)
+  StatusCode open_code = StatusCode::kOk;
+  StatusCode verify_code = StatusCode::kOk;
+  std::string message;
+  std::string also_names;
+  std::string why;
+};
+Result<std::vector<ChainVector>> BuildChainVectors();
+
 // The key of valid/authenticated.hlt: bytes 0x00, 0x01, ..., 0x1f (also in test-vectors/authenticated.key).
 MacKey TestMacKey();
 

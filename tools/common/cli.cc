@@ -105,8 +105,12 @@ bool ParseU64(const std::string& s, uint64_t* out) {
   return true;
 }
 
-bool KeyFileOption(Args& args, ReaderOptions* options, std::string* error) {
+bool ReaderOption(Args& args, ReaderOptions* options, std::string* error) {
   std::string v;
+  if (args.Option("--parent-dir", &v, error)) {
+    if (error->empty()) options->parent_dirs.push_back(v);
+    return true;
+  }
   if (!args.Option("--key-file", &v, error)) return false;
   if (!error->empty()) return true;
   auto key = ReadMacKeyFile(v);
@@ -141,9 +145,10 @@ void Progress::Finish() {
 std::string VersionText(const std::string& tool) {
   return fmt::format(
       "{} {} (libhalite)\n"
-      "checkpoint format: reads {}.0 to {}.{}; writes {}.0 ({}.{} when a file carries skippable sections)\n",
+      "checkpoint format: reads {}.0 to {}.{}; writes {}.0 ({}.{} when a file carries skippable sections, {}.{} for an "
+      "incremental child)\n",
       tool, LibraryVersion(), format::kFormatMajor, format::kFormatMajor, format::kFormatMinor, format::kFormatMajor,
-      format::kFormatMajor, format::kFormatMinorSkippableSections);
+      format::kFormatMajor, format::kFormatMinorSkippableSections, format::kFormatMajor, format::kFormatMinorParent);
 }
 
 std::string FindExecutable(const std::string& arg) {

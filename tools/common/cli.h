@@ -50,10 +50,13 @@ class Args {
 // Decimal, 0x hex, or with a K/M/G suffix (binary).
 bool ParseU64(const std::string& s, uint64_t* out);
 
-// `--key-file K`: when present, loads the key into options->mac_key (errors go to *error).
-bool KeyFileOption(Args& args, ReaderOptions* options, std::string* error);
-inline constexpr const char* kKeyFileHelp =
-    "  --key-file K           refuse the checkpoint unless it is authenticated with this key (32 bytes or 64 hex)\n";
+// The options of every mode that reads a checkpoint: `--key-file K` loads the key into options->mac_key;
+// `--parent-dir DIR` (repeatable) adds a directory where the parents of an incremental checkpoint are looked for
+// when they are not where their path hints point (format-spec 12). Errors go to *error.
+bool ReaderOption(Args& args, ReaderOptions* options, std::string* error);
+inline constexpr const char* kReaderFlagsHelp =
+    "  --key-file K           refuse the checkpoint unless it is authenticated with this key (32 bytes or 64 hex)\n"
+    "  --parent-dir DIR       look for the parents of an incremental checkpoint in DIR too (repeatable)\n";
 
 // Progress on stderr when it is a terminal; rewritten in place, at most ten times a second.
 class Progress {

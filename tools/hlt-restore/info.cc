@@ -29,8 +29,12 @@ Counts Count(const CheckpointReader& r) {
       case PageKind::kStored: ++c.stored; break;
     }
   }
+  // Distinct slots in use: in a chain a parent block may hold pages this checkpoint no longer takes from it.
+  for (uint32_t b = 0; b < r.blocks().size(); ++b) {
+    auto ms = r.BlockMembers(b);
+    for (size_t i = 0; i < ms.size(); ++i) c.slots += (i == 0 || ms[i].slot != ms[i - 1].slot);
+  }
   for (const auto& b : r.blocks()) {
-    c.slots += b.page_count;
     c.block_bytes += b.stored_length;
     c.compressed_blocks += b.compressed();
     c.dict_blocks += b.uses_dictionary();
@@ -51,6 +55,28 @@ std::string HexId(const std::array<uint8_t, 16>& id) {
   std::snprintf(buf, sizeof buf, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", id[0], id[1],
                 id[2], id[3], id[4], id[5], id[6], id[7], id[8], id[9], id[10], id[11], id[12], id[13], id[14], id[15]);
   return buf;
+}
+
+// Format-spec 12: each file of the chain, with what it holds and what this checkpoint takes from it.
+void PrintChain(const CheckpointReader& r) {
+  const auto& chain = r.chain();
+  if (chain.size() < 2) {
+    std::printf("chain        none (a full checkpoint)\n");
+    return;
+  }
+  uint64_t total = 0;
+  for (const auto& l : chain) total += l.file_size;
+  std::printf("chain        %zu files, %u parent links, %s in all\n", chain.size(), r.chain_depth(),
+              cli::HumanBytes(total).c_str());
+  for (size_t i = 0; i < chain.size(); ++i) {
+    const ChainLevel& l = chain[i];
+    std::printf("  %zu %-28s format 1.%u, %s, file id %s\n", i, l.name.c_str(), l.format_minor,
+                cli::HumanBytes(l.file_size).c_str(), HexId(l.file_id).c_str());
+    std::printf("    blocks %llu (%s stored); serves %llu pages from %llu of them%s%s%s\n",
+                (unsigned long long)l.blocks, cli::HumanBytes(l.block_bytes).c_str(), (unsigned long long)l.pages,
+                (unsigned long long)l.live_blocks, l.path_hint.empty() ? "" : "; parent \"",
+                l.path_hint.c_str(), l.path_hint.empty() ? "" : "\"");
+  }
 }
 
 void PrintText(const CheckpointReader& r, const Counts& c) {
@@ -87,8 +113,26 @@ void PrintText(const CheckpointReader& r, const Counts& c) {
   }
   std::printf("hints        restore order of %zu blocks, working set %u blocks\n", r.restore_order().size(),
               r.working_set_blocks());
-  std::printf("index        %llu bytes at offset 0x%llx\n", (unsigned long long)r.index_length(),
-              (unsigned long long)r.index_offset());
+  std::printf("index        %llu bytes at offset 0x%llx%s\n", (unsigned long long)r.index_length(),
+              (unsigned long long)r.index_offset(), r.has_page_hashes() ? ", with PAGE_HASHES" : "");
+  PrintChain(r);
+}
+
+nlohmann::ordered_json ChainJson(const CheckpointReader& r) {
+  nlohmann::ordered_json chain = nlohmann::ordered_json::array();
+  for (const ChainLevel& l : r.chain()) {
+    chain.push_back({{"file", l.name},
+                     {"file_id", HexId(l.file_id)},
+                     {"format_version", fmt::format("1.{}", l.format_minor)},
+                     {"file_size", l.file_size},
+                     {"chain_depth", l.chain_depth},
+                     {"blocks", l.blocks},
+                     {"block_bytes", l.block_bytes},
+                     {"live_blocks", l.live_blocks},
+                     {"pages", l.pages},
+                     {"parent_path_hint", l.path_hint}});
+  }
+  return chain;
 }
 
 void PrintJson(const CheckpointReader& r, const Counts& c) {
@@ -136,6 +180,9 @@ void PrintJson(const CheckpointReader& r, const Counts& c) {
       {"restore_order_blocks", r.restore_order().size()},
       {"working_set_blocks", r.working_set_blocks()},
       {"index_bytes", r.index_length()},
+      {"page_hashes", r.has_page_hashes()},
+      {"chain_depth", r.chain_depth()},
+      {"chain", ChainJson(r)},
   };
   std::cout << cli::JsonText(j);
 }
@@ -144,7 +191,9 @@ void PrintJson(const CheckpointReader& r, const Counts& c) {
 
 int Info(cli::Args& args) {
   const std::string tool = "hlt-restore info";
-  const std::string usage = "usage: hlt-restore info CKPT [--json] [--key-file K]\n";
+  const std::string usage = std::string("usage: hlt-restore info CKPT [--json] [--key-file K] [--parent-dir DIR]\n") +
+                            "An incremental checkpoint is shown with its chain: each file's blocks, bytes and the pages it serves.\n" +
+                            cli::kReaderFlagsHelp;
   std::string ckpt, error;
   bool json = false;
   ReaderOptions reader_options;
@@ -155,7 +204,7 @@ int Info(cli::Args& args) {
     }
     if (args.Flag("--json")) {
       json = true;
-    } else if (cli::KeyFileOption(args, &reader_options, &error)) {
+    } else if (cli::ReaderOption(args, &reader_options, &error)) {
     } else {
       args.Positional(&ckpt, &error);
     }

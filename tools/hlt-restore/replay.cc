@@ -61,7 +61,7 @@ int ParseArgs(cli::Args& args, Config* c) {
   while (!args.Done()) {
     uint64_t n = 0;
     if (args.Flag("-h") || args.Flag("--help")) {
-      std::cout << kReplayUsage << cli::kKeyFileHelp << kReplayExitCodes;
+      std::cout << kReplayUsage << cli::kReaderFlagsHelp << kReplayExitCodes;
       return -1;
     }
     if (args.Option("--trace", &v, &error)) {
@@ -102,7 +102,7 @@ int ParseArgs(cli::Args& args, Config* c) {
       c->memory.handler_threads = unsigned(n);
     } else if (args.Flag("--json")) {
       c->json = true;
-    } else if (cli::KeyFileOption(args, &c->reader, &error)) {
+    } else if (cli::ReaderOption(args, &c->reader, &error)) {
     } else {
       args.Positional(&c->ckpt, &error);
     }

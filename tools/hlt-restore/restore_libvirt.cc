@@ -129,7 +129,7 @@ int Detach(const std::string& tool, const std::string& log, int* report_fd) {
 int RestoreLibvirt(cli::Args& args) {
   const std::string tool = "hlt-restore libvirt";
   const auto tool_start = std::chrono::steady_clock::now();
-  std::string usage = std::string(kLibvirtUsage) + kLazyRestoreFlagsHelp + cli::kKeyFileHelp;
+  std::string usage = std::string(kLibvirtUsage) + kLazyRestoreFlagsHelp + cli::kReaderFlagsHelp;
   std::string ckpt, uri, status_path, error, v, ram_dir, image_dir = "/run/halite/images";
   bool detach = false, shared_memory = false, lazy_flags = false;
   ReaderOptions ropts;
@@ -162,7 +162,7 @@ int RestoreLibvirt(cli::Args& args) {
       image_dir = v;
     } else if (ParseLazyRestoreFlag(args, &opt.qemu, &error)) {
       lazy_flags = true;
-    } else if (cli::KeyFileOption(args, &ropts, &error)) {
+    } else if (cli::ReaderOption(args, &ropts, &error)) {
     } else {
       args.Positional(&ckpt, &error);
     }

@@ -85,7 +85,7 @@ int RestoreQemu(cli::Args& args) {
   const std::string tool = "hlt-restore qemu";
   const auto t_tool = std::chrono::system_clock::now();
   const int64_t tool_wall_us = std::chrono::duration_cast<std::chrono::microseconds>(t_tool.time_since_epoch()).count();
-  std::string usage = std::string(kQemuUsage) + kLazyRestoreFlagsHelp + cli::kKeyFileHelp;
+  std::string usage = std::string(kQemuUsage) + kLazyRestoreFlagsHelp + cli::kReaderFlagsHelp;
   std::string ckpt, socket, qemu_bin, qemu_dir, error, v, record, timeline, stats_json, progress_log;
   std::vector<std::string> qemu_args;
   bool launch = false, wait = false, quiet = false, shared_memory = false;
@@ -129,7 +129,7 @@ int RestoreQemu(cli::Args& args) {
       wait = true;
     } else if (args.Flag("--quiet")) {
       quiet = true;
-    } else if (cli::KeyFileOption(args, &ropts, &error)) {
+    } else if (cli::ReaderOption(args, &ropts, &error)) {
     } else {
       args.Positional(&ckpt, &error);
     }

@@ -10,9 +10,10 @@ namespace halite::restore {
 int RestoreRaw(cli::Args& args) {
   const std::string tool = "hlt-restore raw";
   const std::string usage =
-      "usage: hlt-restore raw CKPT -o IMAGE [--threads N] [--key-file K] [--no-sync]\n"
-      "Writes every region of the checkpoint, in order, as one flat image. Nothing is left under IMAGE when it\n"
-      "fails.\n";
+      std::string("usage: hlt-restore raw CKPT -o IMAGE [--threads N] [--key-file K] [--parent-dir DIR] [--no-sync]\n"
+                  "Writes every region of the checkpoint, in order, as one flat image. Nothing is left under IMAGE when it\n"
+                  "fails. An incremental checkpoint is read through its chain.\n") +
+      cli::kReaderFlagsHelp;
   std::string ckpt, out, error, v;
   RawExportOptions opt;
   ReaderOptions reader_options;
@@ -27,7 +28,7 @@ int RestoreRaw(cli::Args& args) {
       uint64_t n;
       if (error.empty() && (!cli::ParseU64(v, &n) || n > 1024)) error = "--threads: bad value";
       opt.threads = unsigned(n);
-    } else if (cli::KeyFileOption(args, &reader_options, &error)) {
+    } else if (cli::ReaderOption(args, &reader_options, &error)) {
     } else if (args.Flag("--no-sync")) {
       opt.sync = false;
     } else {

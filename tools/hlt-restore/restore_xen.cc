@@ -23,7 +23,7 @@ int RestoreXen(cli::Args& args) {
                   "Writes the Xen save stream the checkpoint was made from (`hlt-save xen`), for `xl restore`.\n"
                   "STREAM is a file (created atomically: nothing is left when the export fails), an existing FIFO,\n"
                   "or - for standard output. Records keep the order they had; pages are written once each.\n") +
-      cli::kKeyFileHelp +
+      cli::kReaderFlagsHelp +
       "  --xen-417-order        rewrite records in the order Xen 4.17's saver writes them\n"
       "  --cache-mb N           decoded blocks kept while writing (default 64)\n"
       "  --no-sync              do not fsync the output file\n";
@@ -38,7 +38,7 @@ int RestoreXen(cli::Args& args) {
     }
     if (args.Option("-o", &v, &error) || args.Option("--output", &v, &error)) {
       out = v;
-    } else if (cli::KeyFileOption(args, &reader_options, &error)) {
+    } else if (cli::ReaderOption(args, &reader_options, &error)) {
     } else if (args.Flag("--xen-417-order")) {
       opt.reorder_like_xen417 = true;
     } else if (args.Option("--cache-mb", &v, &error)) {

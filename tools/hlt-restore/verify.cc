@@ -9,8 +9,10 @@ namespace halite::restore {
 int Verify(cli::Args& args) {
   const std::string tool = "hlt-restore verify";
   const std::string usage =
-      "usage: hlt-restore verify CKPT [--key-file K]\n"
-      "Checks every rule of the format and every checksum, and decompresses every block and blob.\n";
+      std::string("usage: hlt-restore verify CKPT [--key-file K] [--parent-dir DIR]\n"
+                  "Checks every rule of the format and every checksum, and decompresses every block and blob; for an\n"
+                  "incremental checkpoint, of every file of its chain, and every page hash.\n") +
+      cli::kReaderFlagsHelp;
   std::string ckpt, error;
   ReaderOptions reader_options;
   while (!args.Done()) {
@@ -18,7 +20,7 @@ int Verify(cli::Args& args) {
       std::cout << usage;
       return 0;
     }
-    if (!cli::KeyFileOption(args, &reader_options, &error)) args.Positional(&ckpt, &error);
+    if (!cli::ReaderOption(args, &reader_options, &error)) args.Positional(&ckpt, &error);
     if (!error.empty()) return cli::UsageError(tool, error, usage);
   }
   if (ckpt.empty()) return cli::UsageError(tool, "CKPT is required", usage);
@@ -30,6 +32,7 @@ int Verify(cli::Args& args) {
   if (!s.ok()) return cli::Fail(tool, s);
   std::cout << ckpt << ": OK (" << (*reader)->blocks().size() << " blocks, " << (*reader)->blobs().size()
             << " blobs, " << (*reader)->total_pages() << " pages, " << (*reader)->file_size() << " bytes"
+            << ((*reader)->chain().size() > 1 ? ", chain of " + std::to_string((*reader)->chain().size()) + " files" : "")
             << (reader_options.mac_key ? ", MAC verified" : "") << ")\n";
   return 0;
 }

@@ -13,6 +13,8 @@ const char* kUsage =
     "  qemu --qmp SOCKET -o CKPT [--live]     save a running QEMU through its QMP socket\n"
     "  libvirt DOMAIN -o CKPT [--connect URI] save a running libvirt domain, its disks frozen with it\n"
     "  relayout CKPT -o NEW --access-trace F  re-plan a checkpoint around a trace recorded at restore time\n"
+    "  flatten CKPT -o FULL                   write an incremental checkpoint's chain as one full checkpoint\n"
+    "Every save mode takes --parent P to store only what changed since checkpoint P (an incremental child).\n"
     "Run `hlt-save MODE --help` for a mode's options; `hlt-save --version` for the versions.\n"
     "Exit codes: 0 success, 2 usage error, 3 I/O error, 4 invalid or corrupt input.\n";
 }
@@ -33,6 +35,7 @@ int main(int argc, char** argv) {
   if (mode == "xen") return halite::save::SaveXen(args);
 #endif
   if (mode == "relayout") return halite::save::Relayout(args);
+  if (mode == "flatten") return halite::save::Flatten(args);
 #ifdef HALITE_TOOLS_WITH_QEMU
   if (mode == "qemu") return halite::save::SaveQemu(args);
 #endif

@@ -19,6 +19,13 @@ const char* kRelayoutUsage =
     "copied unchanged. Every block of CKPT is verified on the way.\n"
     "  --input-key-file K     CKPT is authenticated with this key (writer --key-file is for NEW)\n";
 
+const char* kFlattenUsage =
+    "usage: hlt-save flatten CKPT -o FULL [--input-key-file K] [--parent-dir DIR] [writer options]\n"
+    "Writes the content of CKPT, an incremental checkpoint read through its chain (format-spec 12), as one\n"
+    "self-contained checkpoint: every page CKPT's view holds, CKPT's regions, blobs and metadata; blocks in the\n"
+    "order CKPT's view restores them. Every block of the chain that is used is verified on the way.\n"
+    "  --input-key-file K     the chain is authenticated with this key (writer --key-file is for FULL)\n";
+
 // The old layout as VA-style runs: blocks in restore order, each block's pages in slot order. Given after the
 // new trace, it keeps whatever locality the old layout had for the pages the trace does not cover.
 std::vector<PageRun> OldOrder(const CheckpointReader& r) {
@@ -65,11 +72,11 @@ Status CopyPages(const CheckpointReader& r, CheckpointWriter& w) {
   return Status::Ok();
 }
 
-}  // namespace
-
-int Relayout(cli::Args& args) {
-  const std::string tool = "hlt-save relayout";
-  std::string usage = std::string(kRelayoutUsage) + kWriterFlagsHelp;
+// relayout and flatten: both rewrite a checkpoint (read through its chain) as a full one; relayout around a new
+// access trace.
+int Rewrite(cli::Args& args, bool flatten) {
+  const std::string tool = flatten ? "hlt-save flatten" : "hlt-save relayout";
+  std::string usage = std::string(flatten ? kFlattenUsage : kRelayoutUsage) + kWriterFlagsHelp;
   std::string in, out, error;
   WriterFlags flags;
   ReaderOptions reader_options;
@@ -96,7 +103,9 @@ int Relayout(cli::Args& args) {
     if (!error.empty()) return cli::UsageError(tool, error, usage);
   }
   if (in.empty() || out.empty()) return cli::UsageError(tool, "CKPT and -o NEW are required", usage);
-  if (flags.access_trace.empty()) return cli::UsageError(tool, "--access-trace FILE is required", usage);
+  if (!flatten && flags.access_trace.empty()) return cli::UsageError(tool, "--access-trace FILE is required", usage);
+  if (!flags.parent.empty()) return cli::UsageError(tool, "--parent: the output is a full checkpoint", usage);
+  reader_options.parent_dirs = flags.parent_reader.parent_dirs;
   if (in == out) return cli::UsageError(tool, "NEW must differ from CKPT (CKPT is read while NEW is written)", usage);
 
   auto reader = CheckpointReader::Open(in, reader_options);
@@ -132,5 +141,10 @@ int Relayout(cli::Args& args) {
   PrintSummary(*summary, out);
   return cli::kExitOk;
 }
+
+}  // namespace
+
+int Relayout(cli::Args& args) { return Rewrite(args, false); }
+int Flatten(cli::Args& args) { return Rewrite(args, true); }
 
 }  // namespace halite::save

@@ -1,6 +1,7 @@
 #include "hlt-save/writer_flags.h"
 
 #include <cstdio>
+#include <filesystem>
 
 #include "halite/authentication.h"
 
@@ -67,11 +68,35 @@ bool ParseWriterFlag(cli::Args& args, WriterFlags* f, std::string* error) {
     }
     return true;
   }
+  if (args.Option("--parent", &v, error)) {
+    f->parent = v;
+    return true;
+  }
+  if (args.Option("--parent-dir", &v, error)) {
+    if (error->empty()) f->parent_reader.parent_dirs.push_back(v);
+    return true;
+  }
+  if (args.Flag("--page-hashes")) {
+    f->options.page_hashes = true;
+    return true;
+  }
   if (args.Flag("--no-sync")) {
     f->options.sink.sync = false;
     return true;
   }
   return false;
+}
+
+Status PrepareParent(WriterFlags* f, const std::string& out) {
+  if (f->parent.empty()) return Status::Ok();
+  std::error_code ec;
+  if (f->parent == out || std::filesystem::equivalent(f->parent, out, ec)) {
+    return Status::InvalidArgument(out + ": the output cannot be its own parent");
+  }
+  HLT_ASSIGN_OR_RETURN(auto parent, CheckpointReader::Open(f->parent, f->parent_reader));
+  f->options.parent = std::shared_ptr<const CheckpointReader>(std::move(parent));
+  f->options.page_hashes = true;
+  return Status::Ok();
 }
 
 Status ApplyHintFiles(const WriterFlags& f, CheckpointWriter& writer) {
@@ -101,6 +126,11 @@ void PrintSummary(const WriteSummary& s, const std::string& path) {
               (unsigned long long)s.file_bytes, cli::HumanBytes(s.file_bytes).c_str(),
               cli::HumanBytes(s.block_bytes).c_str(), cli::HumanBytes(s.blob_bytes).c_str(),
               cli::HumanBytes(s.index_bytes).c_str(), cli::HumanBytes(s.dictionary_bytes).c_str());
+  if (s.in_parent_pages > 0) {
+    std::printf("  in parent        %llu pages (stored as references; %llu parent blocks decoded to compare)\n",
+                (unsigned long long)s.in_parent_pages, (unsigned long long)s.parent_blocks_read);
+  }
+  if (s.page_hash_bytes > 0) std::printf("  page hashes      %s\n", cli::HumanBytes(s.page_hash_bytes).c_str());
   std::printf("  ratio            %.2f\n", s.ratio());
   std::printf("  seconds          %.3f (%.0f MB/s of raw pages)\n", s.seconds,
               s.seconds > 0 ? double(s.raw_bytes) / s.seconds / 1e6 : 0.0);

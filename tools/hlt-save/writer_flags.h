@@ -14,6 +14,8 @@ struct WriterFlags {
   WriterOptions options;
   std::string access_trace;  // path, or empty
   std::string va_hints;      // path, or empty
+  std::string parent;        // --parent: the checkpoint this one is a child of (format-spec 12), or empty
+  ReaderOptions parent_reader;  // how the parent's chain is opened (--parent-dir)
 };
 
 inline constexpr const char* kWriterFlagsHelp =
@@ -28,6 +30,11 @@ inline constexpr const char* kWriterFlagsHelp =
     "  --access-trace FILE    pages in the order the guest touched them during the save\n"
     "  --va-hints FILE        pages in guest-virtual-address order; a blank line between address spaces\n"
     "  --key-file K           authenticate the checkpoint with a keyed BLAKE2b MAC (key: 32 bytes or 64 hex)\n"
+    "  --parent P             incremental: pages equal (byte for byte) to checkpoint P's are stored as references to\n"
+    "                         P, which must stay reachable: its path relative to CKPT is recorded (see --parent-dir)\n"
+    "  --parent-dir DIR       where P's own parents are looked for if they moved (repeatable)\n"
+    "  --page-hashes          store a hash per page (8 bytes a page, 0.2%) so that children of this checkpoint rule\n"
+    "                         out changed pages without decoding it; on by default with --parent\n"
     "  --no-sync              skip fsync (tests and benchmarks only)\n"
     "hint files: one entry a line, `PAGE` or `PAGE COUNT` (COUNT consecutive pages), `REGION:PAGE` for a page of\n"
     "another region than `ram`; numbers decimal or 0x-hex; `#` starts a comment. See format-spec/hint-files.md.\n";
@@ -35,6 +42,10 @@ inline constexpr const char* kWriterFlagsHelp =
 // Consumes one writer option at the cursor if there is one. Returns true when it did; *error is set on a bad
 // value.
 bool ParseWriterFlag(cli::Args& args, WriterFlags* flags, std::string* error);
+
+// With --parent: opens the parent's chain (checked as a restorer checks it) into flags->options.parent and turns
+// PAGE_HASHES on. `out` is the checkpoint being written; it must not be the parent.
+Status PrepareParent(WriterFlags* flags, const std::string& out);
 
 // Reads the hint files named in `flags` and gives them to the writer.
 Status ApplyHintFiles(const WriterFlags& flags, CheckpointWriter& writer);

@@ -5,8 +5,18 @@
 // Open() all accessors are const and every method is thread-safe: the restore engine's fault handlers and its
 // loader call ReadBlock concurrently.
 //
-// Memory: the index as decoded (4 bytes a page for the page map) plus 8 bytes per stored page reference for
-// the block-member table; nothing proportional to the stored data.
+// Incremental checkpoints (format-spec section 12): when the file has a PARENT section, Open() also opens its
+// chain (the parent, found through the path hint or ReaderOptions::parent_dirs, its own parent, ...), checks each
+// parent's file_id and index fingerprint, the chain depth and that no file appears twice, all before returning;
+// a failure names both files. The reader then presents the chain's view as if it were one file: blocks() lists
+// this file's blocks first, then each parent block that still holds a page of this checkpoint (chain_level > 0,
+// offsets inside that parent's file, HOT cleared); Locate, BlockMembers, ReadBlock(s), ReadPage and the restore
+// order all speak of that view, so every restore path reads a chain as it reads a full checkpoint, one block read
+// per block. Blobs and metadata are this file's own.
+//
+// Memory: the index as decoded (4 bytes a page for the page map, 8 more with PAGE_HASHES) plus 8 bytes per
+// stored page reference for the block-member table, for each file of the chain; nothing proportional to the
+// stored data.
 #ifndef HALITE_CHECKPOINT_READER_H_
 #define HALITE_CHECKPOINT_READER_H_
 
@@ -33,6 +43,29 @@ struct HALITE_EXPORT ReaderOptions {
   // index MAC, ReadBlock/ReadBlob check each payload's MAC before using a byte of it, and every failure (a MAC
   // mismatch, a checkpoint without MAC, or any damage that prevents authentication) is kAuthFailed.
   std::optional<std::array<uint8_t, 32>> mac_key;
+  // Incremental checkpoints (format-spec 12): a parent is looked for at its path hint (relative to the directory
+  // of the file that names it), then as the hint's last component in each of these directories, in order. The
+  // first candidate whose file_id and index fingerprint match is used. `mac_key`, when set, applies to every file.
+  std::vector<std::string> parent_dirs;
+  // The deepest chain accepted (parent links below the file opened), 0..16; the format's limit is 16.
+  uint32_t max_chain_depth = format::kMaxChainDepth;
+  // How a parent is opened, given its candidate path; default OpenLocalFile(path, file). Tests and fuzzers serve
+  // parents from memory. Errors it returns are reported (the first candidate's) when no candidate fits.
+  std::function<Result<std::unique_ptr<RandomAccessFile>>(const std::string& path)> open_parent;
+};
+
+// One file of a chain as the opened checkpoint uses it (CheckpointReader::chain()).
+struct HALITE_EXPORT ChainLevel {
+  std::string name;            // the file, as opened
+  FileId file_id{};
+  uint16_t format_minor = 0;
+  uint64_t file_size = 0;
+  uint64_t blocks = 0;         // blocks stored in this file
+  uint64_t block_bytes = 0;    // their payload bytes
+  uint64_t live_blocks = 0;    // of those, blocks holding at least one page of the opened checkpoint
+  uint64_t pages = 0;          // pages of the opened checkpoint whose bytes come from this file
+  uint32_t chain_depth = 0;    // parent links below this file (0: a full checkpoint)
+  std::string path_hint;       // how this file names its parent; empty for a full checkpoint
 };
 
 // A page of a block: which global page it is, and which slot of the block holds its content.
@@ -70,12 +103,27 @@ class HALITE_EXPORT CheckpointReader {
   uint64_t GlobalPage(PageRef ref) const;
   PageRef PageOf(uint64_t global_page) const;
 
+  // Every block of the chain's view (see the top of this file): this file's first, then live parent blocks.
   const std::vector<BlockInfo>& blocks() const;
   const std::vector<BlobInfo>& blobs() const;
   const std::vector<uint32_t>& restore_order() const;
   uint32_t working_set_blocks() const;
   size_t dictionary_size() const;
   bool authenticated() const;  // the file carries a MAC section
+
+  // Chains (format-spec 12). chain()[0] is this file, chain()[1] its parent, and so on; one entry for a full
+  // checkpoint. parent() is null for a full checkpoint; it lives as long as this reader.
+  const std::vector<ChainLevel>& chain() const;
+  const CheckpointReader* parent() const;
+  uint32_t chain_depth() const;
+  // Section 12: what a child of this file records in its PARENT section to name exactly this file.
+  const std::array<uint8_t, 16>& index_fingerprint() const;
+  // 5.11: the content hash of page `global_page` of this checkpoint's view (low 64 bits of XXH3_128 of its 4096
+  // bytes; zero and absent pages hash as zeros), from the PAGE_HASHES section of the file that stores it; nullopt
+  // when that file has none. A hint for writers of children: never proof that two pages are equal.
+  // Precondition: global_page < total_pages().
+  std::optional<uint64_t> PageHash(uint64_t global_page) const;
+  bool has_page_hashes() const;  // this file has a PAGE_HASHES section
 
   // O(1). Precondition: global_page < total_pages().
   PageLocation Locate(uint64_t global_page) const;
@@ -106,7 +154,8 @@ class HALITE_EXPORT CheckpointReader {
   Result<std::vector<uint8_t>> ReadBlob(uint32_t index) const;
   Result<std::vector<uint8_t>> ReadBlob(std::string_view name) const;
 
-  // Reads and checks every block and blob (hlt-restore verify).
+  // Reads and checks every block and blob of every file of the chain, and every PAGE_HASHES entry against the
+  // page it describes (hlt-restore verify).
   Status VerifyAll(const std::function<void(const VerifyProgress&)>& progress = {}) const;
 
   class Impl;

@@ -47,6 +47,8 @@ struct HALITE_EXPORT BlockInfo {
   uint32_t flags = 0;
   uint64_t checksum = 0;
   uint64_t first_slot = 0;  // derived
+  // Derived: which file of a chain holds the block (format-spec 12): 0 the file opened, 1 its parent, ...
+  uint32_t chain_level = 0;
   bool compressed() const { return flags & format::kBlockCompressed; }
   bool uses_dictionary() const { return flags & format::kBlockDictionary; }
   bool hot() const { return flags & format::kBlockHot; }

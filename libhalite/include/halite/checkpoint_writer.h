@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "halite/export.h"
+#include "halite/checkpoint_reader.h"
 #include "halite/checkpoint_types.h"
 #include "halite/hint_files.h"
 #include "halite/status.h"
@@ -70,6 +71,19 @@ struct HALITE_EXPORT WriterOptions {
   bool deterministic = false;      // keep created_unix_ns as given (0), for test vectors
   std::string staging_dir;         // where staged pages go; default: the output's directory
   std::optional<std::array<uint8_t, 32>> mac_key;  // authenticate the checkpoint with this key (format-spec 5.8)
+  // Incremental checkpoint (format-spec 12): a page whose bytes equal `parent`'s view of the same page number is
+  // stored as a reference into it (IN_PARENT). Decided on bytes, never on a hash alone: when the parent has
+  // PAGE_HASHES, a differing hash rules a page out without decoding anything, and an equal one is confirmed
+  // against the parent's decoded page. A zero (absent) page is IN_PARENT where the parent's is zero (absent) too.
+  // When no page matches, the file gets no PARENT section and is complete. The reader must stay open until Finish() returns; the chain may hold at most 16
+  // parent links.
+  std::shared_ptr<const CheckpointReader> parent;
+  // The parent's path relative to the output's directory, recorded in the PARENT section. Create(path) derives
+  // it from parent->name() when empty; Create(sink) needs it.
+  std::string parent_path_hint;
+  // Write the PAGE_HASHES section (5.11): 8 bytes per stored page (0.2% of the stored pages' raw size), so that a
+  // child of this checkpoint rules out changed pages without decoding this file's blocks.
+  bool page_hashes = false;
   std::function<void(const WriteProgress&)> progress;  // called from the writing thread
 };
 
@@ -87,6 +101,9 @@ struct HALITE_EXPORT WriteSummary {
   uint64_t blob_bytes = 0;       // blob payload bytes
   uint64_t index_bytes = 0;
   uint64_t dictionary_bytes = 0; // 0 when no dictionary is used
+  uint64_t in_parent_pages = 0;  // pages stored as references into the parent (IN_PARENT)
+  uint64_t parent_blocks_read = 0;  // parent blocks decoded to confirm equal pages
+  uint64_t page_hash_bytes = 0;  // the PAGE_HASHES section, 0 when not written
   uint64_t file_bytes = 0;
   double seconds = 0;
   double ratio() const { return file_bytes ? double(raw_bytes) / double(file_bytes) : 0; }

@@ -10,8 +10,9 @@ namespace halite::format {
 // Section 9: versions. kFormatMinor is the highest minor this code reads; a writer writes the lowest minor whose
 // features the file uses (a file without skippable sections is a 1.0 file).
 inline constexpr uint16_t kFormatMajor = 1;
-inline constexpr uint16_t kFormatMinor = 1;
+inline constexpr uint16_t kFormatMinor = 2;
 inline constexpr uint16_t kFormatMinorSkippableSections = 1;  // 1.1 added skippable sections (5.9)
+inline constexpr uint16_t kFormatMinorParent = 2;             // 1.2 added PARENT and IN_PARENT (5.10, 12)
 
 // Section 1: a format page is always 4096 bytes.
 inline constexpr uint32_t kPageSize = 4096;
@@ -34,15 +35,29 @@ enum class SectionType : uint32_t {
   kBlobs = 5,
   kRestoreOrder = 6,
   kDictionary = 7,
-  kMac = 8,
+  kMac = 8,     // always the last section
+  kParent = 9,  // since 1.2 (5.10): after DICTIONARY, before the skippable sections and MAC
 };
 // 5.9: a section type with this bit set is skippable: a reader that does not know it ignores it.
 inline constexpr uint32_t kSkippableSectionBit = 0x80000000u;
 inline constexpr uint32_t kSectionHeaderSize = 16;
+// 5.3, since 1.2: section flag of PAGE_MAP in a file with PARENT: the body lists only the pages that are not
+// IN_PARENT, as (page, value) pairs after a u64 count.
+inline constexpr uint32_t kSectionFlagSparse = 1u << 0;
+inline constexpr uint32_t kSparsePageMapFixedSize = 8;
+inline constexpr uint32_t kSparsePageMapEntrySize = 8;
 inline constexpr uint32_t kMetadataFixedSize = 40;      // 5.1
 inline constexpr uint32_t kRegionEntryFixedSize = 24;   // 5.2
 inline constexpr uint32_t kBlockEntrySize = 32;         // 5.4
 inline constexpr uint32_t kBlobEntryFixedSize = 40;     // 5.5
+inline constexpr uint32_t kParentFixedSize = 48;        // 5.10
+// 5.10: PARENT's path hint, and section 12: the longest chain (parent links below a file) a reader opens.
+inline constexpr uint32_t kMaxPathHintLength = 1024;
+inline constexpr uint32_t kMaxChainDepth = 16;
+// 5.11: the PAGE_HASHES skippable section (since 1.1 rules; assigned with 1.2) and its one algorithm.
+inline constexpr uint32_t kPageHashesSectionType = 0x80000002u;
+inline constexpr uint32_t kPageHashAlgorithmXxh3Low64 = 1;  // low 64 bits of XXH3_128 of each stored slot's page
+inline constexpr uint32_t kPageHashesFixedSize = 8;
 
 // Section 3: header flags.
 inline constexpr uint32_t kHeaderAuthenticated = 1u << 0;  // a MAC section is present (5.8)
@@ -60,6 +75,9 @@ inline constexpr char kBlobMacTag[] = "HLT-BLOB-MAC-1";
 inline constexpr uint32_t kPageMapAbsent = 0;
 inline constexpr uint32_t kPageMapZero = 1;
 inline constexpr uint32_t kPageMapFirstSlot = 2;
+// 5.3, since 1.2: the page is the parent's view of the same page number (section 12). Never a slot: slots are
+// fewer than 2^31.
+inline constexpr uint32_t kPageMapInParent = 0xFFFFFFFFu;
 
 // 5.4: block flags.
 inline constexpr uint32_t kBlockCompressed = 1u << 0;

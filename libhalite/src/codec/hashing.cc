@@ -1,5 +1,6 @@
 #include "codec/hashing.h"
 
+#define XXH_STATIC_LINKING_ONLY  // XXH3_state_t on the stack
 #include <xxhash.h>
 
 #include <cstring>
@@ -12,6 +13,15 @@ uint64_t Xxh3_64(std::span<const uint8_t> data, uint64_t seed) {
 
 Hash128 Xxh3_128(std::span<const uint8_t> data) {
   XXH128_hash_t h = XXH3_128bits(data.data(), data.size());
+  return {h.low64, h.high64};
+}
+
+Hash128 Xxh3_128Concat(std::initializer_list<std::span<const uint8_t>> parts) {
+  XXH3_state_t state;
+  XXH3_INITSTATE(&state);
+  XXH3_128bits_reset(&state);
+  for (const auto& p : parts) XXH3_128bits_update(&state, p.data(), p.size());
+  XXH128_hash_t h = XXH3_128bits_digest(&state);
   return {h.low64, h.high64};
 }
 

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <span>
 
 namespace halite::codec {
@@ -15,6 +16,8 @@ struct Hash128 {
   bool operator==(const Hash128&) const = default;
 };
 Hash128 Xxh3_128(std::span<const uint8_t> data);
+// XXH3_128 (seed 0) of the concatenation of `parts`, without concatenating them.
+Hash128 Xxh3_128Concat(std::initializer_list<std::span<const uint8_t>> parts);
 
 // True when all bytes are zero (fast path for 4096-byte pages).
 bool IsAllZero(std::span<const uint8_t> data);

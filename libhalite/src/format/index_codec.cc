@@ -12,12 +12,12 @@ namespace {
 
 // Writes one section: header, body produced by `body`, zero padding.
 template <typename F>
-void WriteSection(ByteWriter& w, SectionType type, F body) {
+void WriteSection(ByteWriter& w, SectionType type, F body, uint32_t flags = 0) {
   std::vector<uint8_t> b;
   ByteWriter bw(&b);
   body(bw);
   w.U32(static_cast<uint32_t>(type));
-  w.U32(0);
+  w.U32(flags);
   w.U64(b.size());
   size_t start = w.size();
   w.Bytes(b.data(), b.size());
@@ -52,11 +52,14 @@ class Decoder {
 
   Status DecodeMetadata(std::span<const uint8_t> body, uint64_t at);
   Status DecodeRegions(std::span<const uint8_t> body, uint64_t at);
-  Status DecodePageMap(std::span<const uint8_t> body, uint64_t at);
+  Status DecodePageMap(std::span<const uint8_t> body, uint64_t at, bool sparse);
+  Status CheckSparsePageMap(std::vector<bool>* used);
   Status DecodeBlocks(std::span<const uint8_t> body, uint64_t at);
   Status DecodeBlobs(std::span<const uint8_t> body, uint64_t at);
   Status DecodeRestoreOrder(std::span<const uint8_t> body, uint64_t at);
   Status DecodeDictionary(std::span<const uint8_t> body, uint64_t at);
+  Status DecodeParent(std::span<const uint8_t> body, uint64_t at);
+  Status DecodePageHashes(std::span<const uint8_t> body, uint64_t at);
   Status DecodeMac(std::span<const uint8_t> body, uint64_t at);
   Status CrossCheck();
 
@@ -65,7 +68,7 @@ class Decoder {
   const std::string& name_;
   IndexModel m_;
   uint64_t total_slots_ = 0;
-  uint64_t page_map_at_ = 0, blocks_at_ = 0, blobs_at_ = 0, order_at_ = 0, dictionary_at_ = 0;
+  uint64_t page_map_at_ = 0, blocks_at_ = 0, blobs_at_ = 0, order_at_ = 0, dictionary_at_ = 0, parent_at_ = 0;
 };
 
 const char* SectionName(uint32_t type) {
@@ -78,14 +81,25 @@ const char* SectionName(uint32_t type) {
     case SectionType::kRestoreOrder: return "RESTORE_ORDER";
     case SectionType::kDictionary: return "DICTIONARY";
     case SectionType::kMac: return "MAC";
+    case SectionType::kParent: return "PARENT";
   }
   return "unknown";
+}
+
+// Position of a non-skippable section type in the required order of section 5: METADATA..DICTIONARY, then the
+// sections later minors added (PARENT), then MAC, always last.
+uint32_t SectionRank(uint32_t type) {
+  if (type == static_cast<uint32_t>(SectionType::kParent)) return 8;
+  if (type == static_cast<uint32_t>(SectionType::kMac)) return 100;
+  return type;
 }
 
 Result<IndexModel> Decoder::Run() {
   ByteCursor c(index_, index_offset_);
   uint32_t last_type = 0;       // the last non-skippable section
+  uint32_t last_rank = 0;       // its SectionRank
   uint32_t last_skippable = 0;  // the last skippable section, 0 before the first
+  const uint32_t restore_order_rank = static_cast<uint32_t>(SectionType::kRestoreOrder);
   while (c.remaining() > 0) {
     uint64_t at = c.file_offset();
     if (!c.Has(kSectionHeaderSize)) return Err(at, "section header", "truncated (16 bytes expected)");
@@ -93,15 +107,17 @@ Result<IndexModel> Decoder::Run() {
     uint32_t flags = c.U32();
     uint64_t len = c.U64();
     const bool skippable = IsSkippableSection(type);
-    if (!skippable && (type < 1 || type > static_cast<uint32_t>(SectionType::kMac))) {
+    if (!skippable && (type < 1 || type > static_cast<uint32_t>(SectionType::kParent))) {
       return Err(at, "section header", fmt::format("unknown section type {} (not skippable: types {:#x} and above "
                                                    "are the skippable ones)",
                                                    type, kSkippableSectionBit));
     }
-    std::string sname = skippable ? fmt::format("skippable section {:#x}", type) : SectionName(type);
+    std::string sname = skippable ? (type == kPageHashesSectionType ? std::string("PAGE_HASHES")
+                                                                    : fmt::format("skippable section {:#x}", type))
+                                  : SectionName(type);
     if (skippable) {
       // 5.9: skippable sections follow every required section, precede MAC, in increasing type order.
-      if (last_type < static_cast<uint32_t>(SectionType::kRestoreOrder)) {
+      if (last_rank < restore_order_rank) {
         return Err(at, sname, "before the required section " + std::string(SectionName(last_type + 1)) +
                                   " (skippable sections follow every required section)");
       }
@@ -113,10 +129,11 @@ Result<IndexModel> Decoder::Run() {
       }
       last_skippable = type;
     } else {
-      if (type <= last_type) {
+      const uint32_t rank = SectionRank(type);
+      if (rank <= last_rank) {
         return Err(at, sname, "section out of order or repeated (after " + std::string(SectionName(last_type)) + ")");
       }
-      if (last_type + 1 != type && last_type < static_cast<uint32_t>(SectionType::kRestoreOrder)) {
+      if (last_rank + 1 != rank && last_rank < restore_order_rank) {
         return Err(at, sname, "required section " + std::string(SectionName(last_type + 1)) + " is missing");
       }
       if (last_skippable != 0 && type != static_cast<uint32_t>(SectionType::kMac)) {
@@ -124,8 +141,13 @@ Result<IndexModel> Decoder::Run() {
                                           last_skippable));
       }
       last_type = type;
+      last_rank = rank;
     }
-    if (flags != 0) return Err(at + 4, sname, "reserved section flags " + fmt::format("{:#x}", flags) + " (expected 0)");
+    const bool sparse_flag = !skippable && type == static_cast<uint32_t>(SectionType::kPageMap) &&
+                             flags == kSectionFlagSparse;
+    if (flags != 0 && !sparse_flag) {
+      return Err(at + 4, sname, "reserved section flags " + fmt::format("{:#x}", flags) + " (expected 0)");
+    }
     if (len > c.remaining()) {
       return Err(at + 8, sname, "body_length " + std::to_string(len) + " exceeds the " +
                                     std::to_string(c.remaining()) + " bytes left in the index");
@@ -135,6 +157,11 @@ Result<IndexModel> Decoder::Run() {
     size_t start = c.pos() - len;
     HLT_RETURN_IF_ERROR(CheckPadding(c, start, sname));
     if (skippable) {
+      if (type == kPageHashesSectionType) {
+        // 5.11: a type this reader knows, so its own rules apply.
+        HLT_RETURN_IF_ERROR(DecodePageHashes(body, body_at));
+        continue;
+      }
       // Not interpreted: a reader that knows the type reads it from here; every other reader ignores it.
       m_.skippable_sections.push_back(SkippableSection{type, std::vector<uint8_t>(body.begin(), body.end())});
       continue;
@@ -142,7 +169,7 @@ Result<IndexModel> Decoder::Run() {
     switch (static_cast<SectionType>(type)) {
       case SectionType::kMetadata: HLT_RETURN_IF_ERROR(DecodeMetadata(body, body_at)); break;
       case SectionType::kRegions: HLT_RETURN_IF_ERROR(DecodeRegions(body, body_at)); break;
-      case SectionType::kPageMap: HLT_RETURN_IF_ERROR(DecodePageMap(body, body_at)); break;
+      case SectionType::kPageMap: HLT_RETURN_IF_ERROR(DecodePageMap(body, body_at, sparse_flag)); break;
       case SectionType::kBlocks: HLT_RETURN_IF_ERROR(DecodeBlocks(body, body_at)); break;
       case SectionType::kBlobs: HLT_RETURN_IF_ERROR(DecodeBlobs(body, body_at)); break;
       case SectionType::kRestoreOrder: HLT_RETURN_IF_ERROR(DecodeRestoreOrder(body, body_at)); break;
@@ -150,13 +177,17 @@ Result<IndexModel> Decoder::Run() {
         dictionary_at_ = at;
         HLT_RETURN_IF_ERROR(DecodeDictionary(body, body_at));
         break;
+      case SectionType::kParent:
+        parent_at_ = at;
+        HLT_RETURN_IF_ERROR(DecodeParent(body, body_at));
+        break;
       case SectionType::kMac:
         m_.mac_section_offset = size_t(at - index_offset_);
         HLT_RETURN_IF_ERROR(DecodeMac(body, body_at));
         break;
     }
   }
-  if (last_type < static_cast<uint32_t>(SectionType::kRestoreOrder)) {
+  if (last_rank < restore_order_rank) {
     return Err(c.file_offset(), "end", "required section " + std::string(SectionName(last_type + 1)) + " is missing");
   }
   HLT_RETURN_IF_ERROR(CrossCheck());
@@ -238,10 +269,29 @@ Status Decoder::DecodeRegions(std::span<const uint8_t> body, uint64_t at) {
   return Status::Ok();
 }
 
-Status Decoder::DecodePageMap(std::span<const uint8_t> body, uint64_t at) {
+Status Decoder::DecodePageMap(std::span<const uint8_t> body, uint64_t at, bool sparse) {
   page_map_at_ = at;
   uint64_t total = 0;
   for (auto& r : m_.regions) total += r.page_count();
+  m_.page_count = total;
+  if (sparse) {
+    // 5.3, since 1.2: u64 entry_count, then (u32 page, u32 value) pairs. Bounded by the section length.
+    m_.sparse_page_map = true;
+    ByteCursor c(body, at);
+    uint64_t count = c.U64();
+    if (!c.ok()) return Err(at, "PAGE_MAP", "truncated entry count (sparse)");
+    if (count > total || body.size() != kSparsePageMapFixedSize + count * kSparsePageMapEntrySize) {
+      return Err(at, "PAGE_MAP", "sparse entry_count " + std::to_string(count) + " with body_length " +
+                                     std::to_string(body.size()) + " (expected 8 + 8 x entry_count, entry_count <= " +
+                                     std::to_string(total) + " pages)");
+    }
+    m_.page_map_entries.resize(count);
+    for (auto& e : m_.page_map_entries) {
+      e.page = c.U32();
+      e.value = c.U32();
+    }
+    return Status::Ok();
+  }
   if (body.size() != total * 4) {
     return Err(at, "PAGE_MAP", "body_length " + std::to_string(body.size()) + " (expected 4 x " +
                                    std::to_string(total) + " pages)");
@@ -262,7 +312,7 @@ Status Decoder::DecodeBlocks(std::span<const uint8_t> body, uint64_t at) {
     return Err(at, s, "block_count " + std::to_string(count) + " needs " + std::to_string(uint64_t{count} * 32) +
                           " bytes of entries, body has " + std::to_string(c.remaining()));
   }
-  if (count > m_.page_map.size()) return Err(at, s, "more blocks than pages");
+  if (count > m_.total_pages()) return Err(at, s, "more blocks than pages");
   m_.blocks.resize(count);
   uint64_t expect_offset = kHeaderSize;
   for (uint32_t i = 0; i < count; ++i) {
@@ -394,6 +444,65 @@ Status Decoder::DecodeDictionary(std::span<const uint8_t> body, uint64_t at) {
   return Status::Ok();
 }
 
+Status Decoder::DecodeParent(std::span<const uint8_t> body, uint64_t at) {
+  const std::string s = "PARENT";
+  if (body.size() < kParentFixedSize) {
+    return Err(at, s, "body is " + std::to_string(body.size()) + " bytes (expected at least 48)");
+  }
+  ByteCursor c(body, at);
+  ParentSection p;
+  auto id = c.Bytes(kFileIdSize);
+  std::copy(id.begin(), id.end(), p.file_id.begin());
+  auto fp = c.Bytes(16);
+  std::copy(fp.begin(), fp.end(), p.fingerprint.begin());
+  p.page_count = c.U64();
+  p.chain_depth = c.U32();
+  uint16_t hint_length = c.U16();
+  HLT_RETURN_IF_ERROR(CheckZero(c, 2, s, "reserved"));
+  if (p.file_id == FileId{}) return Err(at, s, "parent_file_id is all zero");
+  if (p.page_count < 1 || p.page_count > kMaxTotalPages) {
+    return Err(at + 32, s, "parent_page_count " + std::to_string(p.page_count) + " (expected 1..2^31)");
+  }
+  if (hint_length < 1 || hint_length > kMaxPathHintLength) {
+    return Err(at + 44, s, "path_hint_length " + std::to_string(hint_length) + " (expected 1..1024)");
+  }
+  if (body.size() != kParentFixedSize + uint64_t{hint_length}) {
+    return Err(at, s, "body_length " + std::to_string(body.size()) + " (expected " +
+                          std::to_string(kParentFixedSize + hint_length) + " from path_hint_length)");
+  }
+  p.path_hint = c.Str(hint_length);
+  if (!IsValidPathHint(p.path_hint)) {
+    return Err(at + kParentFixedSize, s,
+               "path_hint is not a relative path of printable ASCII (no leading '/', no empty component)");
+  }
+  if (p.chain_depth < 1 || p.chain_depth > kMaxChainDepth) {
+    return Err(at + 40, s, "chain_depth " + std::to_string(p.chain_depth) + " (expected 1..16: a chain has at most " +
+                               "16 parent links; parent \"" + p.path_hint + "\")");
+  }
+  m_.parent = std::move(p);
+  return Status::Ok();
+}
+
+Status Decoder::DecodePageHashes(std::span<const uint8_t> body, uint64_t at) {
+  const std::string s = "PAGE_HASHES";
+  ByteCursor c(body, at);
+  uint32_t algorithm = c.U32();
+  HLT_RETURN_IF_ERROR(CheckZero(c, 4, s, "reserved"));
+  if (!c.ok()) return Err(at, s, "truncated");
+  if (algorithm != kPageHashAlgorithmXxh3Low64) {
+    return Err(at, s, "algorithm " + std::to_string(algorithm) + " (expected 1)");
+  }
+  const uint64_t total = total_slots_;
+  if (body.size() != kPageHashesFixedSize + 8 * total) {
+    return Err(at, s, "body_length " + std::to_string(body.size()) + " (expected 8 + 8 x " + std::to_string(total) +
+                          " stored slots)");
+  }
+  if (total == 0) return Err(at, s, "present but the file stores no page");
+  m_.page_hashes.resize(total);  // bounded: equals the section length, which is inside the index
+  for (uint64_t slot = 0; slot < total; ++slot) m_.page_hashes[slot] = c.U64();
+  return Status::Ok();
+}
+
 Status Decoder::DecodeMac(std::span<const uint8_t> body, uint64_t at) {
   const std::string s = "MAC";
   ByteCursor c(body, at);
@@ -422,12 +531,71 @@ Status Decoder::DecodeMac(std::span<const uint8_t> body, uint64_t at) {
   return Status::Ok();
 }
 
+// 5.3 sparse form: listed pages strictly increasing and in range, values not IN_PARENT, slots in range; every page
+// past the parent's end listed; at least one page left IN_PARENT.
+Status Decoder::CheckSparsePageMap(std::vector<bool>* used) {
+  const std::string s = "PAGE_MAP";
+  if (!m_.parent) return Err(page_map_at_, s, "sparse (flag 0x1) but the file has no PARENT section");
+  const uint64_t total = m_.page_count;
+  uint64_t past_parent = 0;
+  for (size_t i = 0; i < m_.page_map_entries.size(); ++i) {
+    const PageMapEntry& e = m_.page_map_entries[i];
+    const uint64_t eat = page_map_at_ + kSparsePageMapFixedSize + kSparsePageMapEntrySize * i;
+    if (e.page >= total) {
+      return Err(eat, s, "entry " + std::to_string(i) + ": page " + std::to_string(e.page) + " (only " +
+                             std::to_string(total) + " pages)");
+    }
+    if (i > 0 && e.page <= m_.page_map_entries[i - 1].page) {
+      return Err(eat, s, "entry " + std::to_string(i) + ": page " + std::to_string(e.page) +
+                             " (pages must be strictly increasing)");
+    }
+    if (e.value == kPageMapInParent) {
+      return Err(eat + 4, s, "entry " + std::to_string(i) + ": IN_PARENT is never listed (unlisted pages are)");
+    }
+    if (e.value >= kPageMapFirstSlot) {
+      uint64_t slot = e.value - kPageMapFirstSlot;
+      if (slot >= total_slots_) {
+        return Err(eat + 4, s, "page " + std::to_string(e.page) + " references slot " + std::to_string(slot) +
+                                   " (only " + std::to_string(total_slots_) + " exist)");
+      }
+      (*used)[slot] = true;
+    }
+    past_parent += e.page >= m_.parent->page_count;
+  }
+  if (total > m_.parent->page_count && past_parent != total - m_.parent->page_count) {
+    return Err(page_map_at_, s,
+               "a page past the parent's end is IN_PARENT: the parent (\"" + m_.parent->path_hint + "\") has only " +
+                   std::to_string(m_.parent->page_count) + " pages of " + std::to_string(total));
+  }
+  if (m_.page_map_entries.size() == total) return Err(parent_at_, "PARENT", "present but no page is IN_PARENT");
+  return Status::Ok();
+}
+
 Status Decoder::CrossCheck() {
   // Slots: every page-map reference in range, every slot referenced.
   std::vector<bool> used(total_slots_);
+  bool any_in_parent = m_.sparse_page_map;
+  if (m_.sparse_page_map) HLT_RETURN_IF_ERROR(CheckSparsePageMap(&used));
+  if (m_.parent && !m_.sparse_page_map) {
+    return Err(page_map_at_, "PAGE_MAP", "not sparse in a file with PARENT (flag 0x1 expected, 5.3)");
+  }
   for (uint64_t g = 0; g < m_.page_map.size(); ++g) {
     uint32_t v = m_.page_map[g];
     if (v < kPageMapFirstSlot) continue;
+    if (v == kPageMapInParent) {
+      // 5.3 and 5.10: only with a PARENT section, and only for a page the parent has.
+      if (!m_.parent) {
+        return Err(page_map_at_ + 4 * g, "PAGE_MAP", "page " + std::to_string(g) +
+                                                      " is IN_PARENT but the file has no PARENT section");
+      }
+      if (g >= m_.parent->page_count) {
+        return Err(page_map_at_ + 4 * g, "PAGE_MAP",
+                   "page " + std::to_string(g) + " is IN_PARENT but the parent (\"" + m_.parent->path_hint +
+                       "\") has only " + std::to_string(m_.parent->page_count) + " pages");
+      }
+      any_in_parent = true;
+      continue;
+    }
     uint64_t slot = v - kPageMapFirstSlot;
     if (slot >= total_slots_) {
       return Err(page_map_at_ + 4 * g, "PAGE_MAP", "page " + std::to_string(g) + " references slot " +
@@ -438,6 +606,7 @@ Status Decoder::CrossCheck() {
   for (uint64_t sidx = 0; sidx < total_slots_; ++sidx) {
     if (!used[sidx]) return Err(page_map_at_, "PAGE_MAP", "slot " + std::to_string(sidx) + " is referenced by no page");
   }
+  if (m_.parent && !any_in_parent) return Err(parent_at_, "PARENT", "present but no page is IN_PARENT");
   // HOT flags mirror the working-set prefix of the restore order.
   std::vector<bool> hot(m_.blocks.size());
   for (uint32_t i = 0; i < m_.working_set_blocks; ++i) hot[m_.restore_order[i]] = true;
@@ -455,6 +624,18 @@ Status Decoder::CrossCheck() {
 }
 
 }  // namespace
+
+void IndexModel::MaterializePageMap() {
+  if (!sparse_page_map || !page_map.empty()) return;
+  page_map.assign(page_count, kPageMapInParent);
+  for (const auto& e : page_map_entries) page_map[e.page] = e.value;
+}
+
+bool IsValidPathHint(const std::string& s) {
+  if (s.empty() || s.size() > kMaxPathHintLength || !IsPrintableAscii(s)) return false;
+  if (s.front() == '/' || s.back() == '/') return false;
+  return s.find("//") == std::string::npos;
+}
 
 bool IsPrintableAscii(const std::string& s) {
   for (unsigned char ch : s) {
@@ -504,9 +685,34 @@ std::vector<uint8_t> EncodeIndex(const IndexModel& m) {
       b.PadTo(start, 8);
     }
   });
-  WriteSection(w, SectionType::kPageMap, [&](ByteWriter& b) {
-    for (uint32_t v : m.page_map) b.U32(v);
-  });
+  if (m.parent) {
+    // 5.3, since 1.2: a child lists only its pages that are not IN_PARENT.
+    WriteSection(
+        w, SectionType::kPageMap,
+        [&](ByteWriter& b) {
+          if (!m.page_map.empty()) {
+            uint64_t n = 0;
+            for (uint32_t v : m.page_map) n += v != kPageMapInParent;
+            b.U64(n);
+            for (uint64_t g = 0; g < m.page_map.size(); ++g) {
+              if (m.page_map[g] == kPageMapInParent) continue;
+              b.U32(uint32_t(g));
+              b.U32(m.page_map[g]);
+            }
+          } else {
+            b.U64(m.page_map_entries.size());
+            for (const auto& e : m.page_map_entries) {
+              b.U32(e.page);
+              b.U32(e.value);
+            }
+          }
+        },
+        kSectionFlagSparse);
+  } else {
+    WriteSection(w, SectionType::kPageMap, [&](ByteWriter& b) {
+      for (uint32_t v : m.page_map) b.U32(v);
+    });
+  }
   WriteSection(w, SectionType::kBlocks, [&](ByteWriter& b) {
     b.U32(uint32_t(m.blocks.size()));
     b.U32(0);
@@ -543,15 +749,41 @@ std::vector<uint8_t> EncodeIndex(const IndexModel& m) {
   if (!m.dictionary.empty()) {
     WriteSection(w, SectionType::kDictionary, [&](ByteWriter& b) { b.Bytes(m.dictionary.data(), m.dictionary.size()); });
   }
+  if (m.parent) {
+    WriteSection(w, SectionType::kParent, [&](ByteWriter& b) {
+      b.Bytes(m.parent->file_id.data(), m.parent->file_id.size());
+      b.Bytes(m.parent->fingerprint.data(), m.parent->fingerprint.size());
+      b.U64(m.parent->page_count);
+      b.U32(m.parent->chain_depth);
+      b.U16(uint16_t(m.parent->path_hint.size()));
+      b.U16(0);
+      b.Str(m.parent->path_hint);
+    });
+  }
+  auto write_page_hashes = [&] {
+    WriteSection(w, static_cast<SectionType>(kPageHashesSectionType), [&](ByteWriter& b) {
+      b.U32(kPageHashAlgorithmXxh3Low64);
+      b.U32(0);
+      for (uint64_t h : m.page_hashes) b.U64(h);
+    });
+  };
+  bool hashes_written = m.page_hashes.empty();
   for (const auto& section : m.skippable_sections) {
+    if (!hashes_written && section.type > kPageHashesSectionType) {
+      write_page_hashes();
+      hashes_written = true;
+    }
     WriteSection(w, static_cast<SectionType>(section.type),
                  [&](ByteWriter& b) { b.Bytes(section.body.data(), section.body.size()); });
   }
+  if (!hashes_written) write_page_hashes();
   return out;
 }
 
 uint16_t MinimumMinorVersion(const IndexModel& model) {
-  return model.skippable_sections.empty() ? 0 : kFormatMinorSkippableSections;
+  if (model.parent) return kFormatMinorParent;
+  if (!model.skippable_sections.empty() || !model.page_hashes.empty()) return kFormatMinorSkippableSections;
+  return 0;
 }
 
 Result<IndexModel> DecodeIndex(std::span<const uint8_t> index, uint64_t index_offset, const std::string& name) {

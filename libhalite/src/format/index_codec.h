@@ -4,6 +4,7 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -28,25 +29,55 @@ struct SkippableSection {
   std::vector<uint8_t> body;
 };
 
+// The PARENT section (5.10, since 1.2): the file this one's IN_PARENT pages come from.
+struct ParentSection {
+  FileId file_id{};                      // the parent's file_id
+  std::array<uint8_t, 16> fingerprint{};  // section 12: XXH3_128 of the parent's header, index and footer
+  uint64_t page_count = 0;               // the parent's total pages
+  uint32_t chain_depth = 0;              // parent links below this file: 1 when the parent has no parent
+  std::string path_hint;                 // the parent's path relative to this file's directory
+  bool operator==(const ParentSection&) const = default;
+};
+
+// One listed page of a sparse PAGE_MAP (5.3, since 1.2).
+struct PageMapEntry {
+  uint32_t page = 0;
+  uint32_t value = 0;  // absent, zero or slot + 2; never IN_PARENT
+  bool operator==(const PageMapEntry&) const = default;
+};
+
 // Everything the index says, as plain values. Derived fields (Region::first_page, BlockInfo::first_slot) are
 // filled by DecodeIndex and ignored by EncodeIndex.
 struct IndexModel {
   Metadata metadata;
   std::vector<Region> regions;
-  std::vector<uint32_t> page_map;  // one entry per global page (5.3)
+  std::vector<uint32_t> page_map;  // one entry per global page (5.3); empty when decoded from a sparse PAGE_MAP
+  // 5.3, since 1.2, in a file with PARENT: the PAGE_MAP as stored (the pages that are not IN_PARENT), kept sparse
+  // by the decoder so that nothing is allocated per page before the parent is verified; MaterializePageMap() makes
+  // page_map from it. EncodeIndex writes a file with PARENT this way, from page_map when it is filled.
+  bool sparse_page_map = false;
+  std::vector<PageMapEntry> page_map_entries;
+  uint64_t page_count = 0;  // total pages from REGIONS (decode)
   std::vector<BlockInfo> blocks;
   std::vector<BlobInfo> blobs;
   std::vector<uint32_t> restore_order;
   uint32_t working_set_blocks = 0;
   std::vector<uint8_t> dictionary;  // empty when absent
+  std::optional<ParentSection> parent;  // 5.10
+  std::vector<uint64_t> page_hashes;    // 5.11: one per stored slot, or empty when the file has no PAGE_HASHES
   std::vector<SkippableSection> skippable_sections;  // in file order (increasing type), before MAC (5.9)
   MacSection mac;                   // mac.present says whether the MAC section exists (5.8)
   size_t mac_section_offset = 0;    // where the MAC section starts inside the index (decode only)
-  uint64_t total_pages() const { return page_map.size(); }
+  uint64_t total_pages() const { return sparse_page_map ? page_count : page_map.size(); }
+  uint64_t total_slots() const { return blocks.empty() ? 0 : blocks.back().first_slot + blocks.back().page_count; }
+  // Fills page_map from a sparse PAGE_MAP: every page IN_PARENT but the listed ones. Allocates 4 bytes a page:
+  // call once the parent is verified (section 12).
+  void MaterializePageMap();
 };
 
 // Encodes every section but MAC (model.mac is ignored): the MAC covers these bytes. Skippable sections are
-// written after the required ones, in the order given (the caller keeps their types increasing).
+// written after the required ones, in the order given (the caller keeps their types increasing); PAGE_HASHES,
+// when model.page_hashes is not empty, goes among them in type order.
 std::vector<uint8_t> EncodeIndex(const IndexModel& model);
 // The MAC section, to append after EncodeIndex's bytes.
 std::vector<uint8_t> EncodeMacSection(const MacSection& mac);
@@ -59,8 +90,12 @@ Result<IndexModel> DecodeIndex(std::span<const uint8_t> index, uint64_t index_of
 // 5.9: a section type with the high bit set may be skipped by a reader that does not know it.
 inline bool IsSkippableSection(uint32_t type) { return (type & kSkippableSectionBit) != 0; }
 
-// Section 9: the lowest minor version whose features `model` uses (1 when it has a skippable section, else 0).
+// Section 9: the lowest minor version whose features `model` uses (2 with a PARENT section, else 1 with a
+// skippable section, else 0).
 uint16_t MinimumMinorVersion(const IndexModel& model);
+
+// 5.10: a path hint is 1..1024 printable ASCII bytes, relative (no leading '/'), with no empty component.
+bool IsValidPathHint(const std::string& s);
 
 // Checks that `s` is a valid region/blob name or metadata string (printable ASCII, length limits).
 bool IsPrintableAscii(const std::string& s);

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "codec/hashing.h"
 #include "format/byte_order.h"
 #include "halite/format_constants.h"
 
@@ -31,8 +32,24 @@ Status CheckMinorVersionCoversIndex(const Header& header, const IndexModel& inde
   const uint16_t needed = MinimumMinorVersion(index);
   if (header.minor >= needed) return Status::Ok();
   return Status::Corrupt(fmt::format("{}: header at offset 0xa: format version {}.{} but the index uses version {}.{} "
-                                     "features (skippable sections)",
-                                     name, header.major, header.minor, header.major, needed));
+                                     "features ({})",
+                                     name, header.major, header.minor, header.major, needed,
+                                     needed >= kFormatMinorParent ? "a PARENT section" : "skippable sections"));
+}
+
+Status CheckParentIsNotSelf(const Header& header, const IndexModel& index, const std::string& name) {
+  if (!index.parent || index.parent->file_id != header.file_id) return Status::Ok();
+  return Status::Corrupt(name + ": index PARENT: parent_file_id is this file's own file_id (a file cannot be its "
+                                "own parent)");
+}
+
+IndexFingerprint ComputeIndexFingerprint(std::span<const uint8_t> header_bytes, std::span<const uint8_t> index,
+                                         std::span<const uint8_t> footer_bytes) {
+  codec::Hash128 h = codec::Xxh3_128Concat({header_bytes, index, footer_bytes});
+  IndexFingerprint out;
+  StoreLe64(&out[0], h.low);
+  StoreLe64(&out[8], h.high);
+  return out;
 }
 
 IndexMac ComputeIndexMac(const MacKey& key, std::span<const uint8_t> header_bytes,

@@ -18,6 +18,7 @@ namespace halite::format {
 
 using IndexMac = std::array<uint8_t, 32>;
 using PayloadMac = std::array<uint8_t, 16>;
+using IndexFingerprint = std::array<uint8_t, 16>;
 
 // Section 4: the footer's file_id equals the header's. kCorrupt naming the footer field's offset otherwise.
 Status CheckFileIdsAgree(const Header& header, const Footer& footer, const std::string& name);
@@ -28,6 +29,14 @@ Status CheckAuthenticatedFlag(const Header& header, const IndexModel& index, con
 // Section 9: a file uses no feature newer than the minor version its header declares (a skippable section in a
 // file that claims 1.0 is corrupt: a 1.0 reader would have rejected it).
 Status CheckMinorVersionCoversIndex(const Header& header, const IndexModel& index, const std::string& name);
+
+// 5.10: a PARENT section never names the file itself.
+Status CheckParentIsNotSelf(const Header& header, const IndexModel& index, const std::string& name);
+
+// Section 12: the index fingerprint a child's PARENT section records: XXH3_128 (seed 0) of the header's 64 bytes,
+// the whole index and the footer's 64 bytes, as read; stored low 64 bits first, each little-endian.
+IndexFingerprint ComputeIndexFingerprint(std::span<const uint8_t> header_bytes, std::span<const uint8_t> index,
+                                         std::span<const uint8_t> footer_bytes);
 
 // 5.8: BLAKE2b-32(key, "HLT-INDEX-MAC-1" || header bytes || index bytes before the MAC section).
 IndexMac ComputeIndexMac(const MacKey& key, std::span<const uint8_t> header_bytes,

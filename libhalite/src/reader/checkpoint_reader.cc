@@ -21,10 +21,15 @@ using format::kPageSize;
 
 class HALITE_HIDDEN CheckpointReader::Impl {
  public:
+  static constexpr uint32_t kNoBlock = UINT32_MAX;
+
   Impl(std::unique_ptr<RandomAccessFile> file, ReaderOptions options)
       : file_(std::move(file)), options_(std::move(options)) {}
 
-  Status Open();
+  // The file on its own (sections 3-6), then its chain (section 12) and the view over both. `descendants` are the
+  // file_ids of the files above this one in the chain being opened.
+  Status OpenStandalone();
+  Status OpenChain(const std::vector<FileId>& descendants);
   // With a key, the payload's MAC; then its checksum.
   Status VerifyPayload(uint32_t block, std::span<const uint8_t> payload) const;
   // VerifyPayload; when that fails, reads the payload from storage once more (into `payload`) and verifies
@@ -32,15 +37,28 @@ class HALITE_HIDDEN CheckpointReader::Impl {
   Status VerifyOrReread(uint32_t block, std::span<uint8_t> payload, bool* reread) const;
   // Decompresses a verified payload into `out` (copies it when the block is stored raw).
   Status Decompress(uint32_t block, std::span<const uint8_t> payload, std::span<uint8_t> out) const;
+  // A block of the chain's view, from whichever file holds it.
   Status ReadBlock(uint32_t block, std::span<uint8_t> out, bool* reread) const;
+  // A block of this file, in its own numbering.
+  Status ReadOwnBlock(uint32_t block, std::span<uint8_t> out, bool* reread) const;
   Status ReadBlocks(std::span<const uint32_t> blocks, std::span<const std::span<uint8_t>> outs,
                     std::span<Status> statuses) const;
+  Status ReadOwnBlocks(std::span<const uint32_t> blocks, std::span<const std::span<uint8_t>> outs,
+                       std::span<Status> statuses) const;
   Result<std::vector<uint8_t>> ReadBlob(uint32_t index) const;
+  Status VerifyFiles(const std::function<void(const VerifyProgress&)>& progress, VerifyProgress* p) const;
+  Status VerifyPageHashes() const;
+  uint64_t ChainBlockCount() const { return model_.blocks.size() + (parent_ ? parent_->impl_->ChainBlockCount() : 0); }
 
   PageLocation Locate(uint64_t g) const {
     uint32_t v = model_.page_map[g];
     if (v == format::kPageMapAbsent) return {PageKind::kAbsent, 0, 0};
     if (v == format::kPageMapZero) return {PageKind::kZero, 0, 0};
+    if (v == format::kPageMapInParent) {
+      PageLocation loc = parent_->impl_->Locate(g);
+      if (loc.kind == PageKind::kStored) loc.block = parent_to_view_[loc.block];
+      return loc;
+    }
     uint64_t slot = v - format::kPageMapFirstSlot;
     uint32_t b = slot_block_[slot];
     return {PageKind::kStored, b, uint32_t(slot - model_.blocks[b].first_slot)};
@@ -51,21 +69,32 @@ class HALITE_HIDDEN CheckpointReader::Impl {
   }
 
   Status OpenChecked();
+  Status OpenParent(const std::vector<FileId>& descendants);
+  Status BuildView();
 
   std::unique_ptr<RandomAccessFile> file_;
   ReaderOptions options_;
   format::Header header_;
   format::Footer footer_;
   format::IndexModel model_;
+  format::IndexFingerprint fingerprint_{};
   std::vector<uint32_t> slot_block_;           // slot -> block
-  std::vector<uint64_t> member_start_;         // block -> first entry in members_ (CSR), size blocks+1
-  std::vector<BlockMember> members_;
   std::shared_ptr<const codec::Dictionary> dictionary_;
   mutable std::atomic<uint64_t> blocks_reread_{0};
+  // The chain's view (section 12): own blocks first, then the parent's live view blocks.
+  std::unique_ptr<CheckpointReader> parent_;
+  std::vector<uint32_t> parent_to_view_;       // parent view block -> view block, kNoBlock when not live
+  std::vector<uint32_t> view_to_parent_;       // view block - own block count -> parent view block
+  std::vector<BlockInfo> view_blocks_;
+  std::vector<uint32_t> view_order_;
+  std::vector<uint64_t> member_start_;         // view block -> first entry in members_ (CSR), size blocks+1
+  std::vector<BlockMember> members_;
+  std::vector<ChainLevel> chain_;
 };
 
-// With a key, any failure to open is a failure to authenticate.
-Status CheckpointReader::Impl::Open() {
+// With a key, any failure to open the file itself is a failure to authenticate. Chain errors (section 12) are
+// about other files and keep their own codes.
+Status CheckpointReader::Impl::OpenStandalone() {
   if (options_.mac_key) {
     Status init = codec::InitMac();
     if (!init.ok()) return init.WithContext(file_->name());
@@ -75,6 +104,174 @@ Status CheckpointReader::Impl::Open() {
     return Status::AuthFailed("cannot authenticate: " + s.message());
   }
   return s;
+}
+
+Status CheckpointReader::Impl::OpenChain(const std::vector<FileId>& descendants) {
+  HLT_RETURN_IF_ERROR(OpenParent(descendants));
+  // Only now, with the parent verified, 4 bytes a page for a sparse page map (5.3): its page count is the parent's
+  // (whose own map is in its file), plus the pages listed here.
+  model_.MaterializePageMap();
+  return BuildView();
+}
+
+namespace {
+
+std::string HexFileId(const std::array<uint8_t, 16>& id) {
+  std::string out;
+  for (uint8_t b : id) out += fmt::format("{:02x}", b);
+  return out;
+}
+
+// Candidate paths of a parent (section 12): the hint relative to the child's directory, then the hint's last
+// component in each extra directory.
+std::vector<std::string> ParentCandidates(const std::string& child, const std::string& hint,
+                                          const std::vector<std::string>& dirs) {
+  std::vector<std::string> out;
+  auto slash = child.rfind('/');
+  out.push_back(slash == std::string::npos ? hint : child.substr(0, slash + 1) + hint);
+  auto hint_slash = hint.rfind('/');
+  std::string base = hint_slash == std::string::npos ? hint : hint.substr(hint_slash + 1);
+  for (const auto& d : dirs) {
+    if (d.empty()) continue;
+    std::string c = d.back() == '/' ? d + base : d + "/" + base;
+    if (std::find(out.begin(), out.end(), c) == out.end()) out.push_back(c);
+  }
+  return out;
+}
+
+}  // namespace
+
+Status CheckpointReader::Impl::OpenParent(const std::vector<FileId>& descendants) {
+  if (!model_.parent) return Status::Ok();
+  const format::ParentSection& ref = *model_.parent;
+  const std::string& name = file_->name();
+  const uint32_t limit = std::min(options_.max_chain_depth, format::kMaxChainDepth);
+  if (ref.chain_depth > limit) {
+    return Status::Corrupt(fmt::format("{}: chain of {} parent links (parent \"{}\") exceeds this reader's limit of {}",
+                                       name, ref.chain_depth, ref.path_hint, limit));
+  }
+  std::vector<FileId> chain_ids = descendants;
+  chain_ids.push_back(header_.file_id);
+  const auto candidates = ParentCandidates(name, ref.path_hint, options_.parent_dirs);
+  Status first_error;
+  for (const std::string& candidate : candidates) {
+    auto file = options_.open_parent ? options_.open_parent(candidate) : OpenLocalFile(candidate, options_.file);
+    Status error;
+    if (!file) {
+      error = file.error().WithContext(fmt::format("{}: parent (path hint \"{}\")", name, ref.path_hint));
+      if (first_error.ok()) first_error = error;
+      continue;
+    }
+    auto impl = std::make_unique<Impl>(std::move(*file), options_);
+    const std::string& pname = impl->file_->name();
+    error = impl->OpenStandalone();
+    if (!error.ok()) {
+      error = error.WithContext(name + ": parent");
+    } else if (impl->header_.file_id != ref.file_id) {
+      error = Status::Corrupt(fmt::format("{}: parent {} has file_id {}, but {}'s PARENT section expects {} (another "
+                                          "checkpoint at the parent's path)",
+                                          name, pname, HexFileId(impl->header_.file_id), name, HexFileId(ref.file_id)));
+    } else if (std::find(chain_ids.begin(), chain_ids.end(), ref.file_id) != chain_ids.end()) {
+      return Status::Corrupt(fmt::format("{}: parent {} (file_id {}) is already in the chain above it: a cycle",
+                                         name, pname, HexFileId(ref.file_id)));
+    } else if (impl->fingerprint_ != ref.fingerprint) {
+      error = Status::Corrupt(fmt::format("{}: parent {}: index fingerprint {} differs from {} recorded in {}'s "
+                                          "PARENT section (the parent was modified or replaced after {} was written)",
+                                          name, pname, HexFileId(impl->fingerprint_), HexFileId(ref.fingerprint), name,
+                                          name));
+    } else if (impl->model_.total_pages() != ref.page_count) {
+      error = Status::Corrupt(fmt::format("{}: parent {} has {} pages, the PARENT section says {}", name, pname,
+                                          impl->model_.total_pages(), ref.page_count));
+    } else if ((impl->model_.parent ? impl->model_.parent->chain_depth : 0) + 1 != ref.chain_depth) {
+      error = Status::Corrupt(fmt::format("{}: parent {} has {} parent links below it, {}'s PARENT section says {} "
+                                          "(expected one less)",
+                                          name, pname, impl->model_.parent ? impl->model_.parent->chain_depth : 0, name,
+                                          ref.chain_depth));
+    }
+    if (!error.ok()) {
+      if (first_error.ok()) first_error = error;
+      continue;
+    }
+    // This is the parent: open the rest of the chain below it. Errors there name their own files.
+    HLT_RETURN_IF_ERROR(impl->OpenChain(chain_ids));
+    parent_.reset(new CheckpointReader(std::move(impl)));
+    return Status::Ok();
+  }
+  if (candidates.size() > 1) {
+    std::string looked;
+    for (const auto& c : candidates) looked += (looked.empty() ? "" : ", ") + c;
+    return first_error.WithContext("no usable parent among " + looked);
+  }
+  return first_error;
+}
+
+Status CheckpointReader::Impl::BuildView() {
+  const uint32_t own = uint32_t(model_.blocks.size());
+  view_blocks_ = model_.blocks;
+  view_order_ = model_.restore_order;
+  const uint64_t total = model_.page_map.size();
+  if (parent_) {
+    const auto& pblocks = parent_->blocks();
+    parent_to_view_.assign(pblocks.size(), kNoBlock);
+    for (uint64_t g = 0; g < total; ++g) {
+      if (model_.page_map[g] != format::kPageMapInParent) continue;
+      PageLocation loc = parent_->impl_->Locate(g);
+      if (loc.kind == PageKind::kStored) parent_to_view_[loc.block] = 0;  // live; numbered below
+    }
+    for (uint32_t pb = 0; pb < pblocks.size(); ++pb) {
+      if (parent_to_view_[pb] == kNoBlock) continue;
+      if (view_blocks_.size() >= kNoBlock - 1) return Status::Unsupported(file_->name() + ": chain has too many blocks");
+      parent_to_view_[pb] = uint32_t(view_blocks_.size());
+      view_to_parent_.push_back(pb);
+      BlockInfo info = pblocks[pb];
+      info.chain_level += 1;
+      info.flags &= ~format::kBlockHot;  // the working set is this file's
+      view_blocks_.push_back(info);
+    }
+    for (uint32_t pb : parent_->restore_order()) {
+      if (parent_to_view_[pb] != kNoBlock) view_order_.push_back(parent_to_view_[pb]);
+    }
+  }
+  // Block -> member pages (CSR over the view, in slot order).
+  member_start_.assign(view_blocks_.size() + 1, 0);
+  for (uint64_t g = 0; g < total; ++g) {
+    PageLocation loc = Locate(g);
+    if (loc.kind == PageKind::kStored) ++member_start_[loc.block + 1];
+  }
+  for (size_t b = 0; b < view_blocks_.size(); ++b) member_start_[b + 1] += member_start_[b];
+  members_.resize(member_start_.back());
+  std::vector<uint64_t> fill(member_start_.begin(), member_start_.end() - 1);
+  for (uint64_t g = 0; g < total; ++g) {
+    PageLocation loc = Locate(g);
+    if (loc.kind == PageKind::kStored) members_[fill[loc.block]++] = BlockMember{uint32_t(g), loc.slot_in_block};
+  }
+  for (size_t b = 0; b < view_blocks_.size(); ++b) {
+    std::sort(members_.begin() + member_start_[b], members_.begin() + member_start_[b + 1],
+              [](const BlockMember& x, const BlockMember& y) { return x.slot < y.slot || (x.slot == y.slot && x.page < y.page); });
+  }
+  // The chain as this checkpoint uses it.
+  ChainLevel self;
+  self.name = file_->name();
+  self.file_id = header_.file_id;
+  self.format_minor = header_.minor;
+  self.file_size = file_->size();
+  self.blocks = own;
+  for (const auto& b : model_.blocks) self.block_bytes += b.stored_length;
+  self.chain_depth = model_.parent ? model_.parent->chain_depth : 0;
+  if (model_.parent) self.path_hint = model_.parent->path_hint;
+  chain_.push_back(self);
+  if (parent_) {
+    for (const ChainLevel& level : parent_->chain()) {
+      chain_.push_back(level);
+      chain_.back().live_blocks = chain_.back().pages = 0;
+    }
+  }
+  for (size_t b = 0; b < view_blocks_.size(); ++b) {
+    ChainLevel& level = chain_[view_blocks_[b].chain_level];
+    ++level.live_blocks;
+    level.pages += member_start_[b + 1] - member_start_[b];
+  }
+  return Status::Ok();
 }
 
 Status CheckpointReader::Impl::OpenChecked() {
@@ -103,36 +300,20 @@ Status CheckpointReader::Impl::OpenChecked() {
   HLT_ASSIGN_OR_RETURN(model_, format::DecodeIndex(index, footer_.index_offset, name));
   HLT_RETURN_IF_ERROR(format::CheckMinorVersionCoversIndex(header_, model_, name));
   HLT_RETURN_IF_ERROR(format::CheckAuthenticatedFlag(header_, model_, name));
+  HLT_RETURN_IF_ERROR(format::CheckParentIsNotSelf(header_, model_, name));
   if (options_.mac_key) HLT_RETURN_IF_ERROR(format::CheckIndexMac(*options_.mac_key, hb, index, model_, name));
+  fingerprint_ = format::ComputeIndexFingerprint(hb, index, fb);
   if (!model_.dictionary.empty()) {
     auto d = codec::Dictionary::Create(model_.dictionary, 3);
     if (!d) return d.error().WithContext(name + ": DICTIONARY section");
     dictionary_ = *d;
   }
-  // Derived lookup tables: slot -> block, and block -> member pages (CSR, in slot order).
+  // Derived lookup table: slot -> block. The view (BuildView) adds the rest once the chain is open.
   uint64_t slots = model_.blocks.empty() ? 0 : model_.blocks.back().first_slot + model_.blocks.back().page_count;
   slot_block_.resize(slots);
   for (uint32_t b = 0; b < model_.blocks.size(); ++b) {
     const auto& bl = model_.blocks[b];
     std::fill_n(slot_block_.begin() + bl.first_slot, bl.page_count, b);
-  }
-  member_start_.assign(model_.blocks.size() + 1, 0);
-  for (uint32_t v : model_.page_map) {
-    if (v >= format::kPageMapFirstSlot) ++member_start_[slot_block_[v - format::kPageMapFirstSlot] + 1];
-  }
-  for (size_t b = 0; b < model_.blocks.size(); ++b) member_start_[b + 1] += member_start_[b];
-  members_.resize(member_start_.back());
-  std::vector<uint64_t> fill(member_start_.begin(), member_start_.end() - 1);
-  for (uint64_t g = 0; g < model_.page_map.size(); ++g) {
-    uint32_t v = model_.page_map[g];
-    if (v < format::kPageMapFirstSlot) continue;
-    uint64_t slot = v - format::kPageMapFirstSlot;
-    uint32_t b = slot_block_[slot];
-    members_[fill[b]++] = BlockMember{uint32_t(g), uint32_t(slot - model_.blocks[b].first_slot)};
-  }
-  for (size_t b = 0; b < model_.blocks.size(); ++b) {
-    std::sort(members_.begin() + member_start_[b], members_.begin() + member_start_[b + 1],
-              [](const BlockMember& x, const BlockMember& y) { return x.slot < y.slot || (x.slot == y.slot && x.page < y.page); });
   }
   return Status::Ok();
 }
@@ -180,7 +361,12 @@ Status CheckpointReader::Impl::Decompress(uint32_t block, std::span<const uint8_
 }
 
 Status CheckpointReader::Impl::ReadBlock(uint32_t block, std::span<uint8_t> out, bool* reread) const {
-  if (block >= model_.blocks.size()) return Status::InvalidArgument(file_->name() + ": no block " + std::to_string(block));
+  if (block >= view_blocks_.size()) return Status::InvalidArgument(file_->name() + ": no block " + std::to_string(block));
+  if (block >= model_.blocks.size()) return parent_->ReadBlock(view_to_parent_[block - model_.blocks.size()], out, reread);
+  return ReadOwnBlock(block, out, reread);
+}
+
+Status CheckpointReader::Impl::ReadOwnBlock(uint32_t block, std::span<uint8_t> out, bool* reread) const {
   const BlockInfo& b = model_.blocks[block];
   if (out.size() != b.raw_length()) return Status::InvalidArgument(BlockWhere(block) + ": output buffer has the wrong size");
   // A raw block is read straight into the caller's buffer, then verified.
@@ -201,6 +387,43 @@ Status CheckpointReader::Impl::ReadBlocks(std::span<const uint32_t> blocks, std:
   if (blocks.size() != outs.size() || blocks.size() != statuses.size()) {
     return Status::InvalidArgument("ReadBlocks: blocks, outs and statuses differ in length");
   }
+  for (uint32_t b : blocks) {
+    if (b >= view_blocks_.size()) return Status::InvalidArgument(file_->name() + ": no block " + std::to_string(b));
+  }
+  const uint32_t own = uint32_t(model_.blocks.size());
+  if (std::all_of(blocks.begin(), blocks.end(), [&](uint32_t b) { return b < own; })) {
+    return ReadOwnBlocks(blocks, outs, statuses);
+  }
+  // A chain: one batch per file, each in that file's own numbering.
+  std::vector<uint32_t> mine, theirs;
+  std::vector<std::span<uint8_t>> mine_out, their_out;
+  std::vector<size_t> mine_at, their_at;
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    if (blocks[i] < own) {
+      mine.push_back(blocks[i]);
+      mine_out.push_back(outs[i]);
+      mine_at.push_back(i);
+    } else {
+      theirs.push_back(view_to_parent_[blocks[i] - own]);
+      their_out.push_back(outs[i]);
+      their_at.push_back(i);
+    }
+  }
+  std::vector<Status> mine_status(mine.size()), their_status(theirs.size());
+  Status a = mine.empty() ? Status::Ok() : ReadOwnBlocks(mine, mine_out, mine_status);
+  Status b = parent_->ReadBlocks(theirs, their_out, their_status);
+  for (size_t i = 0; i < mine.size(); ++i) statuses[mine_at[i]] = mine_status[i];
+  for (size_t i = 0; i < theirs.size(); ++i) statuses[their_at[i]] = their_status[i];
+  if (!a.ok() && a.code() == StatusCode::kInvalidArgument) return a;
+  if (!b.ok() && b.code() == StatusCode::kInvalidArgument) return b;
+  for (const Status& s : statuses) {
+    if (!s.ok()) return s;
+  }
+  return Status::Ok();
+}
+
+Status CheckpointReader::Impl::ReadOwnBlocks(std::span<const uint32_t> blocks, std::span<const std::span<uint8_t>> outs,
+                                             std::span<Status> statuses) const {
   std::vector<std::vector<uint8_t>> payloads(blocks.size());
   std::vector<ReadRequest> reqs(blocks.size());
   for (size_t i = 0; i < blocks.size(); ++i) {
@@ -267,7 +490,8 @@ Result<std::unique_ptr<CheckpointReader>> CheckpointReader::Open(const std::stri
 Result<std::unique_ptr<CheckpointReader>> CheckpointReader::Open(std::unique_ptr<RandomAccessFile> file,
                                                                  ReaderOptions options) {
   auto impl = std::make_unique<Impl>(std::move(file), std::move(options));
-  HLT_RETURN_IF_ERROR(impl->Open());
+  HLT_RETURN_IF_ERROR(impl->OpenStandalone());
+  HLT_RETURN_IF_ERROR(impl->OpenChain({}));
   return std::unique_ptr<CheckpointReader>(new CheckpointReader(std::move(impl)));
 }
 
@@ -297,12 +521,28 @@ PageRef CheckpointReader::PageOf(uint64_t g) const {
   uint32_t r = uint32_t(it - rs.begin() - 1);
   return PageRef{r, g - rs[r].first_page};
 }
-const std::vector<BlockInfo>& CheckpointReader::blocks() const { return impl_->model_.blocks; }
+const std::vector<BlockInfo>& CheckpointReader::blocks() const { return impl_->view_blocks_; }
 const std::vector<BlobInfo>& CheckpointReader::blobs() const { return impl_->model_.blobs; }
-const std::vector<uint32_t>& CheckpointReader::restore_order() const { return impl_->model_.restore_order; }
+const std::vector<uint32_t>& CheckpointReader::restore_order() const { return impl_->view_order_; }
 uint32_t CheckpointReader::working_set_blocks() const { return impl_->model_.working_set_blocks; }
 size_t CheckpointReader::dictionary_size() const { return impl_->model_.dictionary.size(); }
 bool CheckpointReader::authenticated() const { return impl_->model_.mac.present; }
+const std::vector<ChainLevel>& CheckpointReader::chain() const { return impl_->chain_; }
+const CheckpointReader* CheckpointReader::parent() const { return impl_->parent_.get(); }
+uint32_t CheckpointReader::chain_depth() const { return impl_->chain_.front().chain_depth; }
+const std::array<uint8_t, 16>& CheckpointReader::index_fingerprint() const { return impl_->fingerprint_; }
+bool CheckpointReader::has_page_hashes() const { return !impl_->model_.page_hashes.empty(); }
+
+std::optional<uint64_t> CheckpointReader::PageHash(uint64_t g) const {
+  const uint32_t v = impl_->model_.page_map[g];
+  if (v == format::kPageMapInParent) return impl_->parent_->PageHash(g);
+  if (v < format::kPageMapFirstSlot) {
+    static const uint64_t zero_hash = codec::Xxh3_128(std::vector<uint8_t>(kPageSize, 0)).low;
+    return zero_hash;
+  }
+  if (impl_->model_.page_hashes.empty()) return std::nullopt;
+  return impl_->model_.page_hashes[v - format::kPageMapFirstSlot];
+}
 PageLocation CheckpointReader::Locate(uint64_t g) const { return impl_->Locate(g); }
 
 std::span<const BlockMember> CheckpointReader::BlockMembers(uint32_t block) const {
@@ -316,7 +556,9 @@ Status CheckpointReader::ReadBlock(uint32_t block, std::span<uint8_t> out) const
 Status CheckpointReader::ReadBlock(uint32_t block, std::span<uint8_t> out, bool* reread) const {
   return impl_->ReadBlock(block, out, reread);
 }
-uint64_t CheckpointReader::blocks_reread() const { return impl_->blocks_reread_.load(std::memory_order_relaxed); }
+uint64_t CheckpointReader::blocks_reread() const {
+  return impl_->blocks_reread_.load(std::memory_order_relaxed) + (impl_->parent_ ? impl_->parent_->blocks_reread() : 0);
+}
 Status CheckpointReader::ReadBlocks(std::span<const uint32_t> blocks, std::span<const std::span<uint8_t>> outs,
                                     std::span<Status> statuses) const {
   return impl_->ReadBlocks(blocks, outs, statuses);
@@ -345,21 +587,48 @@ Result<std::vector<uint8_t>> CheckpointReader::ReadBlob(std::string_view name) c
   return Status::NotFound(impl_->file_->name() + ": no blob \"" + std::string(name) + "\"");
 }
 
-Status CheckpointReader::VerifyAll(const std::function<void(const VerifyProgress&)>& progress) const {
-  VerifyProgress p;
-  p.blocks_total = blocks().size();
+Status CheckpointReader::Impl::VerifyFiles(const std::function<void(const VerifyProgress&)>& progress,
+                                           VerifyProgress* p) const {
   std::vector<uint8_t> raw;
-  for (uint32_t b = 0; b < blocks().size(); ++b) {
-    raw.resize(blocks()[b].raw_length());
-    HLT_RETURN_IF_ERROR(ReadBlock(b, raw));
-    p.blocks_done = b + 1;
-    if (progress) progress(p);
+  for (uint32_t b = 0; b < model_.blocks.size(); ++b) {
+    raw.resize(model_.blocks[b].raw_length());
+    HLT_RETURN_IF_ERROR(ReadOwnBlock(b, raw, nullptr));
+    ++p->blocks_done;
+    if (progress) progress(*p);
   }
-  for (uint32_t i = 0; i < blobs().size(); ++i) {
+  for (uint32_t i = 0; i < model_.blobs.size(); ++i) {
     auto r = ReadBlob(i);
     if (!r) return r.error();
   }
+  if (parent_) HLT_RETURN_IF_ERROR(parent_->impl_->VerifyFiles(progress, p));
+  return VerifyPageHashes();
+}
+
+// 5.11: every entry is the hash of the page its slot holds.
+Status CheckpointReader::Impl::VerifyPageHashes() const {
+  if (model_.page_hashes.empty()) return Status::Ok();
+  std::vector<uint8_t> raw;
+  for (uint32_t b = 0; b < model_.blocks.size(); ++b) {
+    const BlockInfo& info = model_.blocks[b];
+    raw.resize(info.raw_length());
+    HLT_RETURN_IF_ERROR(ReadOwnBlock(b, raw, nullptr));
+    for (uint32_t i = 0; i < info.page_count; ++i) {
+      const uint64_t slot = info.first_slot + i;
+      uint64_t h = codec::Xxh3_128(std::span<const uint8_t>(raw).subspan(size_t(i) * kPageSize, kPageSize)).low;
+      if (h != model_.page_hashes[slot]) {
+        return Status::Corrupt(fmt::format("{}: PAGE_HASHES: slot {} (block {}): stored hash {:#x}, but its page "
+                                           "hashes to {:#x}",
+                                           file_->name(), slot, b, model_.page_hashes[slot], h));
+      }
+    }
+  }
   return Status::Ok();
+}
+
+Status CheckpointReader::VerifyAll(const std::function<void(const VerifyProgress&)>& progress) const {
+  VerifyProgress p;
+  p.blocks_total = impl_->ChainBlockCount();
+  return impl_->VerifyFiles(progress, &p);
 }
 
 const char* VmmKindName(VmmKind kind) {

@@ -3,6 +3,8 @@
 #include <chrono>
 #include <cstring>
 #include <deque>
+#include <filesystem>
+#include <future>
 #include <random>
 
 #include "codec/hashing.h"
@@ -101,6 +103,16 @@ class HALITE_HIDDEN CheckpointWriter::Impl {
     }
     if (opt_.file_id && *opt_.file_id == FileId{}) return Status::InvalidArgument("file_id must not be all zero");
     if (opt_.mac_key) HLT_RETURN_IF_ERROR(codec::InitMac());
+    if (opt_.parent) {
+      if (opt_.parent->chain_depth() + 1 > format::kMaxChainDepth) {
+        return Status::InvalidArgument(opt_.parent->name() + ": already " + std::to_string(opt_.parent->chain_depth()) +
+                                       " parent links deep; a child would exceed the limit of 16 (flatten it first)");
+      }
+      if (!format::IsValidPathHint(opt_.parent_path_hint)) {
+        return Status::InvalidArgument("parent path hint \"" + opt_.parent_path_hint +
+                                       "\" is not a relative path of 1..1024 printable ASCII bytes");
+      }
+    }
     return Status::Ok();
   }
 
@@ -236,6 +248,7 @@ class HALITE_HIDDEN CheckpointWriter::Impl {
  private:
   Status Append(std::span<const uint8_t> bytes) { return sink_->Append(bytes); }
   Result<writer::BlockPlan> Plan() const;
+  Status MatchParent(WorkerPool& pool, uint64_t* blocks_read);
   Status ReadSlotPages(const writer::PlannedBlock& b, std::vector<uint8_t>* raw) const;
   BlockPayload EncodeBlock(const writer::PlannedBlock& b, const codec::Dictionary* dict) const;
   Status WriteBlocks(const std::vector<writer::PlannedBlock>& blocks, const codec::Dictionary* dict, WorkerPool& pool,
@@ -252,6 +265,7 @@ class HALITE_HIDDEN CheckpointWriter::Impl {
   std::vector<writer::GlobalRun> access_, va_;
   std::vector<std::pair<std::string, std::vector<uint8_t>>> blobs_;
   std::vector<uint32_t> slot_page_;  // slot -> global page holding the canonical copy
+  std::vector<bool> in_parent_;      // pages equal to the parent's (MatchParent)
   FileId file_id_{};
   bool finished_ = false;
 };
@@ -362,6 +376,7 @@ Result<writer::BlockPlan> CheckpointWriter::Impl::Plan() const {
     kinds[g] = st == writer::PageState::kStaged || st == writer::PageState::kImage ? writer::PlannedPageKind::kContent
                : st == writer::PageState::kZero                                   ? writer::PlannedPageKind::kZero
                                                                                   : writer::PlannedPageKind::kAbsent;
+    if (g < in_parent_.size() && in_parent_[g]) kinds[g] = writer::PlannedPageKind::kInParent;
     hashes[g] = store_.hash(g);
   }
   writer::PlannerInput in;
@@ -377,6 +392,65 @@ Result<writer::BlockPlan> CheckpointWriter::Impl::Plan() const {
     HLT_RETURN_IF_ERROR(store_.Read(y, b.data()));
     return a == b;
   });
+}
+
+// Format-spec 12: which pages equal the parent's view of the same page. A zero (absent) page whose parent page is
+// zero (absent) too is IN_PARENT for free. Content pages are candidates where the parent stores the page and its
+// PAGE_HASHES entry, when the parent has one, equals this page's hash; each candidate is then compared byte for
+// byte with the parent's decoded page, one parent block decoded per block holding a candidate, blocks decoded in
+// parallel.
+Status CheckpointWriter::Impl::MatchParent(WorkerPool& pool, uint64_t* blocks_read) {
+  const CheckpointReader& parent = *opt_.parent;
+  const uint64_t limit = std::min(store_.total_pages(), parent.total_pages());
+  std::vector<uint8_t> candidate(limit);
+  std::vector<uint8_t> block_wanted(parent.blocks().size());
+  in_parent_.assign(store_.total_pages(), false);
+  for (uint64_t g = 0; g < limit; ++g) {
+    const writer::PageState st = store_.state(g);
+    const PageLocation loc = parent.Locate(g);
+    if (st == writer::PageState::kZero || st == writer::PageState::kAbsent) {
+      in_parent_[g] = loc.kind == (st == writer::PageState::kZero ? PageKind::kZero : PageKind::kAbsent);
+      continue;
+    }
+    if (loc.kind != PageKind::kStored) continue;
+    std::optional<uint64_t> hash = parent.PageHash(g);
+    if (hash && *hash != store_.hash(g).low) continue;
+    candidate[g] = 1;
+    block_wanted[loc.block] = 1;
+  }
+  auto compare_block = [&](uint32_t b) -> Result<std::vector<uint32_t>> {
+    std::vector<uint8_t> raw(parent.blocks()[b].raw_length()), page(kPageSize);
+    HLT_RETURN_IF_ERROR(parent.ReadBlock(b, raw));
+    std::vector<uint32_t> equal;
+    for (const BlockMember& m : parent.BlockMembers(b)) {
+      if (m.page >= limit || !candidate[m.page]) continue;
+      HLT_RETURN_IF_ERROR(store_.Read(m.page, page.data()));
+      if (std::memcmp(page.data(), raw.data() + size_t(m.slot) * kPageSize, kPageSize) == 0) equal.push_back(m.page);
+    }
+    return equal;
+  };
+  std::deque<std::future<Result<std::vector<uint32_t>>>> window;
+  const size_t max_in_flight = size_t(pool.size()) * 2;
+  uint32_t next = 0;
+  const uint32_t nblocks = uint32_t(block_wanted.size());
+  Status failed;
+  while (next < nblocks || !window.empty()) {
+    while (next < nblocks && window.size() < max_in_flight) {
+      const uint32_t b = next++;
+      if (!block_wanted[b]) continue;
+      ++*blocks_read;
+      window.push_back(pool.Submit([&compare_block, b] { return compare_block(b); }));
+    }
+    if (window.empty()) continue;
+    auto r = window.front().get();
+    window.pop_front();
+    if (!r) {
+      for (auto& f : window) f.wait();  // tasks reference locals: let them finish before unwinding
+      return r.error().WithContext("comparing with the parent");
+    }
+    for (uint32_t g : *r) in_parent_[g] = true;
+  }
+  return Status::Ok();
 }
 
 // Append: the index (with its MAC when keyed) and the footer, whose magic ends the file.
@@ -412,19 +486,34 @@ Result<WriteSummary> CheckpointWriter::Impl::Finish() {
   if (regions_.empty()) return Status::InvalidArgument("a checkpoint needs at least one region");
   HLT_RETURN_IF_ERROR(store_.Seal());  // stage
 
+  WorkerPool pool(opt_.threads);
+  uint64_t parent_blocks_read = 0;
+  if (opt_.parent) HLT_RETURN_IF_ERROR(MatchParent(pool, &parent_blocks_read));  // incremental (format-spec 12)
   HLT_ASSIGN_OR_RETURN(writer::BlockPlan plan, Plan());  // plan
   slot_page_ = std::move(plan.slot_page);
+
+  format::IndexModel model;
+  if (plan.in_parent_pages > 0) {
+    const CheckpointReader& parent = *opt_.parent;
+    model.parent = format::ParentSection{parent.file_id(), parent.index_fingerprint(), parent.total_pages(),
+                                         parent.chain_depth() + 1, opt_.parent_path_hint};
+  }
+  if (opt_.page_hashes) {
+    // 5.11: the hash of the page each slot holds (the store hashed every page as it came in).
+    model.page_hashes.resize(slot_page_.size());
+    for (uint64_t s = 0; s < slot_page_.size(); ++s) model.page_hashes[s] = store_.hash(slot_page_[s]).low;
+  }
 
   file_id_ = opt_.file_id.value_or(RandomFileId());
   const uint64_t seed = format::FileSeed(file_id_);
   format::Header header;
   header.file_id = file_id_;
+  header.minor = format::MinimumMinorVersion(model);
   if (opt_.mac_key) header.flags |= format::kHeaderAuthenticated;
   auto hb = format::EncodeHeader(header);
   HLT_RETURN_IF_ERROR(Append(hb));
 
   // compress (and append each block as it is ready, in block order)
-  WorkerPool pool(opt_.threads);
   writer::DictionaryChoiceOptions dict_options{opt_.dictionary, opt_.level, opt_.block_pages};
   HLT_ASSIGN_OR_RETURN(
       auto dict, writer::ChooseDictionary(
@@ -435,7 +524,6 @@ Result<WriteSummary> CheckpointWriter::Impl::Finish() {
                        if (!plain.status.ok() || !with.status.ok()) return {0, 0};
                        return {int64_t(plain.bytes.size()), int64_t(with.bytes.size())};
                      }));
-  format::IndexModel model;
   model.page_map = std::move(plan.page_map);
   HLT_RETURN_IF_ERROR(WriteBlocks(plan.blocks, dict.get(), pool, &model, seed));
   HLT_RETURN_IF_ERROR(WriteBlobs(&model, seed));
@@ -466,6 +554,10 @@ Result<WriteSummary> CheckpointWriter::Impl::Finish() {
   for (auto& bl : model.blobs) sum.blob_bytes += bl.stored_length;
   sum.index_bytes = index_bytes;
   sum.dictionary_bytes = model.dictionary.size();
+  sum.in_parent_pages = plan.in_parent_pages;
+  sum.parent_blocks_read = parent_blocks_read;
+  sum.page_hash_bytes = model.page_hashes.empty() ? 0 : format::kSectionHeaderSize + format::kPageHashesFixedSize +
+                                                            8 * model.page_hashes.size();
   sum.file_bytes = footer.file_size;
   sum.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return sum;
@@ -485,6 +577,20 @@ Result<std::unique_ptr<CheckpointWriter>> CheckpointWriter::Create(std::unique_p
 }
 
 Result<std::unique_ptr<CheckpointWriter>> CheckpointWriter::Create(const std::string& path, WriterOptions options) {
+  if (options.parent && options.parent_path_hint.empty()) {
+    // Format-spec 12: the hint is relative to the child's directory.
+    namespace fs = std::filesystem;
+    std::error_code ec1, ec2;
+    fs::path out_dir = fs::absolute(fs::path(path), ec1).parent_path().lexically_normal();
+    fs::path parent_path = fs::absolute(fs::path(options.parent->name()), ec2).lexically_normal();
+    if (ec1 || ec2) return Status::IoError("cannot make the parent's path relative to " + path);
+    options.parent_path_hint = parent_path.lexically_relative(out_dir).generic_string();
+    if (!format::IsValidPathHint(options.parent_path_hint)) {
+      return Status::InvalidArgument(options.parent->name() + ": its path relative to " + out_dir.generic_string() +
+                                     " (\"" + options.parent_path_hint +
+                                     "\") cannot be a path hint (printable ASCII, at most 1024 bytes)");
+    }
+  }
   if (options.staging_dir.empty()) {
     auto slash = path.rfind('/');
     options.staging_dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));

@@ -51,6 +51,9 @@ Result<BlockPlan> PlanBlocks(const PlannerInput& in, const PagesEqual& equal) {
       ++plan.zero_pages;
     } else if (in.pages[g] == PlannedPageKind::kAbsent) {
       ++plan.absent_pages;
+    } else if (in.pages[g] == PlannedPageKind::kInParent) {
+      plan.page_map[g] = format::kPageMapInParent;
+      ++plan.in_parent_pages;
     }
   }
 

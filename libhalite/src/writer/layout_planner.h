@@ -23,7 +23,8 @@ struct GlobalRun {
 };
 
 // What the planner knows of one page.
-enum class PlannedPageKind : uint8_t { kAbsent = 0, kZero = 1, kContent = 2 };
+// kInParent: equal, byte for byte, to the parent's page of the same number (format-spec 12): not stored.
+enum class PlannedPageKind : uint8_t { kAbsent = 0, kZero = 1, kContent = 2, kInParent = 3 };
 
 struct PlannerInput {
   LayoutPolicy policy = LayoutPolicy::kHalite;
@@ -44,7 +45,7 @@ struct PlannedBlock {
 };
 
 struct BlockPlan {
-  std::vector<uint32_t> page_map;       // format-spec 5.3: absent, zero, or slot + 2, one per global page
+  std::vector<uint32_t> page_map;       // format-spec 5.3: absent, zero, slot + 2 or IN_PARENT, one per page
   std::vector<uint32_t> slot_page;      // slot -> the global page whose bytes fill it (the first in plan order)
   std::vector<PlannedBlock> blocks;     // block_pages slots each, cut where the working set ends
   std::vector<uint32_t> restore_order;  // block indices, the order a restorer should load them in
@@ -53,6 +54,7 @@ struct BlockPlan {
   uint64_t duplicate_pages = 0;         // content pages stored as a reference to an earlier slot
   uint64_t zero_pages = 0;
   uint64_t absent_pages = 0;
+  uint64_t in_parent_pages = 0;
 };
 
 // The whole plan (format-spec 10): pages the guest touched during the save first, in that order, then the rest
