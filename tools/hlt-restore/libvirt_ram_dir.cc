@@ -21,6 +21,7 @@
 
 #include "halite/hint_files.h"
 #include "halite/image_server/ram_dir_server.h"
+#include "hlt-restore/detached_server.h"
 
 namespace halite::restore {
 namespace {
@@ -177,21 +178,9 @@ Result<RamDirRegistration> RamDirRegistration::Register(const std::string& self,
           "(qemu.conf) elsewhere");
     }
     const std::string log = ram_dir + ".halite.log";
-    const pid_t pid = fork();
-    if (pid < 0) return Status::IoError("fork", errno);
-    if (pid == 0) {
-      setsid();
-      const int out = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-      if (out >= 0) {
-        dup2(out, STDOUT_FILENO);
-        dup2(out, STDERR_FILENO);
-      }
-      const int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
-      if (null >= 0) dup2(null, STDIN_FILENO);
-      execl(self.c_str(), self.c_str(), "serve-ram-dir", ram_dir.c_str(), "--exit-when-unused", "30", "--lock",
-            lock_path.c_str(), static_cast<char*>(nullptr));
-      _exit(127);
-    }
+    HLT_ASSIGN_OR_RETURN(const pid_t pid, StartDetachedServer(self, {"serve-ram-dir", ram_dir, "--exit-when-unused",
+                                                                     "30", "--lock", lock_path},
+                                                              log));
     reg.started_ = true;
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(15);
     while (MountType(ram_dir) != image_server::kRamDirFsType) {

@@ -17,6 +17,7 @@
 #include <fmt/format.h>
 
 #include "halite/hint_files.h"
+#include "hlt-restore/detached_server.h"
 
 namespace halite::restore {
 namespace {
@@ -117,22 +118,9 @@ Result<SharedMemoryPlan> PrepareSharedMemory(const std::string& self, const std:
 
   HLT_RETURN_IF_ERROR(MakeDirs(mount));
   const std::string log = mount + ".log";
-  const pid_t pid = fork();
-  if (pid < 0) return Status::IoError("fork", errno);
-  if (pid == 0) {
-    setsid();
-    const int out = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (out >= 0) {
-      dup2(out, STDOUT_FILENO);
-      dup2(out, STDERR_FILENO);
-    }
-    const int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
-    if (null >= 0) dup2(null, STDIN_FILENO);
-    const std::string arg = std::string(absolute) + "=ckpt";
-    execl(self.c_str(), self.c_str(), "serve", mount.c_str(), arg.c_str(), "--exit-when-unused", "30",
-          static_cast<char*>(nullptr));
-    _exit(127);
-  }
+  const std::string arg = std::string(absolute) + "=ckpt";
+  HLT_ASSIGN_OR_RETURN(const pid_t pid,
+                       StartDetachedServer(self, {"serve", mount, arg, "--exit-when-unused", "30"}, log));
   plan.started_server = true;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(15);
   while (!Exists(plan.image_path)) {

@@ -1,0 +1,34 @@
+#include "hlt-restore/detached_server.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+namespace halite::restore {
+
+Result<pid_t> StartDetachedServer(const std::string& self, const std::vector<std::string>& args,
+                                  const std::string& log_path) {
+  // Built before the fork: the child only calls async-signal-safe functions.
+  std::vector<char*> argv;
+  argv.push_back(const_cast<char*>(self.c_str()));
+  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  const pid_t pid = fork();
+  if (pid < 0) return Status::IoError("fork", errno);
+  if (pid == 0) {
+    setsid();
+    const int out = open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (out >= 0) {
+      dup2(out, STDOUT_FILENO);
+      dup2(out, STDERR_FILENO);
+    }
+    const int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (null >= 0) dup2(null, STDIN_FILENO);
+    execv(self.c_str(), argv.data());
+    _exit(127);
+  }
+  return pid;
+}
+
+}  // namespace halite::restore
