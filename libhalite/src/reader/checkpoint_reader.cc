@@ -51,6 +51,11 @@ class HALITE_HIDDEN CheckpointReader::Impl {
   uint64_t ChainBlockCount() const { return model_.blocks.size() + (parent_ ? parent_->impl_->ChainBlockCount() : 0); }
 
   PageLocation Locate(uint64_t g) const {
+    if (!resolved_.empty()) return Unpack(resolved_[g]);
+    return LocateThroughChain(g);
+  }
+  // Without the resolved table: IN_PARENT pages ask the parent (and so on down the chain).
+  PageLocation LocateThroughChain(uint64_t g) const {
     uint32_t v = model_.page_map[g];
     if (v == format::kPageMapAbsent) return {PageKind::kAbsent, 0, 0};
     if (v == format::kPageMapZero) return {PageKind::kZero, 0, 0};
@@ -90,6 +95,17 @@ class HALITE_HIDDEN CheckpointReader::Impl {
   std::vector<uint64_t> member_start_;         // view block -> first entry in members_ (CSR), size blocks+1
   std::vector<BlockMember> members_;
   std::vector<ChainLevel> chain_;
+  // A chain's every page resolved to its view block and slot once, when the view is built, so that Locate costs
+  // the same at any depth and building each level's view is linear (not pages x depth^2). Kept by the file opened
+  // (8 bytes a page); a parent's is released once its child has its own. Empty for a full checkpoint (Locate is
+  // direct there).
+  std::vector<uint64_t> resolved_;
+  static uint64_t Pack(PageLocation l) {
+    return (uint64_t(l.kind) << 62) | (uint64_t(l.block & 0x7FFFFFFF) << 31) | (l.slot_in_block & 0x7FFFFFFF);
+  }
+  static PageLocation Unpack(uint64_t v) {
+    return {PageKind(v >> 62), uint32_t((v >> 31) & 0x7FFFFFFF), uint32_t(v & 0x7FFFFFFF)};
+  }
 };
 
 // With a key, any failure to open the file itself is a failure to authenticate. Chain errors (section 12) are
@@ -210,12 +226,23 @@ Status CheckpointReader::Impl::BuildView() {
   view_blocks_ = model_.blocks;
   view_order_ = model_.restore_order;
   const uint64_t total = model_.page_map.size();
+  std::vector<uint64_t> resolved;
   if (parent_) {
     const auto& pblocks = parent_->blocks();
+    if (pblocks.size() >= kNoBlock / 2 || view_blocks_.size() >= kNoBlock / 2) {
+      return Status::Unsupported(file_->name() + ": chain has too many blocks");
+    }
     parent_to_view_.assign(pblocks.size(), kNoBlock);
+    // Each page once: the parent's location (in the parent's view) for IN_PARENT pages, numbered into this view
+    // below, once the live parent blocks are known.
+    resolved.resize(total);
     for (uint64_t g = 0; g < total; ++g) {
-      if (model_.page_map[g] != format::kPageMapInParent) continue;
+      if (model_.page_map[g] != format::kPageMapInParent) {
+        resolved[g] = Pack(LocateThroughChain(g));
+        continue;
+      }
       PageLocation loc = parent_->impl_->Locate(g);
+      resolved[g] = Pack(loc);
       if (loc.kind == PageKind::kStored) parent_to_view_[loc.block] = 0;  // live; numbered below
     }
     for (uint32_t pb = 0; pb < pblocks.size(); ++pb) {
@@ -231,6 +258,15 @@ Status CheckpointReader::Impl::BuildView() {
     for (uint32_t pb : parent_->restore_order()) {
       if (parent_to_view_[pb] != kNoBlock) view_order_.push_back(parent_to_view_[pb]);
     }
+    for (uint64_t g = 0; g < total; ++g) {
+      if (model_.page_map[g] != format::kPageMapInParent) continue;
+      PageLocation loc = Unpack(resolved[g]);
+      if (loc.kind != PageKind::kStored) continue;
+      loc.block = parent_to_view_[loc.block];
+      resolved[g] = Pack(loc);
+    }
+    resolved_ = std::move(resolved);
+    std::vector<uint64_t>().swap(parent_->impl_->resolved_);  // the parent's own Locate goes down the chain again
   }
   // Block -> member pages (CSR over the view, in slot order).
   member_start_.assign(view_blocks_.size() + 1, 0);
