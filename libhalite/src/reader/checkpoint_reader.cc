@@ -1,6 +1,7 @@
 #include "halite/checkpoint_reader.h"
 
 #include <algorithm>
+#include <mutex>
 #include <atomic>
 #include <cstring>
 
@@ -93,7 +94,9 @@ class HALITE_HIDDEN CheckpointReader::Impl {
   std::vector<BlockInfo> view_blocks_;
   std::vector<uint32_t> view_order_;
   std::vector<uint64_t> member_start_;         // view block -> first entry in members_ (CSR), size blocks+1
-  std::vector<BlockMember> members_;
+  mutable std::vector<BlockMember> members_;   // FillMembers, once
+  mutable std::once_flag members_once_;
+  void FillMembers() const;
   std::vector<ChainLevel> chain_;
   // A chain's every page resolved to its view block and slot once, when the view is built, so that Locate costs
   // the same at any depth and building each level's view is linear (not pages x depth^2). Kept by the file opened
@@ -221,6 +224,22 @@ Status CheckpointReader::Impl::OpenParent(const std::vector<FileId>& descendants
   return first_error;
 }
 
+// The block-member table (CSR over the view, in slot order), filled on first use: a chain's parents never need
+// theirs when only the file opened is read through.
+void CheckpointReader::Impl::FillMembers() const {
+  const uint64_t total = model_.page_map.size();
+  members_.resize(member_start_.back());
+  std::vector<uint64_t> fill(member_start_.begin(), member_start_.end() - 1);
+  for (uint64_t g = 0; g < total; ++g) {
+    PageLocation loc = Locate(g);
+    if (loc.kind == PageKind::kStored) members_[fill[loc.block]++] = BlockMember{uint32_t(g), loc.slot_in_block};
+  }
+  for (size_t b = 0; b + 1 < member_start_.size(); ++b) {
+    std::sort(members_.begin() + long(member_start_[b]), members_.begin() + long(member_start_[b + 1]),
+              [](const BlockMember& x, const BlockMember& y) { return x.slot < y.slot || (x.slot == y.slot && x.page < y.page); });
+  }
+}
+
 Status CheckpointReader::Impl::BuildView() {
   const uint32_t own = uint32_t(model_.blocks.size());
   view_blocks_ = model_.blocks;
@@ -275,16 +294,7 @@ Status CheckpointReader::Impl::BuildView() {
     if (loc.kind == PageKind::kStored) ++member_start_[loc.block + 1];
   }
   for (size_t b = 0; b < view_blocks_.size(); ++b) member_start_[b + 1] += member_start_[b];
-  members_.resize(member_start_.back());
-  std::vector<uint64_t> fill(member_start_.begin(), member_start_.end() - 1);
-  for (uint64_t g = 0; g < total; ++g) {
-    PageLocation loc = Locate(g);
-    if (loc.kind == PageKind::kStored) members_[fill[loc.block]++] = BlockMember{uint32_t(g), loc.slot_in_block};
-  }
-  for (size_t b = 0; b < view_blocks_.size(); ++b) {
-    std::sort(members_.begin() + member_start_[b], members_.begin() + member_start_[b + 1],
-              [](const BlockMember& x, const BlockMember& y) { return x.slot < y.slot || (x.slot == y.slot && x.page < y.page); });
-  }
+
   // The chain as this checkpoint uses it.
   ChainLevel self;
   self.name = file_->name();
@@ -582,6 +592,7 @@ std::optional<uint64_t> CheckpointReader::PageHash(uint64_t g) const {
 PageLocation CheckpointReader::Locate(uint64_t g) const { return impl_->Locate(g); }
 
 std::span<const BlockMember> CheckpointReader::BlockMembers(uint32_t block) const {
+  std::call_once(impl_->members_once_, [this] { impl_->FillMembers(); });
   const auto& s = impl_->member_start_;
   return std::span<const BlockMember>(impl_->members_.data() + s[block], s[block + 1] - s[block]);
 }
