@@ -270,7 +270,7 @@ Result<CheckpointSaveResult> SaveQemuToCheckpoint(QmpClient& qmp, const std::str
   } restore_bandwidth{qmp, old_bandwidth};
 
   CheckpointStreamHandler handler(path, options, qmp_blocks, ram_ranges);
-  handler.set_qemu_pid(qmp.peer_pid());
+  handler.set_qemu_pid(qmp.PeerPid());
   SaveOptions so;
   so.live = options.live;
   so.then = SaveOptions::Then::kLeaveStopped;  // resumed below, by us
