@@ -93,6 +93,7 @@ class HALITE_HIDDEN CheckpointReader::Impl {
   std::vector<uint32_t> view_to_parent_;       // view block - own block count -> parent view block
   std::vector<BlockInfo> view_blocks_;
   std::vector<uint32_t> view_order_;
+  uint32_t lead_blocks_ = 0;  // the working sets' prefix of view_order_ (every file's hot blocks)
   std::vector<uint64_t> member_start_;         // view block -> first entry in members_ (CSR), size blocks+1
   mutable std::vector<BlockMember> members_;   // FillMembers, once
   mutable std::once_flag members_once_;
@@ -244,6 +245,7 @@ Status CheckpointReader::Impl::BuildView() {
   const uint32_t own = uint32_t(model_.blocks.size());
   view_blocks_ = model_.blocks;
   view_order_ = model_.restore_order;
+  for (uint32_t b : model_.restore_order) lead_blocks_ += (model_.blocks[b].flags & format::kBlockHot) ? 1 : 0;
   const uint64_t total = model_.page_map.size();
   std::vector<uint64_t> resolved;
   if (parent_) {
@@ -274,8 +276,25 @@ Status CheckpointReader::Impl::BuildView() {
       info.flags &= ~format::kBlockHot;  // the working set is this file's
       view_blocks_.push_back(info);
     }
-    for (uint32_t pb : parent_->restore_order()) {
-      if (parent_to_view_[pb] != kNoBlock) view_order_.push_back(parent_to_view_[pb]);
+    // The restore order of the view: every file's working set before anything else, newest file first (its
+    // own hot blocks, then the parent's view's leading ones: that file's and its parents' working sets), then the
+    // rest in the same order. A child holds what changed since its parent, much of it cold (rewritten page cache,
+    // freed memory), and the guest's working set mostly lives on in the parents: a loader that streamed the whole
+    // child first would leave the parents' hot blocks to blocking faults.
+    std::vector<uint32_t> own_hot, own_rest;
+    for (uint32_t b : model_.restore_order) {
+      (model_.blocks[b].flags & format::kBlockHot ? own_hot : own_rest).push_back(b);
+    }
+    view_order_ = own_hot;
+    const std::vector<uint32_t>& porder = parent_->restore_order();
+    const uint32_t parent_lead = parent_->impl_->lead_blocks_;
+    for (uint32_t i = 0; i < parent_lead && i < porder.size(); ++i) {
+      if (parent_to_view_[porder[i]] != kNoBlock) view_order_.push_back(parent_to_view_[porder[i]]);
+    }
+    lead_blocks_ = uint32_t(view_order_.size());
+    view_order_.insert(view_order_.end(), own_rest.begin(), own_rest.end());
+    for (uint32_t i = parent_lead; i < porder.size(); ++i) {
+      if (parent_to_view_[porder[i]] != kNoBlock) view_order_.push_back(parent_to_view_[porder[i]]);
     }
     for (uint64_t g = 0; g < total; ++g) {
       if (model_.page_map[g] != format::kPageMapInParent) continue;
