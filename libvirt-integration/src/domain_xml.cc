@@ -234,6 +234,59 @@ Status DomainXml::SetPrivateFileMemoryBacking() {
   return Status::Ok();
 }
 
+bool DomainXml::DropPrivateFileMemoryBacking() {
+  xmlNode* mb = Child(doc_->root(), "memoryBacking");
+  if (mb == nullptr) return false;
+  std::vector<xmlNode*> children;
+  for (xmlNode* c = mb->children; c != nullptr; c = c->next) {
+    if (c->type == XML_ELEMENT_NODE) children.push_back(c);
+  }
+  auto is = [](xmlNode* n, const char* name, const char* attr, const char* value) {
+    return n != nullptr && xmlStrcmp(n->name, X(name)) == 0 && Attr(n, attr) == value && n->properties != nullptr &&
+           n->properties->next == nullptr && n->children == nullptr;
+  };
+  if (children.size() != 2 || !is(Child(mb, "source"), "source", "type", "file") ||
+      !is(Child(mb, "access"), "access", "mode", "private")) {
+    return false;  // the domain's own backing: not ours to drop
+  }
+  xmlUnlinkNode(mb);
+  xmlFreeNode(mb);
+  return true;
+}
+
+int DomainXml::DropRestoreQemuArgs() {
+  xmlNode* root = doc_->root();
+  xmlNsPtr ns = xmlSearchNsByHref(doc_->doc, root, X(kQemuNamespace));
+  if (ns == nullptr) return 0;
+  int dropped = 0;
+  for (xmlNode* cmdline = root->children; cmdline != nullptr; cmdline = cmdline->next) {
+    if (cmdline->type != XML_ELEMENT_NODE || cmdline->ns != ns || xmlStrcmp(cmdline->name, X("commandline")) != 0) {
+      continue;
+    }
+    std::vector<xmlNode*> args;
+    for (xmlNode* a = cmdline->children; a != nullptr; a = a->next) {
+      if (a->type == XML_ELEMENT_NODE && a->ns == ns && xmlStrcmp(a->name, X("arg")) == 0) args.push_back(a);
+    }
+    // hlt-restore's own pairs (AddQemuArgs in the restore): -incoming defer, and -qmp of its private socket.
+    auto ours = [](const std::string& flag, const std::string& value) {
+      if (flag == "-incoming") return value == "defer";
+      const std::string_view tail = "/qmp.sock,server=on,wait=off";
+      return flag == "-qmp" && value.rfind("unix:", 0) == 0 && value.find("/hlt-libvirt-") != std::string::npos &&
+             value.size() > tail.size() && std::string_view(value).substr(value.size() - tail.size()) == tail;
+    };
+    for (size_t i = 0; i + 1 < args.size(); ++i) {
+      if (!ours(Attr(args[i], "value"), Attr(args[i + 1], "value"))) continue;
+      for (xmlNode* a : {args[i], args[i + 1]}) {
+        xmlUnlinkNode(a);
+        xmlFreeNode(a);
+      }
+      ++dropped;
+      ++i;
+    }
+  }
+  return dropped;
+}
+
 void DomainXml::AddQemuArgs(const std::vector<std::string>& args) {
   xmlNode* root = doc_->root();
   xmlNsPtr ns = xmlSearchNsByHref(doc_->doc, root, X(kQemuNamespace));

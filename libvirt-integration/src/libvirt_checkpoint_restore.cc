@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "frozen_disks.h"
+#include "qemu_process_lookup.h"
 #include "qemu_process_owner.h"
 #include "halite/libvirt/domain_xml.h"
 #include "halite/libvirt/libvirt_checkpoint.h"
@@ -108,33 +109,8 @@ Status ReplugInterfaces(const Domain& domain, int timeout_ms, std::vector<std::s
 // The QEMU whose command line listens on our private QMP socket: the one libvirt started for this restore.
 Result<int> QemuPidBySocketArgument(const std::string& qmp_path) {
   const std::string want = "unix:" + qmp_path + ",";
-  DIR* proc = opendir("/proc");
-  if (proc == nullptr) return Status::IoError("/proc: cannot list processes", errno);
-  int found = -1;
-  while (dirent* e = readdir(proc)) {
-    char* end = nullptr;
-    const long pid = std::strtol(e->d_name, &end, 10);
-    if (pid <= 0 || *end != '\0') continue;
-    FILE* f = std::fopen(fmt::format("/proc/{}/cmdline", pid).c_str(), "rb");
-    if (f == nullptr) continue;
-    std::string cmdline;
-    char buf[4096];
-    size_t n;
-    while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) cmdline.append(buf, n);
-    std::fclose(f);
-    size_t at = 0;
-    while (at < cmdline.size()) {
-      const size_t stop = cmdline.find('\0', at);
-      const std::string arg = cmdline.substr(at, stop == std::string::npos ? std::string::npos : stop - at);
-      if (arg.compare(0, want.size(), want) == 0) found = int(pid);
-      if (stop == std::string::npos) break;
-      at = stop + 1;
-    }
-    if (found > 0) break;
-  }
-  closedir(proc);
-  if (found < 0) return Status::NotFound("no process has -qmp " + want + "... on its command line (QEMU gone?)");
-  return found;
+  return FindProcessByArguments([&](const std::vector<std::string>& args) { return HasArgument(args, "", want); },
+                                "-qmp " + want + "...");
 }
 
 }  // namespace
@@ -188,6 +164,7 @@ Status RestoreLibvirtDomain(const Connection& connection, const CheckpointReader
     result->had_genid = !xml.genid().empty();
   }
 
+  xml.DropPrivateFileMemoryBacking();  // saved from a --memory shared restore: decided afresh below
   if (options.private_file_memory) {
     auto region = reader.FindRegion("pc.ram");
     HLT_ASSIGN_OR_RETURN(uint64_t memory, xml.MemoryBytes());
@@ -233,6 +210,7 @@ Status RestoreLibvirtDomain(const Connection& connection, const CheckpointReader
   if (qmp_path.find(',') != std::string::npos) {
     return Status::InvalidArgument(qmp_path + ": a QEMU socket path may not contain ','");
   }
+  xml.DropRestoreQemuArgs();  // saved from a domain an earlier restore started
   xml.AddQemuArgs({"-incoming", "defer", "-qmp", "unix:" + qmp_path + ",server=on,wait=off"});
 
   if (options.before_start) HLT_RETURN_IF_ERROR(options.before_start(name));

@@ -1,5 +1,7 @@
 #include "halite/libvirt/libvirt_qmp.h"
 
+#include "qemu_process_lookup.h"
+
 #include <libvirt/libvirt-qemu.h>
 #include <libvirt/libvirt.h>
 
@@ -85,6 +87,18 @@ Result<Json> LibvirtQmpClient::ExecuteWithFd(std::string_view command, const Jso
   if (const Json* err = parsed->Find("error")) return ErrorStatus(command, *err);
   return Status::Corrupt(name() + ": reply to '" + std::string(command) + "' has neither return nor error: " +
                          body.substr(0, 200));
+}
+
+int LibvirtQmpClient::PeerPid() const {
+  // A remote URI (qemu+ssh://host/system) names a host: its QEMU is not among this host's processes.
+  const std::string& uri = connection_.uri();
+  const size_t scheme = uri.find("://");
+  if (scheme == std::string::npos || (scheme + 3 < uri.size() && uri[scheme + 3] != '/')) return -1;
+  char uuid[VIR_UUID_STRING_BUFLEN] = {0};
+  if (virDomainGetUUIDString(domain_.get(), uuid) != 0) return -1;
+  auto pid = FindProcessByArguments(
+      [&](const std::vector<std::string>& args) { return HasArgument(args, "-uuid", uuid); }, "-uuid " + std::string(uuid));
+  return pid ? *pid : -1;
 }
 
 }  // namespace halite::libvirt

@@ -136,3 +136,34 @@ TEST_CASE("the guest's RAM size and a private file memory backing (--memory shar
                                "memory='1024'/></numa></cpu></domain>", "d").value();
   CHECK_FALSE(numa.SetPrivateFileMemoryBacking().ok());
 }
+
+TEST_CASE("a saved clone's private file memory backing is dropped before its restore; the domain's own stays") {
+  auto xml = DomainXml::Parse(kSaved, "saved").value();
+  CHECK_FALSE(xml.DropPrivateFileMemoryBacking());  // none there
+  REQUIRE(xml.SetPrivateFileMemoryBacking().ok());
+  auto saved = DomainXml::Parse(xml.Format(), "saved clone").value();
+  CHECK(saved.DropPrivateFileMemoryBacking());
+  CHECK(saved.Format().find("memoryBacking") == std::string::npos);
+  CHECK(saved.SetPrivateFileMemoryBacking().ok());  // --memory shared again
+  for (const char* own : {"<memoryBacking><hugepages/></memoryBacking>",
+                          "<memoryBacking><source type='memfd'/><access mode='shared'/></memoryBacking>",
+                          "<memoryBacking><source type='file'/><access mode='private'/><locked/></memoryBacking>"}) {
+    auto d = DomainXml::Parse(std::string("<domain><name>d</name><memory>1024</memory>") + own + "</domain>", "d").value();
+    CHECK_FALSE(d.DropPrivateFileMemoryBacking());
+    CHECK(d.Format().find("memoryBacking") != std::string::npos);
+  }
+}
+
+TEST_CASE("the QEMU arguments an earlier restore added are dropped; the domain's own stay") {
+  auto xml = DomainXml::Parse(kSaved, "saved").value();
+  CHECK(xml.DropRestoreQemuArgs() == 0);
+  xml.AddQemuArgs({"-device", "x", "-incoming", "defer", "-qmp",
+                   "unix:/tmp/hlt-libvirt-Ab12Cd/qmp.sock,server=on,wait=off", "-qmp", "unix:/run/mine.sock,server=on"});
+  auto saved = DomainXml::Parse(xml.Format(), "saved clone").value();
+  CHECK(saved.DropRestoreQemuArgs() == 2);
+  const std::string text = saved.Format();
+  CHECK(text.find("hlt-libvirt-") == std::string::npos);
+  CHECK(text.find("defer") == std::string::npos);
+  CHECK(text.find("/run/mine.sock") != std::string::npos);
+  CHECK(text.find("value=\"x\"") != std::string::npos);
+}

@@ -649,6 +649,22 @@ def scenario_shared(env):
         if p.returncode == 0 or "backing store" not in p.stderr:
             raise Fail(f"an unregistered domain with file-backed RAM: exit {p.returncode}: {p.stderr.strip()}")
         log("unregistered domain refused: " + p.stderr.strip().splitlines()[-1][:200])
+        # An incremental save of clone c2 with the checkpoint it came from as parent (issue 12): the pages c2
+        # never wrote still read from the parent's image, and QEMU's page map says which; they go into the child as
+        # references without being read. The child then restores (lazily, as a copy) as clone c4 and continues.
+        child = env.path("c2-child.hlt")
+        _, out, _ = env.tool([env.save_bin, "libvirt", "c2", "-o", child, "--connect", env.uri, "--parent", ckpt,
+                              "--then", "cont"], "save_child")
+        m = re.search(r"parent's image\s+QEMU maps (\S+): (\d+) pages never written", out)
+        if not m or m.group(1) != image or int(m.group(2)) == 0:
+            raise Fail("hlt-save libvirt --parent of a --memory shared clone did not use QEMU's page map:\n" + out)
+        log(f"child of c2: {m.group(2)} pages never written, declared in the parent unread; "
+            f"{os.path.getsize(child)} bytes against the parent's {os.path.getsize(ckpt)}")
+        saved_c2 = max(int(x.group(1)) for x in OK_RX.finditer(read(env.path("desk.serial.log.c2"))))
+        env.tool([env.restore_bin, "libvirt", child, "--connect", env.uri, "--clone", "--name", "c4",
+                  "--disk-dir", disks], "restore_c4")
+        env.wait_passes(env.path("desk.serial.log.c2.c4"), 2, after=min(saved_c2, saved_after))
+        env.destroy("c4")
         # libvirt's cleanup removes a destroyed domain's directory from the RAM directory.
         env.destroy("c1")
         deadline = time.time() + 30

@@ -1,5 +1,6 @@
 #include "hlt-save/parent_image.h"
 
+#include <cstdio>
 #include <filesystem>
 
 #include <fmt/format.h>
@@ -36,6 +37,22 @@ Result<bool> IsImageOfParent(const CheckpointReader& parent, const std::string& 
            f.value("region", "") == region;
   }
   return false;
+}
+
+std::function<Result<bool>(const std::string&, const std::string&)> ParentImageCheck(
+    std::shared_ptr<const CheckpointReader> parent) {
+  return [parent = std::move(parent)](const std::string& file, const std::string& region) {
+    return IsImageOfParent(*parent, file, region);
+  };
+}
+
+void PrintParentImage(const qemu::CheckpointSaveResult& r) {
+  if (!r.parent_image.empty()) {
+    std::printf("  parent's image   QEMU maps %s: %llu pages never written since (declared in the parent)\n",
+                r.parent_image.c_str(), (unsigned long long)r.parent_image_unwritten_pages);
+  } else if (!r.parent_image_note.empty()) {
+    std::printf("  parent's image   not used: %s\n", r.parent_image_note.c_str());
+  }
 }
 
 }  // namespace halite::save

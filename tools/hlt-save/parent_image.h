@@ -3,9 +3,12 @@
 #ifndef HALITE_TOOLS_PARENT_IMAGE_H_
 #define HALITE_TOOLS_PARENT_IMAGE_H_
 
+#include <functional>
+#include <memory>
 #include <string>
 
 #include "halite/checkpoint_reader.h"
+#include "halite/qemu/qemu_checkpoint.h"
 #include "halite/status.h"
 
 namespace halite::save {
@@ -14,6 +17,13 @@ namespace halite::save {
 // image of region `region` of exactly `parent` (file id and index fingerprint). False when it is some other file;
 // an error when its .stats cannot be read or parsed.
 Result<bool> IsImageOfParent(const CheckpointReader& parent, const std::string& mapped_file, const std::string& region);
+
+// For --parent: CheckpointSaveOptions::is_parent_image answering with IsImageOfParent.
+std::function<Result<bool>(const std::string&, const std::string&)> ParentImageCheck(
+    std::shared_ptr<const CheckpointReader> parent);
+
+// The summary line: which file QEMU mapped and how many pages were declared unread, or why not.
+void PrintParentImage(const qemu::CheckpointSaveResult& r);
 
 }  // namespace halite::save
 

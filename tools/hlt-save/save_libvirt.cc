@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "halite/libvirt/libvirt_checkpoint.h"
+#include "hlt-save/parent_image.h"
 #include "hlt-save/save_modes.h"
 #include "hlt-save/va_report.h"
 #include "hlt-save/writer_flags.h"
@@ -72,6 +73,8 @@ int SaveLibvirt(cli::Args& args) {
   flags.options.progress = [&](const WriteProgress& p) { progress.Update(p.raw_bytes_done, p.raw_bytes_total); };
   opt.qemu.writer = flags.options;
   opt.qemu.before_finish = [&](CheckpointWriter& w) { return ApplyHintFiles(flags, w); };
+  // A clone restored from the parent with --memory shared: its unwritten pages are the parent's, unread.
+  if (flags.options.parent) opt.qemu.is_parent_image = ParentImageCheck(flags.options.parent);
   auto r = libvirt::SaveLibvirtDomain(**conn, domain, out, std::move(opt));
   progress.Finish();
   if (!r) return cli::Fail(tool, r.error());
@@ -82,6 +85,7 @@ int SaveLibvirt(cli::Args& args) {
               (*conn)->uri().c_str(), r->qemu.live ? "live" : "paused-guest", cli::HumanBytes(st.bytes).c_str(),
               r->qemu.stream_seconds);
   if (r->guest_paused_seconds > 0) std::printf("  guest paused     %.3f s\n", r->guest_paused_seconds);
+  PrintParentImage(r->qemu);
   for (size_t i = 0; i < r->disks.size(); ++i) {
     const auto& d = r->disks[i];
     std::printf("  disk %-11s frozen %s (%s, %s, XXH3-128 %s); the domain goes on on %s\n", d.target.c_str(),

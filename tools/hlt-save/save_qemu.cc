@@ -72,12 +72,8 @@ int SaveQemu(cli::Args& args) {
   flags.options.progress = [&](const WriteProgress& p) { progress.Update(p.raw_bytes_done, p.raw_bytes_total); };
   opt.writer = flags.options;
   opt.before_finish = [&](CheckpointWriter& w) { return ApplyHintFiles(flags, w); };
-  if (flags.options.parent) {
-    // A clone restored from the parent with --memory shared: its unwritten pages are the parent's, unread.
-    opt.is_parent_image = [parent = flags.options.parent](const std::string& file, const std::string& region) {
-      return IsImageOfParent(*parent, file, region);
-    };
-  }
+  // A clone restored from the parent with --memory shared: its unwritten pages are the parent's, unread.
+  if (flags.options.parent) opt.is_parent_image = ParentImageCheck(flags.options.parent);
   auto r = qemu::SaveQemuToCheckpoint(**qmp, out, std::move(opt));
   progress.Finish();
   if (!r) return cli::Fail(tool, r.error());
@@ -95,12 +91,7 @@ int SaveQemu(cli::Args& args) {
   } else if (r->guest_stopped_seconds > 0) {
     std::printf("  guest stopped    %.3f s (stop to cont)\n", r->guest_stopped_seconds);
   }
-  if (!r->parent_image.empty()) {
-    std::printf("  parent's image   QEMU maps %s: %llu pages never written since (declared in the parent)\n",
-                r->parent_image.c_str(), (unsigned long long)r->parent_image_unwritten_pages);
-  } else if (!r->parent_image_note.empty()) {
-    std::printf("  parent's image   not used: %s\n", r->parent_image_note.c_str());
-  }
+  PrintParentImage(*r);
   std::printf("  state blob       %zu bytes (\"%s\")\n", r->state_blob_bytes, qemu::kQemuStateBlobName);
   PrintVaReport(r->va);
   return cli::kExitOk;

@@ -64,9 +64,18 @@ class DomainXml {
   // <memoryBacking><source type='file'/><access mode='private'/></memoryBacking>. kInvalidArgument when the
   // domain already has a <memoryBacking> (huge pages, memfd, ...) or NUMA cells (one backend per cell).
   Status SetPrivateFileMemoryBacking();
+  // Removes a <memoryBacking> that is exactly what SetPrivateFileMemoryBacking writes: a domain restored with
+  // --memory shared and saved again carries it, and its next restore decides its memory afresh (a copy restore
+  // must not ask libvirt for a file nobody registered). True when it was there and is gone; any other
+  // <memoryBacking> stays.
+  bool DropPrivateFileMemoryBacking();
 
   // Appends QEMU arguments through libvirt's qemu namespace (<qemu:commandline><qemu:arg value=.../>).
   void AddQemuArgs(const std::vector<std::string>& args);
+  // Removes the argument pairs an earlier restore added (`-incoming defer`, `-qmp unix:DIR/hlt-libvirt-XXXXXX/
+  // qmp.sock,server=on,wait=off`): a domain restored by hlt-restore and saved again carries them, and its socket
+  // directory is long gone. Returns how many pairs went; other arguments stay.
+  int DropRestoreQemuArgs();
 
  private:
   struct Doc;

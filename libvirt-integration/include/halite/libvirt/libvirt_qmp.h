@@ -29,6 +29,9 @@ class LibvirtQmpClient final : public qemu::QmpClient {
 
   Result<qemu::Json> ExecuteWithFd(std::string_view command, const qemu::Json& arguments, int fd,
                                    int timeout_ms) override;
+  // The domain's QEMU on this host, found by `-uuid UUID` on its command line; -1 for a remote connection or
+  // when none is found.
+  int PeerPid() const override;
 
  protected:
   Status ReadEvents(int timeout_ms, const char* waiting_for) override;
