@@ -7,6 +7,8 @@
 #   hlt.virtio=1     load the virtio drivers (PCI, block, net) first: /dev/vda and eth0 appear, and every change of
 #                    a NIC's MAC address is printed as "HLT-GUEST MAC eth0 52:54:00:..." (a clone's NIC comes back
 #                    with a new one)
+#   hlt.age=SECONDS  first age the guest's memory for SECONDS (memage: fragmented physical memory, as on a desktop
+#                    that ran for days), then run the workload
 # Prints "HLT-GUEST READY" on the console, runs the workload in the foreground with its output on the console,
 # then prints "HLT-GUEST EXIT rc=N" and powers off (QEMU with -no-reboot then exits).
 # redis (only in a guest built with scripts/build-guest --with-redis): loads the virtio-net modules, configures
@@ -33,12 +35,14 @@ done
 workload=memcheck
 args=
 virtio=0
+age=
 set -f  # the command line is data: no globbing
 for word in $(cat /proc/cmdline); do
   case "$word" in
     hlt.workload=*) workload=${word#hlt.workload=} ;;
     hlt.args=*) args=${word#hlt.args=} ;;
     hlt.virtio=1) virtio=1 ;;
+    hlt.age=*) age=${word#hlt.age=} ;;
   esac
 done
 old_ifs=$IFS
@@ -104,6 +108,12 @@ CONF
 if [ $virtio = 1 ]; then
   load_virtio || echo "HLT-GUEST virtio drivers failed to load"
   watch_macs &
+fi
+
+# hlt.age=SECONDS: an aged guest (memage: processes allocating, touching and freeing memory, files written and
+# deleted) so that the workload's memory is scattered over physical memory as on a desktop that ran for days.
+if [ -n "$age" ]; then
+  /bin/memage --seconds "$age" || echo "HLT-GUEST memage failed"
 fi
 
 echo "HLT-GUEST READY workload=$workload args=$args"

@@ -47,6 +47,9 @@ def parse_args(argv):
     ap.add_argument("--memsim-pattern", default="zipf", help="memsim access pattern (default zipf)")
     ap.add_argument("--memsim-write-pct", type=int, default=10)
     ap.add_argument("--memsim-mib", type=int, help="memsim working set (default: half the guest RAM)")
+    ap.add_argument("--age", type=int, default=0, metavar="S",
+                    help="an aged guest: S seconds of memage (processes allocating, touching and freeing memory, files "
+                         "written and deleted) before the workload, so its memory is scattered physically (default 0)")
     ap.add_argument("--redis-fraction", type=float, help="dataset size as a fraction of guest RAM (default 0.4)")
     ap.add_argument("--tools-dir", default=os.environ.get("HLT_TOOLS_DIR", os.path.join(REPO, "build", "tools")),
                     help="directory of hlt-save and hlt-restore (default $HLT_TOOLS_DIR or build/tools)")
@@ -90,7 +93,8 @@ def main(argv):
     command = "bench/run-guests " + shlex.join(argv) if argv else "bench/run-guests"
     now = datetime.datetime.now()
     date = now.strftime("%Y-%m-%d %H:%M")
-    stem = now.strftime("%Y-%m-%d-%H%M") + f"-guests-{a.mem}" + ("-quick" if a.quick else "")
+    stem = (now.strftime("%Y-%m-%d-%H%M") + f"-guests-{a.mem}" + (f"-aged{a.age}" if a.age else "") +
+            ("-quick" if a.quick else ""))
 
     if a.report_only:
         with open(os.path.join(a.report_only, "run.json")) as f:
@@ -119,9 +123,8 @@ def main(argv):
     if a.nice and os.geteuid() == 0:
         os.setpriority(os.PRIO_PROCESS, 0, a.nice)
     gdir = a.guest_dir
-    if not os.path.exists(os.path.join(gdir, "initramfs.cpio")) or a.workload in ("redis", "both"):
-        # Cheap when up to date (a stamp comparison).
-        subprocess.run([os.path.join(REPO, "scripts", "build-guest"), "--with-redis", "--out", gdir], check=True)
+    # Cheap when up to date (a stamp comparison over the guest's sources): a changed guest program is rebuilt.
+    subprocess.run([os.path.join(REPO, "scripts", "build-guest"), "--with-redis", "--out", gdir], check=True)
     raw = os.path.join(a.out, "raw", stem)
     os.makedirs(raw, exist_ok=True)
     logf = open(os.path.join(raw, "harness.log"), "a", buffering=1)

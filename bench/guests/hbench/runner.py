@@ -63,8 +63,11 @@ class Ctx:
 
 def qemu_argv(ctx, wl, serial_sock, qmp=None, extra=()):
     workload, args = wl.guest()
+    # An aged guest (--age S): memage fragments physical memory before the workload starts (guest/memage.c). The
+    # kernel command line is not migrated, so the restores carry it too without running it again.
+    append = f"hlt.age={int(ctx.a.age)}" if getattr(ctx.a, "age", 0) else ""
     argv = launch.qemu_argv(mem=ctx.a.mem, workload=workload, workload_args=args, serial_log="unused", qmp=qmp,
-                            accel=ctx.a.accel, gdir=ctx.a.guest_dir, extra=list(extra))
+                            accel=ctx.a.accel, gdir=ctx.a.guest_dir, extra=list(extra), append=append)
     i = argv.index("-serial")
     argv[i + 1] = serialmod.serial_arg(serial_sock)
     return argv
