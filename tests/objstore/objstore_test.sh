@@ -87,7 +87,7 @@ s3-server-stopped)
   port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
   "$mkimage" "$tmp/img" 256 11 || fail "hlt-mkimage"
   "$save" raw "$tmp/img" -o "$s3_uri" --no-sync >/dev/null || fail "hlt-save raw to $s3_uri"
-  radosgw -n client.rgw.a --rgw-frontends="beast endpoint=127.0.0.1:$port" --pid-file="$tmp/rgw.pid" \
+  radosgw -n client.rgw.a --rgw-frontends="beast endpoint=127.0.0.1:$port tcp_nodelay=1" --pid-file="$tmp/rgw.pid" \
     --admin-socket="$tmp/rgw.asok" --log-file="$tmp/rgw.log" -f >/dev/null 2>&1 &
   rgw=$!
   bg_pids+=("$rgw")
@@ -96,15 +96,16 @@ s3-server-stopped)
   "$restore" raw "$s3_uri" -o "$tmp/back.img" --no-sync >"$tmp/restore.out" 2>&1 &
   rpid=$!
   bg_pids+=("$rpid")
-  # Stop the server once the restore has read 32 MiB (rchar counts socket reads too).
-  for i in $(seq 1 1000); do
-    r=$(awk '/^rchar/ {print $2}' "/proc/$rpid/io" 2>/dev/null || echo 0)
-    ((r > 32 * 1024 * 1024)) && break
-    kill -0 "$rpid" 2>/dev/null || break
-    sleep 0.01
+  # Stop the server once the restore has written 16 MiB of the image (wchar; socket reads do not show in rchar).
+  w=0
+  for i in $(seq 1 2000); do
+    w=$(awk '/^wchar/ {print $2}' "/proc/$rpid/io" 2>/dev/null) || break  # unreadable: the restore has ended
+    [[ -n $w ]] || break
+    ((w > 16 * 1024 * 1024)) && break
+    sleep 0.005
   done
   kill -KILL "$rgw"
-  echo "stopped radosgw (pid $rgw) after the restore read $r bytes"
+  echo "stopped radosgw (pid $rgw) after the restore wrote ${w:-?} bytes of the image"
   wait "$rpid"
   rc=$?
   cat "$tmp/restore.out"

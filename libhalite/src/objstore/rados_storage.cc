@@ -27,7 +27,8 @@ constexpr uint64_t kStripeSize = 4u << 20;
 constexpr size_t kMaxHeadSize = 4096;
 constexpr const char* kHeadMagic = "halite-rados-stripes 1";
 
-std::string ErrnoText(int r) { return fmt::format("{} (errno {})", std::strerror(-r), -r); }
+// librados returns -errno; the Status carries the errno and its ToString() appends the text.
+std::string ErrnoText(int r) { return fmt::format("error {}", -r); }
 
 // One connection to the cluster per process, shared by every open file and sink, closed with the last of them.
 class Cluster {
