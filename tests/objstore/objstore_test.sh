@@ -37,7 +37,7 @@ roundtrip() {  # roundtrip URI: save 256 MiB, info, verify, raw restore byte-ide
   local uri=$1
   "$mkimage" "$tmp/img" 256 7 || fail "hlt-mkimage"
   local t0=$(date +%s.%N)
-  "$save" raw "$tmp/img" -o "$uri" --no-sync || fail "hlt-save raw to $uri"
+  "$save" raw "$tmp/img" -o "$uri" --page-hashes --no-sync || fail "hlt-save raw to $uri"
   local t1=$(date +%s.%N)
   "$restore" info "$uri" >"$tmp/info" || fail "hlt-restore info $uri"
   grep -q "268435456\|256" "$tmp/info" || { cat "$tmp/info"; fail "info does not show the 256 MiB region"; }
@@ -48,6 +48,13 @@ roundtrip() {  # roundtrip URI: save 256 MiB, info, verify, raw restore byte-ide
   cmp "$tmp/img" "$tmp/back.img" || fail "the image restored from $uri differs"
   awk -v a="$t0" -v b="$t1" -v c="$t2" -v d="$t3" \
     'BEGIN { printf "save %.2f s, info+verify %.2f s, raw restore %.2f s\n", b - a, c - b, d - c }'
+  # An incremental child beside its parent in the store (the reader finds the parent by its path hint there).
+  "$mkimage" --mutate "$tmp/img" "$tmp/img2" 30 10 12 "$tmp/changed" >/dev/null || fail "hlt-mkimage --mutate"
+  "$save" raw "$tmp/img2" -o "$uri.child" --parent "$uri" --no-sync >"$tmp/child.out" || fail "hlt-save --parent $uri"
+  grep -q "in parent" "$tmp/child.out" || fail "the child stored no page in its parent"
+  rm -f "$tmp/back.img"
+  "$restore" raw "$uri.child" -o "$tmp/back.img" --no-sync >/dev/null || fail "hlt-restore raw $uri.child"
+  cmp "$tmp/img2" "$tmp/back.img" || fail "the child restored from $uri.child differs"
 }
 
 killed_save() {  # killed_save URI STARTED_CMD GONE_CMD: SIGKILL hlt-save once STARTED_CMD succeeds
