@@ -2,7 +2,8 @@
 # Checkpoints on a real Ceph (issue 13): tests/objstore/CMakeLists.txt starts one cluster for all cases
 # (scripts/ceph-up, a ctest fixture) and stops it after them.
 #   objstore_test.sh CEPH_DIR HLT_SAVE HLT_RESTORE HLT_MKIMAGE CASE
-# Cases: s3-roundtrip, rados-roundtrip, s3-killed-save, rados-killed-save, s3-server-stopped.
+# Cases: s3-roundtrip, rados-roundtrip, s3-killed-save, rados-killed-save, s3-server-stopped, capi (the C API
+# program is then HLT_MKIMAGE's place: objstore_test.sh CEPH_DIR - - CAPI_OBJSTORE capi).
 # Exits 77 (skipped) when the cluster is not running: ceph-up could not install or start Ceph and said why.
 set -uo pipefail
 ceph_dir=$1 save=$2 restore=$3 mkimage=$4 case=$5
@@ -89,6 +90,7 @@ rados-killed-save)
   killed_save "$rados_uri" 'rados -p "$HALITE_TEST_RADOS_POOL" ls 2>/dev/null | grep -q "^$key\.s\."' \
     '! rados -p "$HALITE_TEST_RADOS_POOL" stat "$key" >/dev/null 2>&1'
   ;;
+capi) "$mkimage" "$s3_uri" "$rados_uri" || fail "the C API on object URIs" ;;
 s3-server-stopped)
   # A second radosgw of the same cluster, only for this case, stopped while hlt-restore reads through it.
   port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
