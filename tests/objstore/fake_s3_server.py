@@ -53,6 +53,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.wfile.write(body)
             return
         first, last = self.headers["Range"].split("=")[1].split("-")
+        if first == "":  # a suffix range: the last N bytes
+            first, last = max(0, len(data) - int(last)), len(data) - 1
         chunk = data[int(first):int(last) + 1]
         self.record(206)
         self.send_response(206)

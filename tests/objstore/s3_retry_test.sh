@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The S3 client's retry rules against fake_s3_server.py (no Ceph): 503 is retried with backoff until the read
-# succeeds (restore byte-identical); 403 is never retried and fails naming the URI and the offset.
+# The S3 client against fake_s3_server.py (no Ceph): 503 is retried with backoff until the read succeeds (restore
+# byte-identical); opening takes two requests; 403 is never retried and fails naming the URI and the offset.
 #   s3_retry_test.sh HLT_SAVE HLT_RESTORE HLT_MKIMAGE
 set -uo pipefail
 save=$1 restore=$2 mkimage=$3
@@ -39,6 +39,13 @@ done < <(awk '$1 == "GET" && $2 == 503 {print $3}' "$tmp/flaky.log")
 echo "flaky: $n503 answers 503, all retried; restore byte-identical"
 
 start_server forbidden
+# Opening takes two requests: the object's last 256 KiB (size, footer, index) and the header. The server refuses
+# every GET after the second, so info succeeds only if open asks for no more.
+"$restore" info s3://bucket/c.hlt >/dev/null || fail "hlt-restore info needed more than two requests to open"
+[[ $(wc -l <"$tmp/forbidden.log") == 2 ]] || { cat "$tmp/forbidden.log"; fail "open sent other requests than two GETs"; }
+echo "open: $(tr '\n' ';' <"$tmp/forbidden.log")"
+rm "$tmp/forbidden.log"
+start_server forbidden  # counts GETs from zero again
 if "$restore" raw s3://bucket/c.hlt -o "$tmp/back2.img" --no-sync >"$tmp/out" 2>&1; then
   fail "restore succeeded although every read was refused"
 fi

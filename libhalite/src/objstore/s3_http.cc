@@ -64,6 +64,13 @@ size_t DiscardingBody(char* data, size_t size, size_t n, void* user) {
   return len;
 }
 
+size_t ResponseBody(char* data, size_t size, size_t n, void* user) {
+  auto* out = static_cast<HttpResponse*>(user);
+  const size_t len = size * n;
+  if (out->body.size() < out->max_body) out->body.append(data, std::min(len, out->max_body - out->body.size()));
+  return len;
+}
+
 size_t HeaderLine(char* data, size_t size, size_t n, void* user) {
   auto* out = static_cast<HttpResponse*>(user);
   const size_t len = size * n;
@@ -73,6 +80,9 @@ size_t HeaderLine(char* data, size_t size, size_t n, void* user) {
     while (!line.empty() && (line.front() == ' ' || line.front() == '\t')) line.remove_prefix(1);
     while (!line.empty() && (line.back() == '\r' || line.back() == '\n' || line.back() == ' ')) line.remove_suffix(1);
     out->etag = std::string(line);
+  } else if (line.size() > 14 && (line.substr(0, 14) == "Content-Range:" || line.substr(0, 14) == "content-range:")) {
+    const auto slash = line.rfind('/');
+    if (slash != std::string_view::npos) out->range_total = std::strtoull(std::string(line.substr(slash + 1)).c_str(), nullptr, 10);
   }
   return len;
 }
@@ -218,20 +228,22 @@ curl_slist* BaseHeaders(const S3Config& c, bool with_body) {
 }  // namespace
 
 Status S3Client::Send(const std::string& method, const std::string& url, std::span<const uint8_t> body,
-                      HttpResponse* out, const std::string& what) {
+                      HttpResponse* out, const std::string& what, const std::string& range, size_t max_body) {
   const bool with_body = method == "PUT" || method == "POST";
   curl_slist* headers = BaseHeaders(config_, with_body);
   CURL* h = static_cast<CURL*>(AcquireHandle());
   Status result;
   for (int attempt = 1;; ++attempt) {
     *out = HttpResponse{};
+    if (max_body) out->max_body = max_body;
     Prepare(h, method, url, headers);
+    if (!range.empty()) curl_easy_setopt(h, CURLOPT_RANGE, range.c_str());
     if (with_body) {
       curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(body.size()));
       curl_easy_setopt(h, CURLOPT_POSTFIELDS, body.empty() ? "" : reinterpret_cast<const char*>(body.data()));
     }
-    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, DiscardingBody);
-    curl_easy_setopt(h, CURLOPT_WRITEDATA, &out->body);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, ResponseBody);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, out);
     curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, HeaderLine);
     curl_easy_setopt(h, CURLOPT_HEADERDATA, out);
     const CURLcode c = curl_easy_perform(h);

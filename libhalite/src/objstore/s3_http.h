@@ -40,6 +40,8 @@ struct HttpResponse {
   long status = 0;
   std::string body;     // kept for small answers (XML); ignored for ranged GETs
   std::string etag;     // the ETag header, quotes included
+  uint64_t range_total = 0;  // the object's size from a Content-Range header ("bytes A-B/TOTAL"), 0 without one
+  size_t max_body = 64 * 1024;
   uint64_t content_length = 0;
 };
 
@@ -56,10 +58,11 @@ class S3Client {
   std::string ObjectUrl(const std::string& bucket, const std::string& key, const std::string& query = "") const;
 
   // Sends one request (GET, HEAD, PUT, POST, DELETE) with `body`, retrying transient failures. Any HTTP answer
-  // that is not a transient failure is returned in `out` (the caller judges 4xx). Errors: kIoError naming `what`
-  // when no answer came or the last attempt was still a transient failure.
+  // that is not a transient failure is returned in `out` (the caller judges 4xx); its body is kept up to 64 KiB,
+  // or up to `max_body` bytes when given. `range` ("A-B" or "-N") asks for part of the object. Errors: kIoError
+  // naming `what` when no answer came or the last attempt was still a transient failure.
   Status Send(const std::string& method, const std::string& url, std::span<const uint8_t> body, HttpResponse* out,
-              const std::string& what);
+              const std::string& what, const std::string& range = "", size_t max_body = 0);
 
   // Fills every request's buffer with the bytes at its offset by ranged GETs, config().max_in_flight at a time
   // on pooled connections; sets each request's status and returns the first error. `name` (the s3:// URI) and

@@ -1,4 +1,5 @@
 // s3://BUCKET/KEY behind RandomAccessFile (ranged GETs) and AppendSink (multipart upload).
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -37,10 +38,14 @@ Status HttpError(const std::string& what, const HttpResponse& r) {
   return s;
 }
 
+// The bytes fetched at open: the end of the object, where the footer and (usually) the whole index are.
+constexpr size_t kTailSize = 256 * 1024;
+
 class S3File final : public RandomAccessFile {
  public:
-  S3File(std::string name, std::shared_ptr<S3Client> client, std::string url, uint64_t size)
-      : name_(std::move(name)), client_(std::move(client)), url_(std::move(url)), size_(size) {}
+  S3File(std::string name, std::shared_ptr<S3Client> client, std::string url, uint64_t size, std::string tail)
+      : name_(std::move(name)), client_(std::move(client)), url_(std::move(url)), size_(size),
+        tail_(std::move(tail)), tail_offset_(size - tail_.size()) {}
   const std::string& name() const override { return name_; }
   uint64_t size() const override { return size_; }
 
@@ -56,7 +61,23 @@ class S3File final : public RandomAccessFile {
                                                    name_, r.buffer.size(), r.offset, size_));
       }
     }
-    return client_->GetRanges(url_, requests, name_);
+    // Reads inside the tail fetched at open cost nothing; the rest go out in one batch.
+    std::vector<ReadRequest> remote;
+    std::vector<size_t> index;
+    for (size_t i = 0; i < requests.size(); ++i) {
+      ReadRequest& r = requests[i];
+      if (r.offset >= tail_offset_ && !r.buffer.empty()) {
+        std::memcpy(r.buffer.data(), tail_.data() + (r.offset - tail_offset_), r.buffer.size());
+        r.status = Status::Ok();
+      } else {
+        remote.push_back(r);
+        index.push_back(i);
+      }
+    }
+    if (remote.empty()) return Status::Ok();
+    Status first = client_->GetRanges(url_, remote, name_);
+    for (size_t j = 0; j < remote.size(); ++j) requests[index[j]].status = remote[j].status;
+    return first;
   }
 
  private:
@@ -64,6 +85,8 @@ class S3File final : public RandomAccessFile {
   std::shared_ptr<S3Client> client_;
   std::string url_;
   uint64_t size_;
+  std::string tail_;
+  uint64_t tail_offset_;
 };
 
 class S3MultipartSink final : public AppendSink {
@@ -173,11 +196,27 @@ Result<std::shared_ptr<S3Client>> Client() {
 Result<std::unique_ptr<RandomAccessFile>> OpenS3File(const std::string& uri, const ObjectUri& parsed) {
   HLT_ASSIGN_OR_RETURN(auto client, Client());
   std::string url = client->ObjectUrl(parsed.container, parsed.key);
+  // One request learns the size and brings the footer and the index (a suffix range: the last kTailSize bytes,
+  // or the whole object when smaller), instead of a HEAD and then three reads.
   HttpResponse r;
-  const std::string what = uri + ": HEAD";
-  HLT_RETURN_IF_ERROR(client->Send("HEAD", url, {}, &r, what));
-  if (r.status != 200) return HttpError(what, r);
-  return std::unique_ptr<RandomAccessFile>(new S3File(uri, std::move(client), std::move(url), r.content_length));
+  std::string what = uri + ": GET of the last " + std::to_string(kTailSize) + " bytes";
+  HLT_RETURN_IF_ERROR(client->Send("GET", url, {}, &r, what, "-" + std::to_string(kTailSize), kTailSize));
+  uint64_t size = 0;
+  if (r.status == 206 && r.range_total >= r.body.size()) {
+    size = r.range_total;
+  } else if (r.status == 200) {  // a server ignoring the range sent the whole object: keep its tail only if whole
+    size = r.content_length > 0 ? r.content_length : r.body.size();
+    if (r.body.size() != size) r.body.clear();
+    r.content_length = r.body.size();
+  } else if (r.status == 416) {  // an empty object has no last bytes
+    r.body.clear();
+  } else {
+    return HttpError(what, r);
+  }
+  if (r.body.size() > kTailSize || (r.status == 206 && r.content_length != r.body.size())) {
+    return Status::IoError(fmt::format("{}: {} bytes received, {} announced", what, r.body.size(), r.content_length));
+  }
+  return std::unique_ptr<RandomAccessFile>(new S3File(uri, std::move(client), std::move(url), size, std::move(r.body)));
 }
 
 Result<std::unique_ptr<AppendSink>> CreateS3Sink(const std::string& uri, const ObjectUri& parsed) {
