@@ -17,6 +17,8 @@ const char* kUsage =
     "  info CKPT [--json]       describe a checkpoint\n"
     "  verify CKPT              read every byte and check every checksum and rule\n"
     "  replay CKPT --trace F    restore lazily (userfaultfd), touch the trace's pages, check them, print stats\n"
+    "CKPT is a file, s3://BUCKET/KEY (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION, AWS_ENDPOINT_URL)\n"
+    "or rados://POOL/NAME (ceph.conf from CEPH_CONF).\n"
     "Run `hlt-restore MODE --help` for a mode's options; `hlt-restore --version` for the versions.\n"
     "Exit codes: 0 success, 2 usage error, 3 I/O error, 4 invalid or corrupt checkpoint.\n";
 }

@@ -15,6 +15,8 @@ const char* kUsage =
     "  relayout CKPT -o NEW --access-trace F  re-plan a checkpoint around a trace recorded at restore time\n"
     "  flatten CKPT -o FULL                   write an incremental checkpoint's chain as one full checkpoint\n"
     "Every save mode takes --parent P to store only what changed since checkpoint P (an incremental child).\n"
+    "CKPT is a file, s3://BUCKET/KEY (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION, AWS_ENDPOINT_URL)\n"
+    "or rados://POOL/NAME (ceph.conf from CEPH_CONF); a failed or killed save leaves no object.\n"
     "Run `hlt-save MODE --help` for a mode's options; `hlt-save --version` for the versions.\n"
     "Exit codes: 0 success, 2 usage error, 3 I/O error, 4 invalid or corrupt input.\n";
 }

@@ -14,6 +14,7 @@
 #include "format/envelope_codec.h"
 #include "format/index_codec.h"
 #include "format/integrity_checks.h"
+#include "halite/checkpoint_location.h"
 #include "halite/format_constants.h"
 
 namespace halite {
@@ -175,7 +176,7 @@ Status CheckpointReader::Impl::OpenParent(const std::vector<FileId>& descendants
   const auto candidates = ParentCandidates(name, ref.path_hint, options_.parent_dirs);
   Status first_error;
   for (const std::string& candidate : candidates) {
-    auto file = options_.open_parent ? options_.open_parent(candidate) : OpenLocalFile(candidate, options_.file);
+    auto file = options_.open_parent ? options_.open_parent(candidate) : OpenCheckpointFile(candidate, options_.file);
     Status error;
     if (!file) {
       error = file.error().WithContext(fmt::format("{}: parent (path hint \"{}\")", name, ref.path_hint));
@@ -548,7 +549,7 @@ CheckpointReader::CheckpointReader(std::unique_ptr<Impl> impl) : impl_(std::move
 CheckpointReader::~CheckpointReader() = default;
 
 Result<std::unique_ptr<CheckpointReader>> CheckpointReader::Open(const std::string& path, ReaderOptions options) {
-  HLT_ASSIGN_OR_RETURN(auto file, OpenLocalFile(path, options.file));
+  HLT_ASSIGN_OR_RETURN(auto file, OpenCheckpointFile(path, options.file));
   return Open(std::move(file), std::move(options));
 }
 

@@ -16,6 +16,7 @@
 #include "format/envelope_codec.h"
 #include "format/index_codec.h"
 #include "format/integrity_checks.h"
+#include "halite/checkpoint_location.h"
 #include "halite/format_constants.h"
 #include "writer/dictionary_choice.h"
 #include "writer/layout_planner.h"
@@ -658,6 +659,26 @@ Result<std::unique_ptr<CheckpointWriter>> CheckpointWriter::Create(std::unique_p
 }
 
 Result<std::unique_ptr<CheckpointWriter>> CheckpointWriter::Create(const std::string& path, WriterOptions options) {
+  if (IsObjectStoreUri(path)) {
+    // An object has no directory: the parent must sit beside it (same bucket or pool, same key prefix), and
+    // staging goes to the local temporary directory.
+    if (options.parent && options.parent_path_hint.empty()) {
+      const std::string& pname = options.parent->name();
+      const auto slash = path.rfind('/');
+      if (pname.size() <= slash + 1 || pname.compare(0, slash + 1, path, 0, slash + 1) != 0 ||
+          pname.find('/', slash + 1) != std::string::npos) {
+        return Status::InvalidArgument(path + ": the parent " + pname +
+                                       " must be an object beside it (same bucket or pool and key prefix)");
+      }
+      options.parent_path_hint = pname.substr(slash + 1);
+    }
+    if (options.staging_dir.empty()) {
+      const char* tmp = std::getenv("TMPDIR");
+      options.staging_dir = tmp && *tmp ? tmp : "/tmp";
+    }
+    HLT_ASSIGN_OR_RETURN(auto sink, CreateCheckpointSink(path, options.sink));
+    return Create(std::move(sink), std::move(options));
+  }
   if (options.parent && options.parent_path_hint.empty()) {
     // Format-spec 12: the hint is relative to the child's directory.
     namespace fs = std::filesystem;

@@ -1,0 +1,304 @@
+// rados://POOL/NAME behind RandomAccessFile (asynchronous reads) and AppendSink (striped writes, head last).
+// The only file that includes rados/librados.h (CONTRIBUTING.md, dependency rule).
+//
+// Layout: RADOS refuses single writes above 90 MiB and objects above 128 MiB, so a checkpoint is striped over
+// objects of kStripeSize bytes named PREFIX.00000000, PREFIX.00000001, ... where PREFIX is unique to one save.
+// The head object NAME is small text written last:
+//   halite-rados-stripes 1\nstripe_size 4194304\nlength 268435456\nprefix NAME.s.0123456789abcdef\n
+#include <rados/librados.h>
+
+#include <cctype>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "objstore/object_store.h"
+
+namespace halite::objstore {
+
+namespace {
+
+constexpr uint64_t kStripeSize = 4u << 20;
+constexpr size_t kMaxHeadSize = 4096;
+constexpr const char* kHeadMagic = "halite-rados-stripes 1";
+
+// librados returns -errno; the Status carries the errno and its ToString() appends the text.
+std::string ErrnoText(int r) { return fmt::format("error {}", -r); }
+
+// One connection to the cluster per process, shared by every open file and sink, closed with the last of them.
+class Cluster {
+ public:
+  ~Cluster() { rados_shutdown(handle_); }
+  rados_t handle() const { return handle_; }
+
+  static Result<std::shared_ptr<Cluster>> Get(const std::string& uri) {
+    static std::mutex mu;
+    static std::weak_ptr<Cluster> cached;
+    std::lock_guard<std::mutex> lock(mu);
+    if (auto c = cached.lock()) return c;
+    rados_t h = nullptr;
+    int r = rados_create(&h, nullptr);  // client.admin unless CEPH_ARGS says --id
+    if (r < 0) return Status::IoError(uri + ": rados_create: " + ErrnoText(r), -r);
+    auto c = std::shared_ptr<Cluster>(new Cluster(h));
+    // ceph.conf from $CEPH_CONF or the default places; CEPH_ARGS may override (--id, --keyring).
+    r = rados_conf_read_file(h, nullptr);
+    if (r < 0) {
+      return Status::IoError(uri + ": cannot read ceph.conf (set CEPH_CONF): " + ErrnoText(r), -r);
+    }
+    (void)rados_conf_parse_env(h, nullptr);
+    // A cluster that stops answering is an error after a bounded time, never a restore that hangs forever.
+    for (const char* opt : {"rados_osd_op_timeout", "rados_mon_op_timeout", "client_mount_timeout"}) {
+      (void)rados_conf_set(h, opt, "10");
+    }
+    r = rados_connect(h);
+    if (r < 0) return Status::IoError(uri + ": cannot connect to the Ceph cluster: " + ErrnoText(r), -r);
+    cached = c;
+    return c;
+  }
+
+ private:
+  explicit Cluster(rados_t h) : handle_(h) {}
+  rados_t handle_;
+};
+
+struct Pool {
+  std::shared_ptr<Cluster> cluster;
+  rados_ioctx_t io = nullptr;
+  ~Pool() {
+    if (io) rados_ioctx_destroy(io);
+  }
+};
+
+Result<std::shared_ptr<Pool>> OpenPool(const std::string& uri, const ObjectUri& parsed) {
+  auto pool = std::make_shared<Pool>();
+  HLT_ASSIGN_OR_RETURN(pool->cluster, Cluster::Get(uri));
+  int r = rados_ioctx_create(pool->cluster->handle(), parsed.container.c_str(), &pool->io);
+  if (r < 0) {
+    pool->io = nullptr;
+    return Status::IoError(fmt::format("{}: cannot open pool {}: {}", uri, parsed.container, ErrnoText(r)), -r);
+  }
+  return pool;
+}
+
+std::string StripeName(const std::string& prefix, uint64_t index) { return fmt::format("{}.{:08x}", prefix, index); }
+
+struct Head {
+  uint64_t stripe_size = 0;
+  uint64_t length = 0;
+  std::string prefix;
+};
+
+// Reads the head object; kNotFound when there is none.
+Result<Head> ReadHead(const std::string& uri, Pool& pool, const std::string& name) {
+  std::vector<char> buf(kMaxHeadSize + 1);
+  const int r = rados_read(pool.io, name.c_str(), buf.data(), buf.size(), 0);
+  if (r == -ENOENT) return Status::NotFound(uri + ": no such object");
+  if (r < 0) return Status::IoError(uri + ": reading the head object: " + ErrnoText(r), -r);
+  const std::string text(buf.data(), static_cast<size_t>(r));
+  Head h;
+  char prefix[kMaxHeadSize + 1] = {};
+  unsigned long long stripe = 0, length = 0;
+  if (static_cast<size_t>(r) > kMaxHeadSize || !text.starts_with(std::string(kHeadMagic) + "\n") ||
+      std::sscanf(text.c_str() + std::strlen(kHeadMagic) + 1, "stripe_size %llu\nlength %llu\nprefix %4096s\n", &stripe,
+                  &length, prefix) != 3 ||
+      stripe == 0 || stripe > (64u << 20)) {
+    return Status::Corrupt(fmt::format("{}: the head object ({} bytes) is not a halite stripe head (expected \"{}\", "
+                                       "stripe_size, length, prefix)",
+                                       uri, r, kHeadMagic));
+  }
+  h.stripe_size = stripe;
+  h.length = length;
+  h.prefix = prefix;
+  return h;
+}
+
+class RadosFile final : public RandomAccessFile {
+ public:
+  RadosFile(std::string name, std::shared_ptr<Pool> pool, Head head)
+      : name_(std::move(name)), pool_(std::move(pool)), head_(std::move(head)) {}
+  const std::string& name() const override { return name_; }
+  uint64_t size() const override { return head_.length; }
+
+  Status ReadAt(uint64_t offset, std::span<uint8_t> buffer) override {
+    ReadRequest r{offset, buffer, {}};
+    return ReadBatch(std::span<ReadRequest>(&r, 1));
+  }
+
+  // Every piece of every request (a request crossing a stripe boundary is two pieces) is in flight at once.
+  Status ReadBatch(std::span<ReadRequest> requests) override {
+    struct Piece {
+      ReadRequest* request;
+      uint64_t stripe;
+      uint64_t in_stripe;
+      std::span<uint8_t> dest;
+      rados_completion_t completion = nullptr;
+      std::string object;
+    };
+    std::vector<Piece> pieces;
+    for (auto& r : requests) {
+      r.status = Status::Ok();
+      if (r.offset > head_.length || r.buffer.size() > head_.length - r.offset) {
+        return Status::InvalidArgument(fmt::format("{}: read of {} bytes at offset {:#x} is outside the object ({} bytes)",
+                                                   name_, r.buffer.size(), r.offset, head_.length));
+      }
+      uint64_t off = r.offset;
+      std::span<uint8_t> rest = r.buffer;
+      while (!rest.empty()) {
+        const uint64_t stripe = off / head_.stripe_size;
+        const uint64_t in_stripe = off % head_.stripe_size;
+        const size_t n = static_cast<size_t>(std::min<uint64_t>(rest.size(), head_.stripe_size - in_stripe));
+        pieces.push_back(Piece{&r, stripe, in_stripe, rest.first(n), nullptr, StripeName(head_.prefix, stripe)});
+        rest = rest.subspan(n);
+        off += n;
+      }
+    }
+    for (auto& p : pieces) {
+      int rc = rados_aio_create_completion2(nullptr, nullptr, &p.completion);
+      if (rc == 0) {
+        rc = rados_aio_read(pool_->io, p.object.c_str(), p.completion, reinterpret_cast<char*>(p.dest.data()),
+                            p.dest.size(), p.in_stripe);
+      }
+      if (rc < 0) SetError(p.request, p.stripe, p.in_stripe, p.dest.size(), ErrnoText(rc), -rc);
+    }
+    Status first;
+    for (auto& p : pieces) {
+      if (!p.completion) continue;
+      rados_aio_wait_for_complete(p.completion);
+      const int rc = rados_aio_get_return_value(p.completion);
+      rados_aio_release(p.completion);
+      if (rc < 0) {
+        SetError(p.request, p.stripe, p.in_stripe, p.dest.size(), ErrnoText(rc), -rc);
+      } else if (static_cast<size_t>(rc) != p.dest.size()) {
+        SetError(p.request, p.stripe, p.in_stripe, p.dest.size(), fmt::format("short read ({} bytes)", rc), 0);
+      }
+    }
+    for (auto& r : requests) {
+      if (!r.status.ok() && first.ok()) first = r.status;
+    }
+    return first;
+  }
+
+ private:
+  void SetError(ReadRequest* r, uint64_t stripe, uint64_t in_stripe, size_t len, const std::string& why, int err) {
+    if (!r->status.ok()) return;
+    const uint64_t off = stripe * head_.stripe_size + in_stripe;
+    // Timeouts and a missing OSD may pass; a missing stripe object will not.
+    r->status = Status::IoError(fmt::format("{}: reading {} bytes at offset {:#x} (object {}): {}", name_, len, off,
+                                            StripeName(head_.prefix, stripe), why),
+                                err)
+                    .set_retryable(err == ETIMEDOUT || err == EIO);
+  }
+
+  std::string name_;
+  std::shared_ptr<Pool> pool_;
+  Head head_;
+};
+
+class RadosSink final : public AppendSink {
+ public:
+  RadosSink(std::string name, std::shared_ptr<Pool> pool, std::string object, std::string prefix)
+      : name_(std::move(name)), pool_(std::move(pool)), object_(std::move(object)), prefix_(std::move(prefix)) {
+    buffer_.reserve(kStripeSize);
+  }
+  ~RadosSink() override { Abort(); }
+  const std::string& name() const override { return name_; }
+  uint64_t position() const override { return position_; }
+
+  Status Append(std::span<const uint8_t> data) override {
+    if (done_) return Status::InvalidArgument(name_ + ": append after Commit or Abort");
+    HLT_RETURN_IF_ERROR(error_);
+    while (!data.empty()) {
+      const size_t take = std::min<size_t>(data.size(), kStripeSize - buffer_.size());
+      buffer_.insert(buffer_.end(), data.begin(), data.begin() + static_cast<ptrdiff_t>(take));
+      data = data.subspan(take);
+      position_ += take;
+      if (buffer_.size() == kStripeSize) {
+        error_ = WriteStripe();
+        HLT_RETURN_IF_ERROR(error_);
+      }
+    }
+    return Status::Ok();
+  }
+
+  Status Commit() override {
+    if (done_) return Status::InvalidArgument(name_ + ": Commit after Commit or Abort");
+    Status s = error_;
+    if (s.ok() && !buffer_.empty()) s = WriteStripe();
+    auto old = ReadHead(name_, *pool_, object_);
+    if (s.ok() && !old && old.error().code() != StatusCode::kNotFound) s = old.error();
+    if (s.ok()) {
+      const std::string head = fmt::format("{}\nstripe_size {}\nlength {}\nprefix {}\n", kHeadMagic, kStripeSize,
+                                           position_, prefix_);
+      const int r = rados_write_full(pool_->io, object_.c_str(), head.data(), head.size());
+      if (r < 0) s = Status::IoError(name_ + ": writing the head object: " + ErrnoText(r), -r);
+    }
+    if (!s.ok()) {
+      Abort();
+      return s;
+    }
+    done_ = true;
+    // The replaced checkpoint's stripes: nobody can reach them now (best effort; a leftover only wastes space).
+    if (old && old->prefix != prefix_) {
+      const uint64_t n = (old->length + old->stripe_size - 1) / old->stripe_size;
+      for (uint64_t i = 0; i < n; ++i) (void)rados_remove(pool_->io, StripeName(old->prefix, i).c_str());
+    }
+    return Status::Ok();
+  }
+
+  void Abort() override {
+    if (done_) return;
+    done_ = true;
+    for (uint64_t i = 0; i < stripes_written_; ++i) (void)rados_remove(pool_->io, StripeName(prefix_, i).c_str());
+  }
+
+ private:
+  Status WriteStripe() {
+    const std::string object = StripeName(prefix_, stripes_written_);
+    const int r = rados_write_full(pool_->io, object.c_str(), reinterpret_cast<const char*>(buffer_.data()),
+                                   buffer_.size());
+    if (r < 0) {
+      return Status::IoError(fmt::format("{}: writing {} bytes at offset {:#x} (object {}): {}", name_, buffer_.size(),
+                                         position_ - buffer_.size(), object, ErrnoText(r)),
+                             -r);
+    }
+    ++stripes_written_;
+    buffer_.clear();
+    return Status::Ok();
+  }
+
+  std::string name_;
+  std::shared_ptr<Pool> pool_;
+  std::string object_;
+  std::string prefix_;
+  std::vector<uint8_t> buffer_;
+  uint64_t position_ = 0;
+  uint64_t stripes_written_ = 0;
+  Status error_;
+  bool done_ = false;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<RandomAccessFile>> OpenRadosFile(const std::string& uri, const ObjectUri& parsed) {
+  HLT_ASSIGN_OR_RETURN(auto pool, OpenPool(uri, parsed));
+  HLT_ASSIGN_OR_RETURN(Head head, ReadHead(uri, *pool, parsed.key));
+  return std::unique_ptr<RandomAccessFile>(new RadosFile(uri, std::move(pool), std::move(head)));
+}
+
+Result<std::unique_ptr<AppendSink>> CreateRadosSink(const std::string& uri, const ObjectUri& parsed) {
+  for (unsigned char c : parsed.key) {
+    if (std::isspace(c)) return Status::InvalidArgument(uri + ": a RADOS checkpoint name cannot contain white space");
+  }
+  HLT_ASSIGN_OR_RETURN(auto pool, OpenPool(uri, parsed));
+  std::random_device rd;
+  const uint64_t id = (static_cast<uint64_t>(rd()) << 32) | rd();
+  std::string prefix = fmt::format("{}.s.{:016x}", parsed.key, id);
+  return std::unique_ptr<AppendSink>(new RadosSink(uri, std::move(pool), parsed.key, std::move(prefix)));
+}
+
+}  // namespace halite::objstore
