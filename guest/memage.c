@@ -7,12 +7,15 @@
 // log-uniform, up to its share of --mib), touching every page of what it allocates and freeing allocations at
 // random; after a random number of rounds a worker exits and a new one takes its place (new address spaces, memory
 // returned in the order the kernel frees it). One more worker plays the page cache: it writes files of random sizes
-// under --dir (the initramfs's RAM-backed root: file pages) and deletes them at random. When the time is up every
-// worker exits and every file goes: the memory is free again, scattered over the buddy allocator's free lists.
+// under --dir (the initramfs's RAM-backed root: file pages) and deletes them at random. When the time is up, the
+// workers still alive stay resident (as a desktop's long-running processes), each keeping a random quarter of its
+// pages and unmapping the rest page by page, and the files written last stay: the memory freed around what stays
+// cannot merge back into large free blocks, so the workload that starts next gets frames scattered all over
+// physical memory. With --free-all every worker exits and every file goes instead.
 //
-//   memage [--seconds S] [--mib M] [--procs P] [--seed X] [--dir D]
+//   memage [--seconds S] [--mib M] [--procs P] [--seed X] [--dir D] [--free-all]
 // --mib 0 (the default) ages 60% of the memory available when it starts. Prints "memage start ..." and
-// "memage done processes=<workers started> mib=... t_ms=..." on stdout.
+// "memage done processes=<workers started> resident=<workers kept> mib=... t_ms=..." on stdout.
 
 #define _GNU_SOURCE
 #include <errno.h>
@@ -24,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/select.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -34,6 +38,7 @@ enum { kPage = 4096, kMaxHeld = 4096 };
 struct Options {
   uint64_t seconds, mib, procs, seed;
   const char* dir;
+  int keep;  // the workers alive at the end stay resident and the files stay (else all is freed)
 };
 
 static uint64_t SplitMix(uint64_t* x) {
@@ -62,7 +67,7 @@ struct Held {
 };
 
 // One worker's life: allocate, touch, free at random, for `rounds` rounds or until the deadline.
-static uint64_t Work(uint64_t seed, uint64_t budget_pages, uint64_t rounds, uint64_t deadline_ms) {
+static uint64_t Work(uint64_t seed, uint64_t budget_pages, uint64_t rounds, uint64_t deadline_ms, int resident_fd) {
   static struct Held held[kMaxHeld];
   size_t n = 0;
   uint64_t used = 0, done = 0, rng = seed;
@@ -92,11 +97,24 @@ static uint64_t Work(uint64_t seed, uint64_t budget_pages, uint64_t rounds, uint
       held[k] = held[--n];
     }
   }
+  if (resident_fd >= 0 && NowMs() >= deadline_ms) {
+    // Time is up while this worker lives: it stays, as a desktop's long-running processes do, keeping a random
+    // quarter of its pages (the rest unmapped page by page), so the memory freed around them cannot merge back
+    // into large free blocks.
+    for (size_t k = 0; k < n; ++k) {
+      for (uint64_t i = 0; i < held[k].pages; ++i) {
+        if (SplitMix(&rng) % 4 != 0) munmap(held[k].p + i * kPage, kPage);
+      }
+    }
+    const char ready = 1;
+    if (write(resident_fd, &ready, 1) != 1) _exit(1);
+    for (;;) pause();
+  }
   return done;
 }
 
 // The page cache stand-in: files written and deleted at random under dir, at most budget_pages of them at once.
-static void PageCache(uint64_t seed, uint64_t budget_pages, const char* dir, uint64_t deadline_ms) {
+static void PageCache(uint64_t seed, uint64_t budget_pages, const char* dir, uint64_t deadline_ms, int keep_files) {
   enum { kFiles = 256 };
   uint64_t sizes[kFiles] = {0}, used = 0, rng = seed;
   static uint8_t buf[64 * kPage];
@@ -125,10 +143,12 @@ static void PageCache(uint64_t seed, uint64_t budget_pages, const char* dir, uin
     sizes[f] = written;
     used += written;
   }
-  for (unsigned f = 0; f < kFiles; ++f) {
-    if (sizes[f] == 0) continue;
-    snprintf(path, sizeof path, "%s/memage-%u", dir, f);
-    unlink(path);
+  if (!keep_files) {
+    for (unsigned f = 0; f < kFiles; ++f) {
+      if (sizes[f] == 0) continue;
+      snprintf(path, sizeof path, "%s/memage-%u", dir, f);
+      unlink(path);
+    }
   }
 }
 
@@ -155,7 +175,7 @@ static int ParseU64(const char* s, uint64_t* out) {
 }
 
 int main(int argc, char** argv) {
-  struct Options o = {30, 0, 8, 1, "/tmp"};
+  struct Options o = {30, 0, 8, 1, "/tmp", 1};
   for (int i = 1; i < argc; ++i) {
     const char* a = argv[i];
     const char* v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -170,11 +190,16 @@ int main(int argc, char** argv) {
       ok = ParseU64(v, &o.seed);
     } else if (strcmp(a, "--dir") == 0 && ok) {
       o.dir = v;
+    } else if (strcmp(a, "--free-all") == 0) {
+      o.keep = 0;
+      ok = 1;
+      --i;  // a flag: no value
     } else {
       ok = 0;
     }
     if (!ok) {
-      fprintf(stderr, "usage: memage [--seconds S] [--mib M] [--procs P] [--seed X] [--dir D] (bad: %s)\n", a);
+      fprintf(stderr, "usage: memage [--seconds S] [--mib M] [--procs P] [--seed X] [--dir D] [--free-all] (bad: %s)\n",
+              a);
       return 2;
     }
     ++i;
@@ -189,9 +214,14 @@ int main(int argc, char** argv) {
          o.procs, o.seed);
   fflush(stdout);
   uint64_t rng = o.seed, generations = 0;
+  int ready_pipe[2];
+  if (pipe(ready_pipe) != 0) {
+    perror("memage: pipe");
+    return 1;
+  }
   pid_t cache = fork();
   if (cache == 0) {
-    PageCache(SplitMix(&rng), cache_pages, o.dir, deadline);
+    PageCache(SplitMix(&rng), cache_pages, o.dir, deadline, o.keep);
     _exit(0);
   }
   pid_t workers[256];
@@ -203,19 +233,36 @@ int main(int argc, char** argv) {
       const uint64_t seed = SplitMix(&rng), rounds = 20 + SplitMix(&rng) % 300;
       workers[w] = fork();
       if (workers[w] == 0) {
-        Work(seed, worker_pages, rounds, deadline);
+        close(ready_pipe[0]);
+        Work(seed, worker_pages, rounds, deadline, o.keep ? ready_pipe[1] : -1);
         _exit(0);
       }
       ++generations;
     }
     usleep(20000);
   }
+  // Each worker alive at the deadline either finishes its rounds and exits, or stays resident (it says so on the
+  // pipe and never exits): wait for one or the other.
+  close(ready_pipe[1]);
+  uint64_t resident = 0;
   for (uint64_t w = 0; w < o.procs; ++w) {
-    if (workers[w] > 0) waitpid(workers[w], NULL, 0);
+    if (workers[w] <= 0) continue;
+    for (;;) {
+      if (waitpid(workers[w], NULL, WNOHANG) != 0) break;
+      struct timeval tv = {0, 20000};
+      fd_set fds;
+      FD_ZERO(&fds);
+      FD_SET(ready_pipe[0], &fds);
+      char c;
+      if (select(ready_pipe[0] + 1, &fds, NULL, NULL, &tv) > 0 && read(ready_pipe[0], &c, 1) == 1) {
+        ++resident;
+        break;
+      }
+    }
   }
   if (cache > 0) waitpid(cache, NULL, 0);
-  printf("memage done processes=%" PRIu64 " mib=%" PRIu64 " t_ms=%" PRIu64 "\n", generations, o.mib,
-         NowMs() - t0);
+  printf("memage done processes=%" PRIu64 " resident=%" PRIu64 " mib=%" PRIu64 " t_ms=%" PRIu64 "\n", generations,
+         resident, o.mib, NowMs() - t0);
   fflush(stdout);
   return 0;
 }

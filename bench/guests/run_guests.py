@@ -47,6 +47,8 @@ def parse_args(argv):
     ap.add_argument("--memsim-pattern", default="zipf", help="memsim access pattern (default zipf)")
     ap.add_argument("--memsim-write-pct", type=int, default=10)
     ap.add_argument("--memsim-mib", type=int, help="memsim working set (default: half the guest RAM)")
+    ap.add_argument("--loader", choices=("on", "off"),
+                    help="hlt-restore's background loader for every lazy method (default: each method's own)")
     ap.add_argument("--age", type=int, default=0, metavar="S",
                     help="an aged guest: S seconds of memage (processes allocating, touching and freeing memory, files "
                          "written and deleted) before the workload, so its memory is scattered physically (default 0)")

@@ -169,7 +169,9 @@ def build(results, args, machine, out_dir, stem, command, date, qemu_start=None)
           f"initramfs (scripts/build-guest --with-redis); machine options from guest/launch.py."
           + (f" **Aged guest**: {args.age} s of `memage` before the workload (processes allocating, touching and "
              f"freeing memory, files written and deleted), so the workload's memory is scattered over physical "
-             f"memory." if getattr(args, "age", 0) else ""),
+             f"memory." if getattr(args, "age", 0) else "")
+          + (f" hlt-restore's background loader: `--loader {args.loader}` for every lazy method."
+             if getattr(args, "loader", None) else ""),
           f"- Each restore is observed for {args.window:.0f} s from its start (t0 = the restore command is "
           f"started). Fixed work for the overhead: what the never-suspended guest does in "
           f"{args.work_seconds:.0f} s.",

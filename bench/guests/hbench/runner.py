@@ -310,7 +310,10 @@ def restore_run(ctx, wl, d, method, ckpt, cache, baseline_rate, label=None, reco
             qemu_pid = proc.pid
         else:
             flags = METHODS[method][1]
-            cmd = ctx.tools.restore_cmd(ckpt, base_argv, eager=flags.get("eager", False), loader=flags.get("loader"),
+            # --loader off (all lazy methods): only the guest's own faults bring blocks in, so the blocking faults
+            # measure the layout alone, not a race with the background loader.
+            loader = flags.get("loader") or (None if flags.get("eager") else getattr(ctx.a, "loader", None))
+            cmd = ctx.tools.restore_cmd(ckpt, base_argv, eager=flags.get("eager", False), loader=loader,
                                         record_trace=record_trace, stats_json=stats_path)
             rec["cmd"] = shlex.join(cmd)
             t0 = time.time()
