@@ -41,11 +41,17 @@ class Memsim:
         self.write_pct = write_pct
 
     def describe(self):
-        return (f"memsim --mib {self.mib} --pattern {self.pattern} --write-pct {self.write_pct} "
+        return (f"memsim {' '.join(self.guest()[1])} "
                 f"(one operation = read or write one word of a page; rate reported every 100 ms)")
 
     def guest(self):
-        return "memsim", ["--mib", str(self.mib), "--pattern", self.pattern, "--write-pct", str(self.write_pct)]
+        # "zipf-noscatter": zipf with the hot pages at the start of the working set (rank r at page r), so what the
+        # guest touches is contiguous in its virtual memory, as a program's hot data mostly is; plain "zipf"
+        # scatters the hot pages over the working set by a permutation (no locality for any layout to find).
+        pattern, extra = self.pattern, []
+        if pattern.endswith("-noscatter"):
+            pattern, extra = pattern[:-len("-noscatter")], ["--no-scatter"]
+        return "memsim", ["--mib", str(self.mib), "--pattern", pattern, "--write-pct", str(self.write_pct)] + extra
 
     def qemu_extra(self, port):
         return []
