@@ -23,7 +23,10 @@ struct BlockCosts {
   double stored_kib = 0, raw_kib = 0;         // mean per block
   double read_warm_us = 0, read_cold_us = 0;  // pread of the payload (medians)
   double verify_us = 0;                       // XXH3 of the payload
-  double decompress_us = 0;                   // zstd
+  double decompress_us = 0;                   // zstd, one call for the whole frame
+  double decompress_first_us = 0;             // zstd block by block: until the first piece is out
+  double decompress_streamed_us = 0;          // zstd block by block: the whole frame
+  double pieces = 0;                          // zstd blocks per frame (mean)
   double install_us = 0;                      // UFFDIO_COPY of the block's pages (runs of adjacent pages), no faults
   double pages_per_install_call = 0;
   double decompress_gbps = 0, verify_gbps = 0;  // raw GB/s out of zstd, payload GB/s through XXH3
