@@ -3,7 +3,8 @@
 // 64-page block, of which the faulting thread needed only the first piece).
 //
 // The promises to the sink hold as in InstallMembers: the block's pages are claimed once, before any is
-// installed; each goes in one run of one Install call (the faulting page alone, then the rest piece by piece);
+// installed; each goes in one run of one Install call (the faulting page alone, then what was decoded before
+// and with it, then each further piece);
 // bytes are installed only after the payload's checksum (and MAC) verified.
 #include <algorithm>
 
@@ -50,7 +51,9 @@ Status RestoreEngine::Impl::StreamBlock(uint32_t b, uint64_t fault_page, uint64_
   };
   CheckpointReader::BlockProgress progress = [&](size_t ready) -> Status {
     const uint64_t ready_slots = ready / kPage;
-    if (!fault_offered && todo[fault_at].slot < ready_slots) {
+    if (!fault_offered) {
+      // Nothing goes in before the faulting page: each install before it would delay its thread's wake-up.
+      if (todo[fault_at].slot >= ready_slots) return Status::Ok();
       fault_offered = true;
       batch.clear();
       if (take(todo[fault_at])) batch.push_back(todo[fault_at]);
