@@ -34,6 +34,17 @@ struct BlockCosts {
 // Times each step for `sample` blocks of `ckpt` (one thread). Cold reads drop the page cache first.
 BlockCosts MeasureBlockCosts(const std::string& ckpt, size_t sample);
 
+// One block fault at a time on real userfaultfd memory, through LazyMemory and the engine (loader off): a thread
+// touches one page of a block whose nothing is in yet, and the time until the touch returns is taken (fault to
+// wake, as the guest sees it); then the time until the handler is done with the block. Best of three per block
+// (fresh memory and engine each time, warm page cache), median over `sample` blocks. The page touched is the one
+// in slot `slot_fraction` x the block's members (0: the first slot).
+struct FaultToWake {
+  double touch_us = 0;  // fault -> the touching thread resumed with its page
+  double block_us = 0;  // fault -> the whole block installed (the handler's HandleFault returned)
+};
+FaultToWake MeasureFaultToWake(const std::string& ckpt, size_t sample, bool stream, double slot_fraction);
+
 }  // namespace halite::bench
 
 #endif  // HALITE_BENCH_ENGINE_MACHINE_LIMITS_H_
