@@ -144,7 +144,7 @@ class HALITE_EXPORT CheckpointReader {
   // (non-decreasing, the last call with out.size()), so a fault can install its page before the rest of the block
   // is decoded. A non-ok return stops the read and is returned as it is. Runs on the calling thread.
   using BlockProgress = std::function<Status(size_t ready)>;
-  // The same, decoding the block a zstd block at a time (format-spec 5.4: writers cut frames every 16 KiB) and
+  // The same, decoding the block a zstd block at a time (format-spec 5.4: writers cut frames every 8 pages) and
   // calling `progress` after each. Bytes are reported only after the payload's checksum (and MAC) verified, so a
   // damaged payload never reports any; a frame that verifies but fails to decode later (only a faulty or
   // hostile writer makes one) has already reported the bytes before the failure, and the read then fails with
