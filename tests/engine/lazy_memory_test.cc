@@ -290,7 +290,7 @@ TEST_CASE("a corrupt block reaches the error policy and never the guest", "[uffd
   CHECK(std::memcmp(r->memory->base(0) + ok_page * kPage, ckpt->content.data() + ok_page * kPage, kPage) == 0);
 }
 
-TEST_CASE("a streamed fault wakes its thread with its page, whatever its slot", "[uffd][stream]") {
+TEST_CASE("a streamed fault wakes its thread with its page at any slot", "[uffd][stream]") {
   // 64-page blocks cut every 4 pages: the faulting page goes in (and the thread resumes) before its block is.
   auto ckpt = SaveToDisk(4 << 20, 17, 64);
   const CheckpointReader& reader = *ckpt->reader;
