@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <thread>
 
 #include "halite/checkpoint_reader.h"
@@ -38,6 +39,7 @@ SavedCheckpoint SaveCheckpoint(const std::string& image, uint64_t bytes, const s
   o.block_pages = spec.block_pages;
   o.level = spec.level;
   o.policy = spec.policy;
+  o.zstd_block_pages = spec.zstd_block_pages;
   // The dictionary is off so every checkpoint of the comparison is built the same way (on these images `auto`
   // measures no gain and turns it off anyway).
   o.dictionary = DictionaryMode::kOff;
@@ -81,13 +83,16 @@ ReplayResult RunReplay(const std::string& ckpt, const std::vector<TraceAccess>& 
   if (!s.ok()) Die("serve", s);
   uint8_t* base = (*memory)->base(0);
   std::vector<bool> seen((*reader)->total_pages());
+  std::vector<float> touch_us(eo.record_timeline ? trace.size() : 0);
   for (size_t i = 0; i < trace.size(); ++i) {
     uint8_t* p = base + trace[i].page.page * 4096;
+    auto t_touch = Clock::now();
     if (trace[i].write) {
       __atomic_fetch_add(reinterpret_cast<uint64_t*>(p), 0, __ATOMIC_RELAXED);
     } else {
       (void)__atomic_load_n(reinterpret_cast<uint64_t*>(p), __ATOMIC_RELAXED);
     }
+    if (!touch_us.empty()) touch_us[i] = std::chrono::duration<float, std::micro>(Clock::now() - t_touch).count();
     if (i == 0) res.first_access_us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
     if (!seen[trace[i].page.page]) {
       seen[trace[i].page.page] = true;
@@ -101,6 +106,27 @@ ReplayResult RunReplay(const std::string& ckpt, const std::vector<TraceAccess>& 
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   res.stats = (*engine)->Stats();
+  if (eo.record_timeline) {
+    // Per block, the first fault that needed it (the earliest blocking fault: the one that read it; later ones
+    // joined), then that page's first touch.
+    std::map<uint32_t, EngineEvent> reading;
+    for (const EngineEvent& e : (*engine)->Timeline()) {
+      if (e.kind != EngineEventKind::kFaultBlocking || e.page.region != 0) continue;
+      auto [it, fresh] = reading.emplace(e.block, e);
+      if (!fresh && e.time_ns < it->second.time_ns) it->second = e;
+    }
+    std::vector<bool> read_here((*reader)->total_pages());
+    for (const auto& [b, e] : reading) {
+      read_here[e.page.page] = true;
+      res.blocking_slots.push_back((*reader)->Locate(e.page.page).slot_in_block);
+    }
+    std::vector<bool> touched((*reader)->total_pages());
+    for (size_t i = 0; i < trace.size(); ++i) {
+      uint64_t pg = trace[i].page.page;
+      if (!touched[pg] && read_here[pg]) res.blocking_touch_us.push_back(touch_us[i]);
+      touched[pg] = true;
+    }
+  }
   (*engine)->Stop();
   for (const PageRef& p : res.first_touches) {
     if (std::memcmp(base + p.page * 4096, expected.data() + p.page * 4096, 4096) != 0) ++res.mismatches;

@@ -21,6 +21,7 @@ struct SaveSpec {
   int level = 3;
   LayoutPolicy policy = LayoutPolicy::kHalite;
   bool hints = true;  // give the save-time access trace and VA hints
+  uint32_t zstd_block_pages = WriterOptions{}.zstd_block_pages;  // 0: uncut frames (files before the cut)
 };
 
 // Incremental saves (format-spec 12; bench/chain): a child of `parent` when set.
@@ -49,6 +50,10 @@ struct ReplayResult {
   RestoreEngineStats stats;            // as the engine counted them, when the last access was done
   uint64_t mismatches = 0;             // touched pages that differ from `expected`
   std::vector<PageRef> first_touches;  // pages in first-touch order (a recorded trace)
+  // With eo.record_timeline: how long the touching thread waited, for each access whose fault read its block
+  // (fault to wake as the guest sees it, userfaultfd round trip included).
+  std::vector<double> blocking_touch_us;
+  std::vector<uint32_t> blocking_slots;  // the slot in its block of each of those pages
 };
 
 // `expected` is the original memory of region 0 (for the byte check). With `cold`, the page cache is dropped

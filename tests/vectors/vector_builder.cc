@@ -338,6 +338,14 @@ Result<std::vector<ValidVector>> BuildValidVectors() {
   std::vector<uint8_t> skippable = WithSkippableSection(RewriteHeader(out[0].bytes, 1, 1), kVectorSkippableType,
                                                         kVectorSkippableText, SIZE_MAX);
   out.push_back(ValidVector{"skippable-section.hlt", std::move(skippable)});
+
+  // 5.4: frames cut into zstd blocks of 4 pages (a reader may decode them piece by piece); 16-page blocks.
+  o = DeterministicOptions();
+  o.block_pages = 16;
+  o.zstd_block_pages = 4;
+  o.dictionary = DictionaryMode::kOff;
+  HLT_ASSIGN_OR_RETURN(auto cut, Build("cut-frames.hlt", o, FillDictionary));
+  out.push_back(std::move(cut));
   return out;
 }
 

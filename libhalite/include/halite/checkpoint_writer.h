@@ -61,6 +61,11 @@ struct HALITE_EXPORT WriterOptions {
   // percent of whole-file zstd while one fault reads ~60-100 KiB and decompresses in well under a millisecond.
   uint32_t block_pages = 64;
   int level = 3;
+  // A compressed block's zstd frame is cut into zstd blocks of this many pages (format-spec 5.4), so a restore
+  // can decode it piece by piece and install a faulting page before the rest of its block is decoded. Costs
+  // ~8% more decoding instructions for a whole block at 8 pages (bench/engine/README.md), no file size. 0:
+  // zstd's own 128 KiB blocks, as writers did before; readers decode both.
+  uint32_t zstd_block_pages = 8;
   unsigned threads = 0;                 // compression workers; 0 = one per CPU
   uint64_t rate_limit_bytes_per_s = 0;  // raw page bytes compressed per second; 0 = unlimited
   LayoutPolicy policy = LayoutPolicy::kHalite;

@@ -49,7 +49,10 @@ class HALITE_EXPORT PageSink {
   // Installs one batch (the pages of one block, or one fault's zero pages) "in one go", run after run, on the
   // calling thread. A sink may defer work to the end of the call: the userfaultfd sink wakes the faulting threads
   // once, when every page of the batch is in, so a thread does not resume and fault again on the block's next page
-  // while the block is still going in; the QEMU sink sends the batch as one RAM section. A page the sink finds
+  // while the block is still going in; the QEMU sink sends the batch as one RAM section. A demand fault's block
+  // may come in several batches (RestoreEngineOptions::stream_faults): first the faulting page alone (urgent, so
+  // the faulting thread can go on), then the block's other pages a decoded piece at a time; the promises above
+  // are per page and hold across them. A page the sink finds
   // already populated by someone else (the VMM wrote it, an earlier precopy phase sent it) is left as it is; that
   // is not an error.
   // Stops at the first run that fails and returns its error; *runs_installed is the number of runs before it,

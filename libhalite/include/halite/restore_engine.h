@@ -69,6 +69,12 @@ struct HALITE_EXPORT RestoreEngineOptions {
   // around it (a power of two, 1..512): free memory comes in long ranges, and one zero install of a run costs
   // less than a fault per page. 1 installs only the faulting page.
   uint32_t zero_window_pages = 16;
+  // A demand fault decodes its block piece by piece (zstd blocks; format-spec 5.4) and installs the faulting page
+  // alone as soon as it is decoded, waking the faulting thread, then the pages of each further piece as they
+  // come, in their own Install calls (each page still in one run of one call). Off: the whole block is decoded,
+  // then installed in one call. Blocks written without cuts (WriterOptions::zstd_block_pages = 0) come in two
+  // 128 KiB pieces.
+  bool stream_faults = true;
   // Attempts per block read when the error is transient (Status::retryable()); the wait doubles each time.
   unsigned max_read_attempts = 4;
   std::chrono::microseconds retry_backoff{1000};
@@ -135,6 +141,9 @@ struct HALITE_EXPORT RestoreEngineStats {
 
   LatencySummary fault_latency;     // every successful fault
   LatencySummary blocking_latency;  // kBlocking faults only
+  // kBlocking faults that read their block: from the fault until its page was installed (the sink woke the
+  // faulting thread). Without stream_faults that is when the whole block was in.
+  LatencySummary wake_latency;
 
   bool loader_done = false;  // the restore-order stream (or the idle sweep) reached its end
   bool idle_sweep_started = false;

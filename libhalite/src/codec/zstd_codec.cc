@@ -1,8 +1,10 @@
 #include "codec/zstd_codec.h"
 
+#define ZSTD_STATIC_LINKING_ONLY  // the buffer-less block-by-block decoder (exported by libzstd 1.5)
 #include <zdict.h>
 #include <zstd.h>
 
+#include <algorithm>
 #include <string>
 
 namespace halite::codec {
@@ -46,9 +48,10 @@ Compressor::Compressor() : cctx_(ZSTD_createCCtx()) {}
 Compressor::~Compressor() { ZSTD_freeCCtx(static_cast<ZSTD_CCtx*>(cctx_)); }
 
 Status Compressor::Compress(std::span<const uint8_t> in, int level, const Dictionary* dict,
-                            std::vector<uint8_t>* out) {
+                            std::vector<uint8_t>* out, size_t block_bytes) {
   auto* cctx = static_cast<ZSTD_CCtx*>(cctx_);
   if (!cctx) return Status::Internal("zstd: out of memory creating a compression context");
+  if (block_bytes > 0 && in.size() > block_bytes) return CompressInBlocks(in, level, dict, out, block_bytes);
   out->resize(ZSTD_compressBound(in.size()));
   size_t r;
   if (dict) {
@@ -63,24 +66,61 @@ Status Compressor::Compress(std::span<const uint8_t> in, int level, const Dictio
   return Status::Ok();
 }
 
+Status Compressor::CompressInBlocks(std::span<const uint8_t> in, int level, const Dictionary* dict,
+                                    std::vector<uint8_t>* out, size_t block_bytes) {
+  auto* cctx = static_cast<ZSTD_CCtx*>(cctx_);
+  auto failed = [](size_t r) { return Status::Internal("zstd compression failed: " + ZstdError(r)); };
+  size_t r = ZSTD_CCtx_reset(cctx, ZSTD_reset_session_and_parameters);
+  if (ZSTD_isError(r)) return failed(r);
+  // The same frame parameters as the one-shot calls: content size declared, no checksum (the block checksum of
+  // the format covers the payload), the dictionary's id when there is one.
+  r = dict ? ZSTD_CCtx_refCDict(cctx, static_cast<const ZSTD_CDict*>(dict->cdict()))
+           : ZSTD_CCtx_setParameter(cctx, ZSTD_c_compressionLevel, level);
+  if (ZSTD_isError(r)) return failed(r);
+  r = ZSTD_CCtx_setPledgedSrcSize(cctx, in.size());
+  if (ZSTD_isError(r)) return failed(r);
+  // A flush ends the current zstd block; each costs a block header (3 bytes) and its own entropy tables when
+  // the previous ones do not fit.
+  const size_t pieces = (in.size() + block_bytes - 1) / block_bytes;
+  out->resize(ZSTD_compressBound(in.size()) + pieces * 8 + 64);
+  ZSTD_outBuffer o{out->data(), out->size(), 0};
+  for (size_t at = 0; at < in.size(); at += block_bytes) {
+    const size_t n = std::min(block_bytes, in.size() - at);
+    const bool last = at + n == in.size();
+    ZSTD_inBuffer i{in.data() + at, n, 0};
+    do {
+      r = ZSTD_compressStream2(cctx, &o, &i, last ? ZSTD_e_end : ZSTD_e_flush);
+      if (ZSTD_isError(r)) return failed(r);
+      if (r != 0 && o.pos == o.size) return Status::Internal("zstd compression: output bound exceeded");
+    } while (r != 0 || i.pos < i.size);
+  }
+  out->resize(o.pos);
+  return Status::Ok();
+}
+
 Decompressor::Decompressor() : dctx_(ZSTD_createDCtx()) {}
 Decompressor::~Decompressor() { ZSTD_freeDCtx(static_cast<ZSTD_DCtx*>(dctx_)); }
 
-Status Decompressor::DecompressExact(std::span<const uint8_t> in, const Dictionary* dict, std::span<uint8_t> out) {
-  auto* dctx = static_cast<ZSTD_DCtx*>(dctx_);
-  if (!dctx) return Status::Internal("zstd: out of memory creating a decompression context");
+Status Decompressor::CheckFrame(std::span<const uint8_t> in, const Dictionary* dict, size_t out_size) const {
+  if (!dctx_) return Status::Internal("zstd: out of memory creating a decompression context");
   unsigned long long declared = ZSTD_getFrameContentSize(in.data(), in.size());
   if (declared == ZSTD_CONTENTSIZE_ERROR) return Status::Corrupt("payload is not a zstd frame");
   if (declared == ZSTD_CONTENTSIZE_UNKNOWN) return Status::Corrupt("zstd frame does not declare its content size");
-  if (declared != out.size()) {
+  if (declared != out_size) {
     return Status::Corrupt("zstd frame declares " + std::to_string(declared) + " bytes, expected " +
-                           std::to_string(out.size()));
+                           std::to_string(out_size));
   }
   size_t frame = ZSTD_findFrameCompressedSize(in.data(), in.size());
   if (ZSTD_isError(frame)) return Status::Corrupt("zstd frame is malformed: " + ZstdError(frame));
   if (frame != in.size()) return Status::Corrupt("bytes after the zstd frame");
   unsigned want_dict = ZSTD_getDictID_fromFrame(in.data(), in.size());
   if (!dict && want_dict != 0) return Status::Corrupt("zstd frame needs a dictionary but none applies");
+  return Status::Ok();
+}
+
+Status Decompressor::DecompressExact(std::span<const uint8_t> in, const Dictionary* dict, std::span<uint8_t> out) {
+  HLT_RETURN_IF_ERROR(CheckFrame(in, dict, out.size()));
+  auto* dctx = static_cast<ZSTD_DCtx*>(dctx_);
   size_t r;
   if (dict) {
     r = ZSTD_decompress_usingDDict(dctx, out.data(), out.size(), in.data(), in.size(),
@@ -91,6 +131,33 @@ Status Decompressor::DecompressExact(std::span<const uint8_t> in, const Dictiona
   if (ZSTD_isError(r)) return Status::Corrupt("zstd: " + ZstdError(r));
   if (r != out.size()) return Status::Corrupt("zstd frame decompressed to " + std::to_string(r) + " bytes");
   return Status::Ok();
+}
+
+Status Decompressor::DecompressExact(std::span<const uint8_t> in, const Dictionary* dict, std::span<uint8_t> out,
+                                     const Progress& progress) {
+  HLT_RETURN_IF_ERROR(CheckFrame(in, dict, out.size()));
+  auto* dctx = static_cast<ZSTD_DCtx*>(dctx_);
+  // zstd's buffer-less API: one step per frame header, block header and block, each decoded straight into `out`
+  // (which stays in place, so later blocks can refer back into it).
+  size_t r = dict ? ZSTD_decompressBegin_usingDDict(dctx, static_cast<const ZSTD_DDict*>(dict->ddict()))
+                  : ZSTD_decompressBegin(dctx);
+  if (ZSTD_isError(r)) return Status::Corrupt("zstd: " + ZstdError(r));
+  size_t in_pos = 0, out_pos = 0;
+  for (;;) {
+    const size_t need = ZSTD_nextSrcSizeToDecompress(dctx);
+    if (need == 0) break;  // the frame is complete
+    if (need > in.size() - in_pos) return Status::Corrupt("zstd frame is truncated at byte " + std::to_string(in_pos));
+    r = ZSTD_decompressContinue(dctx, out.data() + out_pos, out.size() - out_pos, in.data() + in_pos, need);
+    if (ZSTD_isError(r)) {
+      return Status::Corrupt("zstd: " + ZstdError(r) + " (frame byte " + std::to_string(in_pos) + ")");
+    }
+    in_pos += need;
+    out_pos += r;
+    if (r > 0 && out_pos < out.size()) HLT_RETURN_IF_ERROR(progress(out_pos));
+  }
+  if (out_pos != out.size()) return Status::Corrupt("zstd frame decompressed to " + std::to_string(out_pos) + " bytes");
+  if (in_pos != in.size()) return Status::Corrupt("bytes after the zstd frame");
+  return progress(out_pos);
 }
 
 Result<uint64_t> FrameContentSize(std::span<const uint8_t> frame) {

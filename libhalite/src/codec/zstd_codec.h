@@ -3,6 +3,7 @@
 #define HALITE_CODEC_ZSTD_CODEC_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -40,10 +41,15 @@ class Compressor {
   Compressor(const Compressor&) = delete;
   Compressor& operator=(const Compressor&) = delete;
   // Compresses `in` as one frame that declares its content size; `dict` may be null. Appends to *out
-  // (cleared first).
-  Status Compress(std::span<const uint8_t> in, int level, const Dictionary* dict, std::vector<uint8_t>* out);
+  // (cleared first). With `block_bytes` > 0 the frame's zstd blocks end every `block_bytes` of input (the
+  // match history still spans the whole frame), so a reader can decode it a piece at a time
+  // (Decompressor::DecompressExact with a progress callback); 0 leaves the cut to zstd (128 KiB blocks).
+  Status Compress(std::span<const uint8_t> in, int level, const Dictionary* dict, std::vector<uint8_t>* out,
+                  size_t block_bytes = 0);
 
  private:
+  Status CompressInBlocks(std::span<const uint8_t> in, int level, const Dictionary* dict, std::vector<uint8_t>* out,
+                          size_t block_bytes);
   void* cctx_;
 };
 
@@ -56,8 +62,19 @@ class Decompressor {
   // Decompresses exactly one frame filling `out` exactly: the frame must declare content size out.size(),
   // have no trailing bytes, and (when `dict` is null) need no dictionary. Errors are kCorrupt with zstd's text.
   Status DecompressExact(std::span<const uint8_t> in, const Dictionary* dict, std::span<uint8_t> out);
+  // Called after each zstd block is decoded with the number of leading bytes of `out` that now hold their final
+  // content (non-decreasing; the last call has out.size()). A non-ok return stops decoding and is returned.
+  using Progress = std::function<Status(size_t ready)>;
+  // The same checks as DecompressExact (all of them on the frame header and block structure before decoding
+  // a byte), then decodes block after block straight into `out`, calling `progress` after each one, so the
+  // caller can use the beginning of `out` while the rest is still being decoded. A block that fails to decode
+  // leaves the bytes before it decoded: the caller decides what the ones it already used are worth.
+  Status DecompressExact(std::span<const uint8_t> in, const Dictionary* dict, std::span<uint8_t> out,
+                         const Progress& progress);
 
  private:
+  // The checks both decoders make before decoding a byte.
+  Status CheckFrame(std::span<const uint8_t> in, const Dictionary* dict, size_t out_size) const;
   void* dctx_;
 };
 

@@ -66,14 +66,30 @@ class HALITE_HIDDEN RestoreEngine::Impl {
     std::atomic<uint64_t> read_ns{0}, install_ns{0};
   };
 
+  static constexpr uint64_t kNoPage = UINT64_MAX;
+
   // --- restore_engine.cc ---
   // Makes block `b` loaded. With `wait` false, returns at once (ok) when another thread is loading it.
-  // *read: this call read the block; *waited: it waited for another thread's read.
-  Status EnsureBlock(uint32_t b, Cause cause, bool wait, bool* read, bool* waited);
+  // *read: this call read the block; *waited: it waited for another thread's read. A demand fault passes its
+  // global page and the NowNs() it began at (the faulting page goes in first when faults are streamed).
+  Status EnsureBlock(uint32_t b, Cause cause, bool wait, bool* read, bool* waited, uint64_t fault_page = kNoPage,
+                     uint64_t fault_ns = 0);
   // Called by the thread that moved `b` to kLoading: reads, installs, and leaves the state loaded, failed or
   // not loaded.
-  Status LoadBlock(uint32_t b, Cause cause);
-  Status ReadWithRetries(uint32_t b, std::span<uint8_t> out);
+  Status LoadBlock(uint32_t b, Cause cause, uint64_t fault_page, uint64_t fault_ns);
+  // With `progress`, the block is decoded piece by piece (CheckpointReader::BlockProgress); a read that has
+  // reported progress is never retried (its pages may be in).
+  Status ReadWithRetries(uint32_t b, std::span<uint8_t> out, const CheckpointReader::BlockProgress* progress = nullptr);
+  // The bookkeeping of a block read that failed: records it, leaves the block not loaded (transient) or failed,
+  // and returns the error naming the block.
+  Status BlockReadFailed(uint32_t b, const Status& s);
+  void CountBlockRead(uint32_t b, Cause cause);
+
+  // --- streamed_fault.cc ---
+  // LoadBlock for a demand fault with options_.stream_faults: decodes the block piece by piece, installs the
+  // faulting page alone as soon as it is decoded (which wakes the faulting thread), then each decoded piece's
+  // pages.
+  Status StreamBlock(uint32_t b, uint64_t fault_page, uint64_t fault_ns);
   struct Todo {
     uint64_t g;     // global page
     uint32_t slot;  // its slot in the block
@@ -121,6 +137,7 @@ class HALITE_HIDDEN RestoreEngine::Impl {
   Counters c_;
   LatencyHistogram fault_hist_;
   LatencyHistogram blocking_hist_;
+  LatencyHistogram wake_hist_;  // demand faults that read their block: until their page was installed
   engine::EventTimeline timeline_;
 
   mutable std::mutex failures_mu_;

@@ -67,6 +67,7 @@ RestoreEngineStats RestoreEngine::Impl::Stats() const {
   s.install_ns = get(c_.install_ns);
   s.fault_latency = fault_hist_.Summary();
   s.blocking_latency = blocking_hist_.Summary();
+  s.wake_latency = wake_hist_.Summary();
   {
     std::lock_guard<std::mutex> lock(loader_mu_);
     s.loader_done = loader_done_;

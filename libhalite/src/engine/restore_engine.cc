@@ -93,19 +93,57 @@ void RestoreEngine::Impl::RecordFailure(uint32_t b, const Status& s) {
   failures_[b] = BlockFailure{b, reader_.blocks()[b].offset, s};
 }
 
-Status RestoreEngine::Impl::ReadWithRetries(uint32_t b, std::span<uint8_t> out) {
+Status RestoreEngine::Impl::ReadWithRetries(uint32_t b, std::span<uint8_t> out,
+                                            const CheckpointReader::BlockProgress* progress) {
   auto wait = options_.retry_backoff;
   unsigned attempts = std::max(1u, options_.max_read_attempts);
+  bool progressed = false;
+  CheckpointReader::BlockProgress watched;
+  if (progress) {
+    watched = [&](size_t ready) {
+      progressed = true;
+      return (*progress)(ready);
+    };
+  }
   Status s;
   for (unsigned a = 1;; ++a) {
     bool reread = false;
-    s = reader_.ReadBlock(b, out, &reread);
+    s = progress ? reader_.ReadBlock(b, out, &reread, watched) : reader_.ReadBlock(b, out, &reread);
     if (reread) c_.blocks_reread.fetch_add(1, std::memory_order_relaxed);
-    if (s.ok() || !s.retryable() || a >= attempts) return s;
+    if (s.ok() || !s.retryable() || a >= attempts || progressed) return s;
     c_.read_retries.fetch_add(1, std::memory_order_relaxed);
     std::this_thread::sleep_for(wait);
     wait *= 2;
   }
+}
+
+Status RestoreEngine::Impl::BlockReadFailed(uint32_t b, const Status& s) {
+  const BlockInfo& info = reader_.blocks()[b];
+  Status named = s.WithContext("block " + std::to_string(b) + " at offset " + fmt::format("{:#x}", info.offset) + " (" +
+                               std::to_string(info.stored_length) + " bytes)");
+  RecordFailure(b, named);
+  if (s.retryable()) {
+    // Still transient after the retries: a later fault may try again.
+    transient_failures_.store(true, std::memory_order_relaxed);
+    SetBlockState(b, kNotLoaded);
+  } else {
+    c_.blocks_failed.fetch_add(1, std::memory_order_relaxed);
+    SetBlockState(b, kFailed);
+  }
+  return named;
+}
+
+void RestoreEngine::Impl::CountBlockRead(uint32_t b, Cause cause) {
+  const BlockInfo& info = reader_.blocks()[b];
+  if (transient_failures_.load(std::memory_order_relaxed)) {
+    // An earlier transient failure of this block is history now.
+    std::lock_guard<std::mutex> lock(failures_mu_);
+    failures_.erase(b);
+  }
+  c_.blocks_read.fetch_add(1, std::memory_order_relaxed);
+  c_.blocks_read_by[size_t(cause)].fetch_add(1, std::memory_order_relaxed);
+  c_.bytes_read.fetch_add(info.stored_length, std::memory_order_relaxed);
+  c_.bytes_decompressed.fetch_add(info.raw_length(), std::memory_order_relaxed);
 }
 
 Status RestoreEngine::Impl::InstallMembers(uint32_t b, std::span<const uint8_t> raw, InstallPriority priority) {
@@ -184,7 +222,10 @@ Status RestoreEngine::Impl::InstallRuns(std::span<const Todo> todo, std::span<co
   return Status::Ok();
 }
 
-Status RestoreEngine::Impl::LoadBlock(uint32_t b, Cause cause) {
+Status RestoreEngine::Impl::LoadBlock(uint32_t b, Cause cause, uint64_t fault_page, uint64_t fault_ns) {
+  if (cause == Cause::kDemand && fault_page != kNoPage && options_.stream_faults) {
+    return StreamBlock(b, fault_page, fault_ns);
+  }
   const BlockInfo& info = reader_.blocks()[b];
   thread_local std::vector<uint8_t> raw;
   raw.resize(info.raw_length());
@@ -192,43 +233,26 @@ Status RestoreEngine::Impl::LoadBlock(uint32_t b, Cause cause) {
   Status s = ReadWithRetries(b, raw);
   uint64_t t_install = NowNs();
   c_.read_ns.fetch_add(t_install - t_read, std::memory_order_relaxed);
-  if (!s.ok()) {
-    Status named = s.WithContext("block " + std::to_string(b) + " at offset " + fmt::format("{:#x}", info.offset) + " (" +
-                                 std::to_string(info.stored_length) + " bytes)");
-    RecordFailure(b, named);
-    if (s.retryable()) {
-      // Still transient after the retries: a later fault may try again.
-      transient_failures_.store(true, std::memory_order_relaxed);
-      SetBlockState(b, kNotLoaded);
-    } else {
-      c_.blocks_failed.fetch_add(1, std::memory_order_relaxed);
-      SetBlockState(b, kFailed);
-    }
-    return named;
-  }
-  if (transient_failures_.load(std::memory_order_relaxed)) {
-    // An earlier transient failure of this block is history now.
-    std::lock_guard<std::mutex> lock(failures_mu_);
-    failures_.erase(b);
-  }
-  c_.blocks_read.fetch_add(1, std::memory_order_relaxed);
-  c_.blocks_read_by[size_t(cause)].fetch_add(1, std::memory_order_relaxed);
-  c_.bytes_read.fetch_add(info.stored_length, std::memory_order_relaxed);
-  c_.bytes_decompressed.fetch_add(info.raw_length(), std::memory_order_relaxed);
+  if (!s.ok()) return BlockReadFailed(b, s);
+  CountBlockRead(b, cause);
   // The faulting thread waits for its block and for the blocks predicted on its path; the rest can queue.
   const bool on_fault_path = cause == Cause::kDemand || cause == Cause::kPredicted;
   s = InstallMembers(b, raw, on_fault_path ? InstallPriority::kUrgent : InstallPriority::kBackground);
-  c_.install_ns.fetch_add(NowNs() - t_install, std::memory_order_relaxed);
+  const uint64_t t_done = NowNs();
+  c_.install_ns.fetch_add(t_done - t_install, std::memory_order_relaxed);
   if (!s.ok()) {
     SetBlockState(b, kNotLoaded);
     return s.WithContext("installing block " + std::to_string(b));
   }
+  // The sink wakes the faulting thread when the whole batch is in.
+  if (fault_page != kNoPage) wake_hist_.Record(t_done - fault_ns);
   c_.blocks_loaded.fetch_add(1, std::memory_order_relaxed);
   SetBlockState(b, kLoaded);
   return Status::Ok();
 }
 
-Status RestoreEngine::Impl::EnsureBlock(uint32_t b, Cause cause, bool wait, bool* read, bool* waited) {
+Status RestoreEngine::Impl::EnsureBlock(uint32_t b, Cause cause, bool wait, bool* read, bool* waited,
+                                        uint64_t fault_page, uint64_t fault_ns) {
   for (;;) {
     uint32_t st = block_state_[b].load(std::memory_order_acquire);
     if (st == kLoaded) return Status::Ok();
@@ -242,9 +266,9 @@ Status RestoreEngine::Impl::EnsureBlock(uint32_t b, Cause cause, bool wait, bool
     }
     if (!block_state_[b].compare_exchange_strong(st, kLoading, std::memory_order_acq_rel)) continue;
     *read = true;
-    if (cause != Cause::kDemand) return LoadBlock(b, cause);
+    if (cause != Cause::kDemand) return LoadBlock(b, cause, kNoPage, 0);
     demand_reads_.fetch_add(1, std::memory_order_acq_rel);
-    Status s = LoadBlock(b, cause);
+    Status s = LoadBlock(b, cause, fault_page, fault_ns);
     if (demand_reads_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
       // The background thread waits for demand reads to drain; tell it (under its lock, so it cannot miss it).
       std::lock_guard<std::mutex> lock(loader_mu_);
@@ -341,7 +365,7 @@ Result<FaultOutcome> RestoreEngine::Impl::HandleFault(PageRef page) {
     } else {
       out.block = loc.block;
       bool read = false, waited = false;
-      error = EnsureBlock(loc.block, Cause::kDemand, true, &read, &waited);
+      error = EnsureBlock(loc.block, Cause::kDemand, true, &read, &waited, g, t);
       out.kind = (read || waited) ? FaultKind::kBlocking : FaultKind::kPresent;
       out.joined = waited && !read;
     }

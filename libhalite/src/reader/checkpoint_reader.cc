@@ -38,11 +38,13 @@ class HALITE_HIDDEN CheckpointReader::Impl {
   // again. *reread is set when the second read verified.
   Status VerifyOrReread(uint32_t block, std::span<uint8_t> payload, bool* reread) const;
   // Decompresses a verified payload into `out` (copies it when the block is stored raw).
-  Status Decompress(uint32_t block, std::span<const uint8_t> payload, std::span<uint8_t> out) const;
+  // With `progress`, decodes zstd block by block and reports each prefix of `out` that is final.
+  Status Decompress(uint32_t block, std::span<const uint8_t> payload, std::span<uint8_t> out,
+                    const BlockProgress* progress = nullptr) const;
   // A block of the chain's view, from whichever file holds it.
-  Status ReadBlock(uint32_t block, std::span<uint8_t> out, bool* reread) const;
+  Status ReadBlock(uint32_t block, std::span<uint8_t> out, bool* reread, const BlockProgress* progress = nullptr) const;
   // A block of this file, in its own numbering.
-  Status ReadOwnBlock(uint32_t block, std::span<uint8_t> out, bool* reread) const;
+  Status ReadOwnBlock(uint32_t block, std::span<uint8_t> out, bool* reread, const BlockProgress* progress = nullptr) const;
   Status ReadBlocks(std::span<const uint32_t> blocks, std::span<const std::span<uint8_t>> outs,
                     std::span<Status> statuses) const;
   Status ReadOwnBlocks(std::span<const uint32_t> blocks, std::span<const std::span<uint8_t>> outs,
@@ -413,26 +415,43 @@ Status CheckpointReader::Impl::VerifyOrReread(uint32_t block, std::span<uint8_t>
   return second;
 }
 
-Status CheckpointReader::Impl::Decompress(uint32_t block, std::span<const uint8_t> payload,
-                                          std::span<uint8_t> out) const {
+Status CheckpointReader::Impl::Decompress(uint32_t block, std::span<const uint8_t> payload, std::span<uint8_t> out,
+                                          const BlockProgress* progress) const {
   const BlockInfo& b = model_.blocks[block];
   if (!b.compressed()) {
     if (payload.data() != out.data()) std::memcpy(out.data(), payload.data(), out.size());
-    return Status::Ok();
+    return progress ? (*progress)(out.size()) : Status::Ok();
   }
   thread_local codec::Decompressor decompressor;
-  Status s = decompressor.DecompressExact(payload, b.uses_dictionary() ? dictionary_.get() : nullptr, out);
+  const codec::Dictionary* dict = b.uses_dictionary() ? dictionary_.get() : nullptr;
+  Status s;
+  if (progress) {
+    // The caller's own errors pass through unchanged; only the decoder's are the block's corruption.
+    bool caller_failed = false;
+    s = decompressor.DecompressExact(payload, dict, out, [&](size_t ready) {
+      Status p = (*progress)(ready);
+      caller_failed = !p.ok();
+      return p;
+    });
+    if (caller_failed) return s;
+  } else {
+    s = decompressor.DecompressExact(payload, dict, out);
+  }
   if (!s.ok()) return Status::Corrupt(BlockWhere(block) + ": " + s.message());
   return Status::Ok();
 }
 
-Status CheckpointReader::Impl::ReadBlock(uint32_t block, std::span<uint8_t> out, bool* reread) const {
+Status CheckpointReader::Impl::ReadBlock(uint32_t block, std::span<uint8_t> out, bool* reread,
+                                         const BlockProgress* progress) const {
   if (block >= view_blocks_.size()) return Status::InvalidArgument(file_->name() + ": no block " + std::to_string(block));
-  if (block >= model_.blocks.size()) return parent_->ReadBlock(view_to_parent_[block - model_.blocks.size()], out, reread);
-  return ReadOwnBlock(block, out, reread);
+  if (block >= model_.blocks.size()) {
+    return parent_->impl_->ReadBlock(view_to_parent_[block - model_.blocks.size()], out, reread, progress);
+  }
+  return ReadOwnBlock(block, out, reread, progress);
 }
 
-Status CheckpointReader::Impl::ReadOwnBlock(uint32_t block, std::span<uint8_t> out, bool* reread) const {
+Status CheckpointReader::Impl::ReadOwnBlock(uint32_t block, std::span<uint8_t> out, bool* reread,
+                                            const BlockProgress* progress) const {
   const BlockInfo& b = model_.blocks[block];
   if (out.size() != b.raw_length()) return Status::InvalidArgument(BlockWhere(block) + ": output buffer has the wrong size");
   // A raw block is read straight into the caller's buffer, then verified.
@@ -445,7 +464,7 @@ Status CheckpointReader::Impl::ReadOwnBlock(uint32_t block, std::span<uint8_t> o
   Status s = file_->ReadAt(b.offset, payload);
   if (!s.ok()) return s.WithContext("block " + std::to_string(block));
   HLT_RETURN_IF_ERROR(VerifyOrReread(block, payload, reread));
-  return Decompress(block, payload, out);
+  return Decompress(block, payload, out, progress);
 }
 
 Status CheckpointReader::Impl::ReadBlocks(std::span<const uint32_t> blocks, std::span<const std::span<uint8_t>> outs,
@@ -622,6 +641,10 @@ Status CheckpointReader::ReadBlock(uint32_t block, std::span<uint8_t> out) const
 }
 Status CheckpointReader::ReadBlock(uint32_t block, std::span<uint8_t> out, bool* reread) const {
   return impl_->ReadBlock(block, out, reread);
+}
+Status CheckpointReader::ReadBlock(uint32_t block, std::span<uint8_t> out, bool* reread,
+                                   const BlockProgress& progress) const {
+  return impl_->ReadBlock(block, out, reread, progress ? &progress : nullptr);
 }
 uint64_t CheckpointReader::blocks_reread() const {
   return impl_->blocks_reread_.load(std::memory_order_relaxed) + (impl_->parent_ ? impl_->parent_->blocks_reread() : 0);

@@ -331,7 +331,7 @@ BlockPayload CheckpointWriter::Impl::EncodeBlock(const writer::PlannedBlock& b, 
   std::vector<uint8_t> raw;
   out.status = ReadSlotPages(b, &raw);
   if (!out.status.ok()) return out;
-  out.status = compressor.Compress(raw, opt_.level, dict, &out.bytes);
+  out.status = compressor.Compress(raw, opt_.level, dict, &out.bytes, size_t(opt_.zstd_block_pages) * kPageSize);
   if (!out.status.ok()) return out;
   if (out.bytes.size() < raw.size()) {
     out.flags = format::kBlockCompressed | (dict ? format::kBlockDictionary : 0);

@@ -1,0 +1,122 @@
+// The codec's cut frames and piece-by-piece decoding (codec/zstd_codec.h): what streamed faults stand on.
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <vector>
+
+#include "codec/zstd_codec.h"
+#include "support/synthetic_memory.h"
+
+using namespace halite;
+
+namespace {
+
+constexpr size_t kPage = 4096;
+
+// Decodes `frame` piece by piece into a buffer of `size` bytes; checks every reported prefix against `want`.
+struct Decoded {
+  Status status;
+  std::vector<size_t> ready;
+  bool prefixes_final = true;
+};
+Decoded DecodeInPieces(std::span<const uint8_t> frame, const codec::Dictionary* dict, std::span<const uint8_t> want) {
+  codec::Decompressor d;
+  std::vector<uint8_t> out(want.size(), 0xee);
+  Decoded r;
+  r.status = d.DecompressExact(frame, dict, out, [&](size_t n) {
+    r.prefixes_final = r.prefixes_final && n <= out.size() && std::equal(out.begin(), out.begin() + ptrdiff_t(n), want.begin());
+    r.ready.push_back(n);
+    return Status::Ok();
+  });
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("a cut frame decodes piece by piece, one report per cut, and whole as before", "[codec]") {
+  const std::vector<uint8_t> raw = testing::SyntheticBytes(64 * kPage, 3);
+  codec::Compressor c;
+  for (size_t cut_pages : {0u, 4u, 8u, 16u}) {
+    INFO("cut " << cut_pages << " pages");
+    std::vector<uint8_t> frame;
+    REQUIRE(c.Compress(raw, 3, nullptr, &frame, cut_pages * kPage).ok());
+    REQUIRE(frame.size() < raw.size());
+    Decoded d = DecodeInPieces(frame, nullptr, raw);
+    REQUIRE(d.status.ok());
+    CHECK(d.prefixes_final);
+    REQUIRE_FALSE(d.ready.empty());
+    CHECK(d.ready.back() == raw.size());
+    CHECK(std::is_sorted(d.ready.begin(), d.ready.end()));
+    // Uncut: zstd's own 128 KiB blocks.
+    CHECK(d.ready.size() == (cut_pages ? 64 / cut_pages : 2));
+    if (cut_pages) CHECK(d.ready.front() == cut_pages * kPage);
+    // The one-call decoder reads the same frame.
+    codec::Decompressor whole;
+    std::vector<uint8_t> out(raw.size());
+    REQUIRE(whole.DecompressExact(frame, nullptr, out).ok());
+    CHECK(out == raw);
+  }
+}
+
+TEST_CASE("a cut frame with a dictionary decodes piece by piece", "[codec]") {
+  std::vector<uint8_t> samples;
+  for (uint64_t s = 0; s < 64; ++s) {
+    auto page = testing::SyntheticBytes(kPage, 100 + s % 8);
+    samples.insert(samples.end(), page.begin(), page.end());
+  }
+  auto bytes = codec::TrainDictionary(samples, kPage, 16 * 1024);
+  REQUIRE_FALSE(bytes.empty());  // deterministic samples: training works on them
+  auto dict = codec::Dictionary::Create(bytes, 3);
+  REQUIRE(dict.has_value());
+  std::vector<uint8_t> raw(samples.begin(), samples.begin() + 32 * kPage);
+  codec::Compressor c;
+  std::vector<uint8_t> frame;
+  REQUIRE(c.Compress(raw, 3, dict->get(), &frame, 8 * kPage).ok());
+  Decoded d = DecodeInPieces(frame, dict->get(), raw);
+  REQUIRE(d.status.ok());
+  CHECK(d.prefixes_final);
+  CHECK(d.ready.size() == 4);
+  // Without its dictionary the frame is refused before a byte is decoded.
+  Decoded none = DecodeInPieces(frame, nullptr, raw);
+  CHECK(none.status.code() == StatusCode::kCorrupt);
+  CHECK(none.ready.empty());
+}
+
+TEST_CASE("piece-by-piece decoding refuses what the one-call decoder refuses, before any piece", "[codec]") {
+  const std::vector<uint8_t> raw = testing::SyntheticBytes(16 * kPage, 9);
+  codec::Compressor c;
+  std::vector<uint8_t> frame;
+  REQUIRE(c.Compress(raw, 3, nullptr, &frame, 4 * kPage).ok());
+  // Wrong expected size, trailing bytes, a truncated frame.
+  std::vector<uint8_t> bigger(raw);
+  bigger.resize(raw.size() + kPage);
+  Decoded wrong_size = DecodeInPieces(frame, nullptr, bigger);
+  CHECK(wrong_size.status.code() == StatusCode::kCorrupt);
+  CHECK(wrong_size.ready.empty());
+  std::vector<uint8_t> trailing(frame);
+  trailing.push_back(0);
+  Decoded t = DecodeInPieces(trailing, nullptr, raw);
+  CHECK(t.status.code() == StatusCode::kCorrupt);
+  CHECK(t.ready.empty());
+  Decoded cut = DecodeInPieces(std::span<const uint8_t>(frame).first(frame.size() - 3), nullptr, raw);
+  CHECK(cut.status.code() == StatusCode::kCorrupt);
+  CHECK(cut.ready.empty());
+}
+
+TEST_CASE("a progress callback's error stops decoding and comes back unchanged", "[codec]") {
+  const std::vector<uint8_t> raw = testing::SyntheticBytes(16 * kPage, 11);
+  codec::Compressor c;
+  std::vector<uint8_t> frame;
+  REQUIRE(c.Compress(raw, 3, nullptr, &frame, 4 * kPage).ok());
+  codec::Decompressor d;
+  std::vector<uint8_t> out(raw.size());
+  int calls = 0;
+  Status s = d.DecompressExact(frame, nullptr, out, [&](size_t) {
+    return ++calls == 2 ? Status::IoError("sink gone") : Status::Ok();
+  });
+  CHECK(s.code() == StatusCode::kIoError);
+  CHECK(s.message() == "sink gone");
+  CHECK(calls == 2);
+  // The context is usable again afterwards.
+  REQUIRE(d.DecompressExact(frame, nullptr, out).ok());
+  CHECK(out == raw);
+}

@@ -1,0 +1,219 @@
+// Streamed demand faults (RestoreEngineOptions::stream_faults): the faulting page goes in alone as soon as its
+// piece of the block is decoded, then the block's other pages piece by piece; every page once, with its content.
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <set>
+#include <vector>
+
+#include "engine_test_util.h"
+#include "halite/restore_engine.h"
+#include "support/synthetic_memory.h"
+
+using namespace halite;
+using namespace halite::testing;
+
+namespace {
+
+constexpr uint64_t kPage = 4096;
+
+// 512 pages of synthetic memory (a few zero pages and duplicates), 64-page blocks cut every `cut` pages.
+MemCheckpoint Checkpoint(uint32_t cut) {
+  std::vector<std::vector<uint8_t>> content = {SyntheticBytes(512 * kPage, 21)};
+  std::memset(content[0].data() + 70 * kPage, 0, kPage);
+  std::memcpy(content[0].data() + 200 * kPage, content[0].data() + 3 * kPage, kPage);
+  WriterOptions o;
+  o.block_pages = 64;
+  o.zstd_block_pages = cut;
+  o.dictionary = DictionaryMode::kOff;
+  return BuildCheckpoint({{"ram", 512}}, std::move(content), o);
+}
+
+RestoreEngineOptions Demand(bool stream) {
+  RestoreEngineOptions o;
+  o.background_loader = false;
+  o.zero_window_pages = 1;
+  o.stream_faults = stream;
+  return o;
+}
+
+// Records each Install call's data pages in call order, with whether each page's content was right when it came;
+// can fail the Nth call.
+class OrderSink : public RecordingSink {
+ public:
+  OrderSink(const std::vector<Region>& regions, const MemCheckpoint& m) : RecordingSink(regions), m_(m) {}
+  Status Install(std::span<const PageInstall> batch, InstallPriority priority, size_t* runs_installed) override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (++call_ == fail_call_) {
+        *runs_installed = 0;
+        return Status::IoError("injected sink failure");
+      }
+      std::vector<uint64_t> pages;
+      for (const PageInstall& run : batch) {
+        for (uint64_t i = 0; i < run.count && !run.zero(); ++i) {
+          pages.push_back(run.first.page + i);
+          if (std::memcmp(run.data.data() + i * kPage, m_.content[0].data() + (run.first.page + i) * kPage, kPage)) {
+            ++wrong_;
+          }
+        }
+      }
+      if (!pages.empty()) calls_.push_back(std::move(pages));
+    }
+    return RecordingSink::Install(batch, priority, runs_installed);
+  }
+  void FailCall(int n) { fail_call_ = call_ + n; }
+  std::vector<std::vector<uint64_t>> calls() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return calls_;
+  }
+  uint64_t wrong() const { return wrong_; }
+
+ private:
+  const MemCheckpoint& m_;
+  mutable std::mutex mu_;
+  int call_ = 0, fail_call_ = -1;
+  uint64_t wrong_ = 0;
+  std::vector<std::vector<uint64_t>> calls_;
+};
+
+// The page of `block` in slot `slot` (its first member there).
+uint64_t PageInSlot(const CheckpointReader& r, uint32_t block, uint32_t slot) {
+  for (const auto& mb : r.BlockMembers(block)) {
+    if (mb.slot == slot) return mb.page;
+  }
+  FAIL("no page in slot " << slot);
+  return 0;
+}
+
+}  // namespace
+
+TEST_CASE("a streamed fault installs its page alone first, then the block piece by piece, each page once",
+          "[engine][stream]") {
+  for (uint32_t slot : {0u, 5u, 37u, 63u}) {
+    INFO("faulting slot " << slot);
+    MemCheckpoint m = Checkpoint(4);
+    auto reader = OpenMem(m);
+    OrderSink sink(m.regions, m);
+    auto engine = RestoreEngine::Create(*reader, sink, Demand(true));
+    REQUIRE(engine.has_value());
+    const uint32_t b = 1;
+    REQUIRE(reader->blocks()[b].compressed());
+    const uint64_t g = PageInSlot(*reader, b, slot);
+    auto out = (*engine)->HandleFault(reader->PageOf(g));
+    REQUIRE(out.has_value());
+    CHECK(out->kind == FaultKind::kBlocking);
+    auto calls = sink.calls();
+    REQUIRE(calls.size() >= 2);
+    CHECK(calls[0] == std::vector<uint64_t>{g});  // the faulting page, alone, first
+    // The rest in decode order: a call holds the pages of the pieces decoded since the one before.
+    std::map<uint64_t, uint32_t> slot_of;
+    for (const auto& mb : reader->BlockMembers(b)) slot_of.emplace(mb.page, mb.slot);
+    uint32_t last_max = 0;
+    for (size_t c = 1; c < calls.size(); ++c) {
+      uint32_t lo = 64, hi = 0;
+      for (uint64_t p : calls[c]) {
+        lo = std::min(lo, slot_of[p]);
+        hi = std::max(hi, slot_of[p]);
+      }
+      if (c > 1) CHECK(lo > last_max);
+      last_max = hi;
+    }
+    // Every member, once, with its content; nothing else.
+    for (uint64_t p = 0; p < reader->total_pages(); ++p) {
+      INFO("page " << p);
+      CHECK(sink.Installed(reader->PageOf(p)) == (slot_of.count(p) > 0));
+    }
+    CHECK(sink.double_installs() == 0);
+    CHECK(sink.wrong() == 0);
+    auto st = (*engine)->Stats();
+    CHECK(st.blocks_read == 1);
+    CHECK(st.pages_installed == slot_of.size());
+    CHECK(st.wake_latency.max_ns > 0);
+    CHECK(st.wake_latency.max_ns <= st.blocking_latency.max_ns);
+  }
+}
+
+TEST_CASE("streamed and whole-block faults install the same content, cut or uncut frames", "[engine][stream]") {
+  for (uint32_t cut : {0u, 4u, 8u}) {
+    MemCheckpoint m = Checkpoint(cut);
+    auto reader = OpenMem(m);
+    for (bool stream : {false, true}) {
+      INFO("cut " << cut << " stream " << stream);
+      OrderSink sink(m.regions, m);
+      auto engine = RestoreEngine::Create(*reader, sink, Demand(stream));
+      REQUIRE(engine.has_value());
+      // Fault each block at a different slot, then every page.
+      for (uint32_t b = 0; b < reader->blocks().size(); ++b) {
+        const auto members = reader->BlockMembers(b);
+        REQUIRE((*engine)->HandleFault(reader->PageOf(members[(b * 17) % members.size()].page)).has_value());
+      }
+      for (uint64_t p = 0; p < reader->total_pages(); ++p) REQUIRE((*engine)->HandleFault(reader->PageOf(p)).has_value());
+      for (uint64_t p = 0; p < reader->total_pages(); ++p) {
+        INFO("page " << p);
+        CHECK(std::memcmp(sink.Page(reader->PageOf(p)), m.content[0].data() + p * kPage, kPage) == 0);
+      }
+      CHECK(sink.double_installs() == 0);
+      CHECK(sink.wrong() == 0);
+      CHECK((*engine)->Stats().blocks_read == reader->blocks().size());
+      // Whole-block faults install a block in one call.
+      if (!stream) CHECK(sink.calls().size() == reader->blocks().size());
+    }
+  }
+}
+
+TEST_CASE("a streamed fault on a damaged block installs nothing", "[engine][stream][errors]") {
+  MemCheckpoint m = Checkpoint(4);
+  const uint32_t bad = 2;
+  {
+    auto clean = OpenMem(m);
+    const BlockInfo& info = clean->blocks()[bad];
+    // Damage the last piece: the checksum fails before any piece is decoded.
+    m.bytes[info.offset + info.stored_length - 5] ^= 0x08;
+  }
+  auto reader = OpenMem(m);
+  OrderSink sink(m.regions, m);
+  auto engine = RestoreEngine::Create(*reader, sink, Demand(true));
+  REQUIRE(engine.has_value());
+  auto out = (*engine)->HandleFault(reader->PageOf(PageInSlot(*reader, bad, 0)));
+  REQUIRE(!out.has_value());
+  CHECK(out.error().code() == StatusCode::kCorrupt);
+  CHECK_THAT(out.error().message(), Catch::Contains("block " + std::to_string(bad)));
+  for (const auto& mb : reader->BlockMembers(bad)) CHECK(!sink.Installed(reader->PageOf(mb.page)));
+  CHECK(sink.calls().empty());
+  CHECK((*engine)->Stats().blocks_failed == 1);
+}
+
+TEST_CASE("a sink failure in the middle of a streamed block loses no page and installs none twice",
+          "[engine][stream][errors]") {
+  for (int failing_call : {1, 2, 3}) {
+    INFO("failing Install call " << failing_call);
+    MemCheckpoint m = Checkpoint(4);
+    auto reader = OpenMem(m);
+    OrderSink sink(m.regions, m);
+    auto engine = RestoreEngine::Create(*reader, sink, Demand(true));
+    REQUIRE(engine.has_value());
+    const uint32_t b = 3;
+    const uint64_t g = PageInSlot(*reader, b, 20);
+    sink.FailCall(failing_call);
+    auto out = (*engine)->HandleFault(reader->PageOf(g));
+    REQUIRE(!out.has_value());
+    CHECK(out.error().code() == StatusCode::kIoError);
+    CHECK_THAT(out.error().message(), Catch::Contains("installing block " + std::to_string(b)));
+    // The faulting page went in before the failure unless the failure was its own call.
+    CHECK(sink.Installed(reader->PageOf(g)) == (failing_call > 1));
+    // The next fault of the block (on any page) loads the rest.
+    auto again = (*engine)->HandleFault(reader->PageOf(PageInSlot(*reader, b, 63)));
+    REQUIRE(again.has_value());
+    REQUIRE((*engine)->HandleFault(reader->PageOf(g)).has_value());
+    for (const auto& mb : reader->BlockMembers(b)) {
+      INFO("page " << mb.page);
+      CHECK(sink.Installed(reader->PageOf(mb.page)));
+      CHECK(std::memcmp(sink.Page(reader->PageOf(mb.page)), m.content[0].data() + mb.page * kPage, kPage) == 0);
+    }
+    CHECK(sink.double_installs() == 0);
+    CHECK(sink.wrong() == 0);
+  }
+}
