@@ -6,7 +6,11 @@
 #include <condition_variable>
 #include <cstring>
 #include <mutex>
+#include <optional>
+#include <shared_mutex>
 #include <thread>
+
+#include <fmt/format.h>
 
 #include "halite/page_sink.h"
 #include "halite/qemu/qemu_checkpoint.h"
@@ -48,8 +52,134 @@ class ChannelSink final : public PageSink {
   std::vector<uint32_t> block_of_region_;
 };
 
-void CollectStats(const RestoreEngine& engine, const PushRestoreChannel& channel, CheckpointRestoreResult* result) {
+// Routes each run to the channel or to QEMU's userfaultfd. Before LISTEN every run goes on the channel (placed
+// before the guest starts: a preload); from just before PACKAGED until the placement is decided, installs wait
+// (a few milliseconds: LISTEN's PONG); then runs of directly placed regions go to the direct sink, the others
+// to the channel. The switch is exclusive against installs in flight, so no page of a direct block can reach
+// the stream after LISTEN (which the channel also checks).
+class RoutingSink final : public PageSink {
+ public:
+  RoutingSink(PushRestoreChannel* channel, ChannelSink* channel_sink, const std::vector<uint32_t>& block_of_region)
+      : channel_(channel), channel_sink_(channel_sink), block_of_region_(block_of_region) {}
+
+  Status Install(std::span<const PageInstall> batch, InstallPriority priority, size_t* runs_installed) override {
+    *runs_installed = 0;
+    std::shared_lock<std::shared_mutex> lock(mu_);
+    decided_cv_.wait(lock, [&] { return phase_ != Phase::kDeciding; });
+    if (direct_ == nullptr) return channel_sink_->Install(batch, priority, runs_installed);
+    for (size_t i = 0; i < batch.size();) {
+      const bool direct = direct_->IsDirect(batch[i].first.region);
+      size_t j = i + 1;
+      while (j < batch.size() && direct_->IsDirect(batch[j].first.region) == direct) ++j;
+      const std::span<const PageInstall> part = batch.subspan(i, j - i);
+      size_t done = 0;
+      Status s = direct ? CheckNeverSent(part) : Status::Ok();
+      if (s.ok()) s = direct ? direct_->Install(part, priority, &done) : channel_sink_->Install(part, priority, &done);
+      *runs_installed += done;
+      if (!s.ok()) {
+        // QEMU's memory is gone or an invariant broke: the channel fails too (QEMU pauses), so that the restore
+        // reports this error rather than a consequence of it.
+        if (direct) channel_->Abort(s);
+        return s;
+      }
+      i = j;
+    }
+    return Status::Ok();
+  }
+
+  bool IsPresent(PageRef) const override { return false; }
+
+  // Just before PACKAGED goes out: installs wait from now on until Decide.
+  void BeginListen() {
+    std::unique_lock<std::shared_mutex> lock(mu_);
+    phase_ = Phase::kDeciding;
+  }
+  // `direct` null: everything on the channel.
+  void Decide(DirectUffdSink* direct) {
+    {
+      std::unique_lock<std::shared_mutex> lock(mu_);
+      direct_ = direct;
+      phase_ = Phase::kDecided;
+    }
+    decided_cv_.notify_all();
+  }
+
+ private:
+  // A page placed directly must not have gone in the stream before (a preload): the other half of "never both".
+  Status CheckNeverSent(std::span<const PageInstall> part) const {
+    for (const PageInstall& run : part) {
+      const uint32_t block = block_of_region_[run.first.region];
+      for (uint64_t p = run.first.page; p < run.first.page + run.count; ++p) {
+        if (channel_->IsSent(PageId{block, p})) {
+          return Status::Internal(fmt::format("direct placement: page {} of region {} was sent in the stream",
+                                              p, run.first.region));
+        }
+      }
+    }
+    return Status::Ok();
+  }
+
+  enum class Phase { kBeforeListen, kDeciding, kDecided };
+  PushRestoreChannel* channel_;
+  ChannelSink* channel_sink_;
+  const std::vector<uint32_t>& block_of_region_;
+  std::shared_mutex mu_;
+  std::condition_variable_any decided_cv_;
+  Phase phase_ = Phase::kBeforeListen;  // with mu_
+  DirectUffdSink* direct_ = nullptr;    // with mu_
+};
+
+// Which regions can be placed directly, found before anything is sent: QEMU's pid, the permission to take its
+// descriptors, each big RAMBlock's host address.
+struct DirectPlan {
+  pid_t pid = -1;
+  std::vector<DirectRegion> regions;  // per region
+  std::vector<bool> blocks;           // per RAMBlock
+  std::vector<std::string> names;
+  std::string why_not;  // empty when some region can be placed directly
+};
+
+DirectPlan PlanDirectPlacement(const CheckpointReader& reader, QmpClient& qmp, const CheckpointRestoreOptions& options,
+                               const std::vector<uint32_t>& block_of_region, size_t blocks, QemuProcess* process) {
+  DirectPlan plan;
+  plan.regions.resize(reader.regions().size());
+  plan.blocks.assign(blocks, false);
+  if (options.placement == PagePlacement::kChannel) {
+    plan.why_not = "--placement channel";
+    return plan;
+  }
+  plan.pid = options.qemu_pid > 0 ? options.qemu_pid : process != nullptr ? process->pid() : qmp.PeerPid();
+  if (plan.pid <= 0) {
+    plan.why_not = "QEMU's pid is unknown (the QMP connection is not a unix socket)";
+    return plan;
+  }
+  if (Status s = CheckCanDuplicateFds(plan.pid); !s.ok()) {
+    plan.why_not = s.message();
+    return plan;
+  }
+  std::string first_error;
+  for (uint32_t r = 0; r < reader.regions().size(); ++r) {
+    const Region& region = reader.regions()[r];
+    if (region.size < kMinDirectBlockBytes) continue;  // small ROM/firmware blocks stay on the channel
+    auto address = RamBlockHostAddress(qmp, plan.pid, region.name, region.guest_phys_base, region.size);
+    if (!address) {
+      if (first_error.empty()) first_error = address.error().message();
+      continue;
+    }
+    plan.regions[r] = DirectRegion{*address, region.size / kTargetPageSize};
+    plan.blocks[block_of_region[r]] = true;
+    plan.names.push_back(region.name);
+  }
+  if (plan.names.empty()) {
+    plan.why_not = first_error.empty() ? "no RAMBlock of at least 2 MiB" : first_error;
+  }
+  return plan;
+}
+
+void CollectStats(const RestoreEngine& engine, const PushRestoreChannel& channel, const DirectUffdSink* direct,
+                  CheckpointRestoreResult* result) {
   result->channel = channel.stats();
+  if (direct != nullptr) result->direct = direct->stats();
   result->engine = engine.StatsBeforeIdleSweep();
   result->engine_final = engine.Stats();
   result->sweep_blocks = result->engine_final.blocks_read_sweep;
@@ -137,6 +267,18 @@ Status RestoreCheckpointIntoQemu(const CheckpointReader& reader, QmpClient& qmp,
     }
     HLT_RETURN_IF_ERROR(s);
   }
+  // Direct placement is decided before anything is sent (so that --placement direct fails cleanly); only QEMU's
+  // userfaultfd itself has to wait for LISTEN.
+  DirectPlan plan;
+  if (options.lazy) {
+    plan = PlanDirectPlacement(reader, qmp, options, block_of_region, state.ram_blocks.size(), process);
+    if (!plan.why_not.empty() && options.placement == PagePlacement::kDirect) {
+      return Status::Unsupported("cannot place pages directly in QEMU's memory: " + plan.why_not);
+    }
+    result->placement_reason = plan.why_not;
+  } else {
+    result->placement_reason = "eager";
+  }
   Result<UniqueFd> fd = options.unix_socket_path.empty() ? StartIncomingOverFd(qmp)
                                                          : StartIncomingOverUnix(qmp, options.unix_socket_path);
   if (!fd) return fd.error();
@@ -146,7 +288,11 @@ Status RestoreCheckpointIntoQemu(const CheckpointReader& reader, QmpClient& qmp,
   PushRestoreChannel channel(fd->get(), state, copts, [&](PageId id) -> Status {
     return engine_ptr->HandleFault(PageRef{region_of_block[id.block], id.page}).status();
   });
-  ChannelSink sink(&channel, block_of_region);
+  ChannelSink channel_sink(&channel, block_of_region);
+  // Declared before the engine, so they outlive it (its threads install through them until it stops).
+  UniqueFd qemu_uffd;
+  std::optional<DirectUffdSink> direct_sink;
+  RoutingSink sink(&channel, &channel_sink, block_of_region);
   RestoreEngineOptions eo = options.engine;
   // The stream has to end some time: with the loader off, what the guest never asks for goes once it is idle.
   if (!eo.background_loader && eo.idle_sweep_ms == 0) eo.idle_sweep_ms = kDefaultIdleSweepMs;
@@ -184,7 +330,7 @@ Status RestoreCheckpointIntoQemu(const CheckpointReader& reader, QmpClient& qmp,
   auto fail = [&](Status s) -> Status {
     channel.Abort(s);
     engine->Stop();
-    CollectStats(*engine, channel, result);
+    CollectStats(*engine, channel, direct_sink ? &*direct_sink : nullptr, result);
     // The first error wins: when the channel failed first (QEMU went away, a request could not be answered),
     // the engine's later errors are only consequences.
     Status why = channel.status();
@@ -195,14 +341,57 @@ Status RestoreCheckpointIntoQemu(const CheckpointReader& reader, QmpClient& qmp,
   Status s = channel.Begin();
   if (!s.ok()) return fail(s);
   const uint64_t total_pages = reader.total_pages();
+  // Every stored page is in QEMU before RAM END: sent in the stream, or placed directly (QEMU's cleanup
+  // unregisters its userfaultfd at the end; a page never placed would then read as zero).
   auto all_stored_sent = [&]() -> Status {
     for (uint64_t g = 0; g < total_pages; ++g) {
-      if (reader.Locate(g).kind == PageKind::kStored && !engine->IsInstalled(reader.PageOf(g))) {
-        PageRef p = reader.PageOf(g);
+      if (reader.Locate(g).kind != PageKind::kStored) continue;
+      const PageRef p = reader.PageOf(g);
+      const PageId id{block_of_region[p.region], p.page};
+      const bool in = direct_sink && direct_sink->IsDirect(p.region)
+                          ? direct_sink->IsPlaced(p) || channel.IsSent(id)
+                          : channel.IsSent(id);
+      if (!engine->IsInstalled(p) || !in) {
         return Status::Internal("page " + std::to_string(p.page) + " of region " + reader.regions()[p.region].name +
                                 " was never sent");
       }
     }
+    return Status::Ok();
+  };
+  // Right after PACKAGED: take QEMU's userfaultfd once LISTEN has registered guest RAM, or fall back.
+  auto start_guest = [&]() -> Status {
+    sink.BeginListen();
+    Status started = channel.StartGuest();
+    if (!started.ok() || plan.names.empty()) {
+      sink.Decide(nullptr);
+      return started;
+    }
+    const auto t_setup = Clock::now();
+    Status listening = channel.WaitUntilListening(10000);
+    if (!listening.ok()) {
+      sink.Decide(nullptr);
+      return listening;
+    }
+    auto uffd = DuplicateUserfaultfd(plan.pid);
+    if (!uffd) {
+      sink.Decide(nullptr);
+      result->placement_reason = uffd.error().message();
+      if (options.placement == PagePlacement::kDirect) {
+        return Status::Unsupported("cannot place pages directly in QEMU's memory: " + uffd.error().message());
+      }
+      return Status::Ok();
+    }
+    qemu_uffd = std::move(*uffd);
+    direct_sink.emplace(qemu_uffd.get(), plan.regions);
+    const DirectUffdSink* placed = &*direct_sink;
+    channel.PlaceBlocksDirectly(plan.blocks, [placed, &region_of_block](PageId id) {
+      return placed->IsPlaced(PageRef{region_of_block[id.block], id.page});
+    });
+    sink.Decide(&*direct_sink);
+    result->placement = "direct";
+    result->placement_reason.clear();
+    result->direct_blocks = plan.names;
+    result->direct_setup_us = MicrosSince(t_setup);
     return Status::Ok();
   };
 
@@ -235,9 +424,9 @@ Status RestoreCheckpointIntoQemu(const CheckpointReader& reader, QmpClient& qmp,
     // Lazy: a working-set preload goes before the device state; otherwise the guest starts first.
     if (eo.preload_working_set) {
       s = engine->Start();
-      if (s.ok()) s = channel.StartGuest();
+      if (s.ok()) s = start_guest();
     } else {
-      s = channel.StartGuest();
+      s = start_guest();
       if (s.ok()) s = engine->Start();
     }
     if (!s.ok()) return fail(s);
@@ -291,7 +480,7 @@ Status RestoreCheckpointIntoQemu(const CheckpointReader& reader, QmpClient& qmp,
     }
   }
   engine->Stop();
-  CollectStats(*engine, channel, result);
+  CollectStats(*engine, channel, direct_sink ? &*direct_sink : nullptr, result);
   for (const PageId& id : channel.RequestedPages())
     result->requested.push_back(PageRef{region_of_block[id.block], id.page});
   if (eo.record_timeline) result->timeline_csv = engine->TimelineCsv();

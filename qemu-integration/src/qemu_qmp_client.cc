@@ -30,6 +30,12 @@ class SocketQmpClient final : public QmpClient {
   }
   Status Handshake(int timeout_ms);
   Result<Json> ExecuteWithFd(std::string_view command, const Json& arguments, int fd, int timeout_ms) override;
+  int PeerPid() const override {
+    ucred cred{};
+    socklen_t len = sizeof cred;
+    if (getsockopt(fd_, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 || cred.pid <= 0) return -1;
+    return cred.pid;
+  }
 
  protected:
   Status ReadEvents(int timeout_ms, const char* waiting_for) override;

@@ -64,6 +64,9 @@ class QmpClient {
   Result<std::vector<QmpEvent>> TakeEvents();
 
   const std::string& name() const { return name_; }
+  // The process at the other end of the connection (SO_PEERCRED of a unix socket): QEMU's pid, or -1 when the
+  // transport cannot tell.
+  virtual int PeerPid() const { return -1; }
 
  protected:
   explicit QmpClient(std::string name) : name_(std::move(name)) {}
