@@ -52,7 +52,8 @@ class ChannelSink final : public PageSink {
   std::vector<uint32_t> block_of_region_;
 };
 
-// Routes each run to the channel or to QEMU's userfaultfd. Before LISTEN every run goes on the channel (placed
+// Routes each run to the channel or to a direct sink (QEMU's userfaultfd when lazy, process_vm_writev when
+// eager). Lazy, before LISTEN every run goes on the channel (placed
 // before the guest starts: a preload); from just before PACKAGED until the placement is decided, installs wait
 // (a few milliseconds: LISTEN's PONG); then runs of directly placed regions go to the direct sink, the others
 // to the channel. The switch is exclusive against installs in flight, so no page of a direct block can reach
@@ -68,9 +69,9 @@ class RoutingSink final : public PageSink {
     decided_cv_.wait(lock, [&] { return phase_ != Phase::kDeciding; });
     if (direct_ == nullptr) return channel_sink_->Install(batch, priority, runs_installed);
     for (size_t i = 0; i < batch.size();) {
-      const bool direct = direct_->IsDirect(batch[i].first.region);
+      const bool direct = IsDirect(batch[i].first.region);
       size_t j = i + 1;
-      while (j < batch.size() && direct_->IsDirect(batch[j].first.region) == direct) ++j;
+      while (j < batch.size() && IsDirect(batch[j].first.region) == direct) ++j;
       const std::span<const PageInstall> part = batch.subspan(i, j - i);
       size_t done = 0;
       Status s = direct ? CheckNeverSent(part) : Status::Ok();
@@ -94,17 +95,20 @@ class RoutingSink final : public PageSink {
     std::unique_lock<std::shared_mutex> lock(mu_);
     phase_ = Phase::kDeciding;
   }
-  // `direct` null: everything on the channel.
-  void Decide(DirectUffdSink* direct) {
+  // `direct` null: everything on the channel; else the runs of the regions marked in `regions` go to `direct`.
+  void Decide(PageSink* direct, std::vector<bool> regions = {}) {
     {
       std::unique_lock<std::shared_mutex> lock(mu_);
       direct_ = direct;
+      direct_regions_ = std::move(regions);
       phase_ = Phase::kDecided;
     }
     decided_cv_.notify_all();
   }
 
  private:
+  bool IsDirect(uint32_t region) const { return region < direct_regions_.size() && direct_regions_[region]; }
+
   // A page placed directly must not have gone in the stream before (a preload): the other half of "never both".
   Status CheckNeverSent(std::span<const PageInstall> part) const {
     for (const PageInstall& run : part) {
@@ -126,7 +130,8 @@ class RoutingSink final : public PageSink {
   std::shared_mutex mu_;
   std::condition_variable_any decided_cv_;
   Phase phase_ = Phase::kBeforeListen;  // with mu_
-  DirectUffdSink* direct_ = nullptr;    // with mu_
+  PageSink* direct_ = nullptr;          // with mu_
+  std::vector<bool> direct_regions_;    // with mu_
 };
 
 // Which regions can be placed directly, found before anything is sent: QEMU's pid, the permission to take its
@@ -134,15 +139,18 @@ class RoutingSink final : public PageSink {
 struct DirectPlan {
   pid_t pid = -1;
   std::vector<DirectRegion> regions;  // per region
+  std::vector<bool> direct_regions;   // per region
   std::vector<bool> blocks;           // per RAMBlock
   std::vector<std::string> names;
   std::string why_not;  // empty when some region can be placed directly
 };
 
 DirectPlan PlanDirectPlacement(const CheckpointReader& reader, QmpClient& qmp, const CheckpointRestoreOptions& options,
-                               const std::vector<uint32_t>& block_of_region, size_t blocks, QemuProcess* process) {
+                               const std::vector<uint32_t>& block_of_region, size_t blocks, QemuProcess* process,
+                               const std::vector<bool>& shared) {
   DirectPlan plan;
   plan.regions.resize(reader.regions().size());
+  plan.direct_regions.assign(reader.regions().size(), false);
   plan.blocks.assign(blocks, false);
   if (options.placement == PagePlacement::kChannel) {
     plan.why_not = "--placement channel";
@@ -161,12 +169,14 @@ DirectPlan PlanDirectPlacement(const CheckpointReader& reader, QmpClient& qmp, c
   for (uint32_t r = 0; r < reader.regions().size(); ++r) {
     const Region& region = reader.regions()[r];
     if (region.size < kMinDirectBlockBytes) continue;  // small ROM/firmware blocks stay on the channel
+    if (shared[r]) continue;                            // QEMU maps it from the image server: nothing is sent
     auto address = RamBlockHostAddress(qmp, plan.pid, region.name, region.guest_phys_base, region.size);
     if (!address) {
       if (first_error.empty()) first_error = address.error().message();
       continue;
     }
     plan.regions[r] = DirectRegion{*address, region.size / kTargetPageSize};
+    plan.direct_regions[r] = true;
     plan.blocks[block_of_region[r]] = true;
     plan.names.push_back(region.name);
   }
@@ -269,16 +279,11 @@ Status RestoreCheckpointIntoQemu(const CheckpointReader& reader, QmpClient& qmp,
   }
   // Direct placement is decided before anything is sent (so that --placement direct fails cleanly); only QEMU's
   // userfaultfd itself has to wait for LISTEN.
-  DirectPlan plan;
-  if (options.lazy) {
-    plan = PlanDirectPlacement(reader, qmp, options, block_of_region, state.ram_blocks.size(), process);
-    if (!plan.why_not.empty() && options.placement == PagePlacement::kDirect) {
-      return Status::Unsupported("cannot place pages directly in QEMU's memory: " + plan.why_not);
-    }
-    result->placement_reason = plan.why_not;
-  } else {
-    result->placement_reason = "eager";
+  DirectPlan plan = PlanDirectPlacement(reader, qmp, options, block_of_region, state.ram_blocks.size(), process, shared);
+  if (!plan.why_not.empty() && options.placement == PagePlacement::kDirect) {
+    return Status::Unsupported("cannot place pages directly in QEMU's memory: " + plan.why_not);
   }
+  result->placement_reason = plan.why_not;
   Result<UniqueFd> fd = options.unix_socket_path.empty() ? StartIncomingOverFd(qmp)
                                                          : StartIncomingOverUnix(qmp, options.unix_socket_path);
   if (!fd) return fd.error();
@@ -292,6 +297,7 @@ Status RestoreCheckpointIntoQemu(const CheckpointReader& reader, QmpClient& qmp,
   // Declared before the engine, so they outlive it (its threads install through them until it stops).
   UniqueFd qemu_uffd;
   std::optional<DirectUffdSink> direct_sink;
+  std::optional<ProcessMemorySink> memory_sink;  // eager
   RoutingSink sink(&channel, &channel_sink, block_of_region);
   RestoreEngineOptions eo = options.engine;
   // The stream has to end some time: with the loader off, what the guest never asks for goes once it is idle.
@@ -387,7 +393,7 @@ Status RestoreCheckpointIntoQemu(const CheckpointReader& reader, QmpClient& qmp,
     channel.PlaceBlocksDirectly(plan.blocks, [placed, &region_of_block](PageId id) {
       return placed->IsPlaced(PageRef{region_of_block[id.block], id.page});
     });
-    sink.Decide(&*direct_sink);
+    sink.Decide(&*direct_sink, plan.direct_regions);
     result->placement = "direct";
     result->placement_reason.clear();
     result->direct_blocks = plan.names;
@@ -397,7 +403,16 @@ Status RestoreCheckpointIntoQemu(const CheckpointReader& reader, QmpClient& qmp,
 
   if (!options.lazy) {
     // Eager: every block (several threads), then every zero page, then the device state. Progress comes from a
-    // reporter thread: the loading calls below block for the whole load.
+    // reporter thread: the loading calls below block for the whole load. The big RAMBlocks are written into
+    // QEMU's memory directly when permitted (their zero pages not at all: QEMU's incoming RAM is untouched), the
+    // rest goes in the stream.
+    if (!plan.names.empty()) {
+      memory_sink.emplace(plan.pid, plan.regions);
+      channel.PlaceBlocksDirectly(plan.blocks, [](PageId) { return false; });
+      sink.Decide(&*memory_sink, plan.direct_regions);
+      result->placement = "direct";
+      result->direct_blocks = plan.names;
+    }
     std::atomic<bool> loaded{false};
     std::thread reporter;
     if (options.on_progress && options.progress_interval_ms > 0) {
@@ -481,6 +496,7 @@ Status RestoreCheckpointIntoQemu(const CheckpointReader& reader, QmpClient& qmp,
   }
   engine->Stop();
   CollectStats(*engine, channel, direct_sink ? &*direct_sink : nullptr, result);
+  if (memory_sink) result->direct = memory_sink->stats();
   for (const PageId& id : channel.RequestedPages())
     result->requested.push_back(PageRef{region_of_block[id.block], id.page});
   if (eo.record_timeline) result->timeline_csv = engine->TimelineCsv();

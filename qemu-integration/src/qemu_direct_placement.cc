@@ -4,6 +4,7 @@
 
 #include <dirent.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -118,13 +119,16 @@ Result<uint64_t> RamBlockHostAddress(QmpClient& qmp, pid_t pid, const std::strin
   if (!maps) return Status::IoError(maps_path + ": cannot read QEMU's mappings", errno);
   std::string line;
   while (std::getline(maps, line)) {
-    uint64_t lo = 0, hi = 0;
-    char perms[8] = {0};
-    if (std::sscanf(line.c_str(), "%" SCNx64 "-%" SCNx64 " %7s", &lo, &hi, perms) != 3) continue;
+    uint64_t lo = 0, hi = 0, file_offset = 0, inode = 0;
+    char perms[8] = {0}, dev[16] = {0};
+    if (std::sscanf(line.c_str(), "%" SCNx64 "-%" SCNx64 " %7s %" SCNx64 " %15s %" SCNu64, &lo, &hi, perms,
+                    &file_offset, dev, &inode) != 6) {
+      continue;
+    }
     if (address < lo || address >= hi) continue;
-    if (address + size > hi || std::strncmp(perms, "rw-p", 4) != 0) {
-      return Status::NotFound(fmt::format("{}: RAMBlock {} at {:#x} (+{:#x}) is not inside one private writable "
-                                          "mapping ({})",
+    if (address + size > hi || std::strncmp(perms, "rw-p", 4) != 0 || inode != 0) {
+      return Status::NotFound(fmt::format("{}: RAMBlock {} at {:#x} (+{:#x}) is not inside one private anonymous "
+                                          "writable mapping ({})",
                                           maps_path, block, address, size, line));
     }
     return address;
@@ -253,6 +257,55 @@ DirectPlacementStats DirectUffdSink::stats() const {
   out.partial_fills = partial_fills_.load(std::memory_order_relaxed);
   out.retries = retries_.load(std::memory_order_relaxed);
   out.wakes = wakes_.load(std::memory_order_relaxed);
+  return out;
+}
+
+ProcessMemorySink::ProcessMemorySink(pid_t pid, std::vector<DirectRegion> regions)
+    : pid_(pid), regions_(std::move(regions)) {}
+
+Status ProcessMemorySink::Install(std::span<const PageInstall> batch, InstallPriority, size_t* runs_installed) {
+  *runs_installed = 0;
+  for (const PageInstall& run : batch) {
+    const PageRef first = run.first;
+    if (!IsDirect(first.region) || run.count == 0 || run.count > regions_[first.region].pages ||
+        first.page > regions_[first.region].pages - run.count ||
+        (!run.zero() && run.data.size() != run.count * kPage)) {
+      return Status::InvalidArgument(fmt::format("direct placement: run of region {} pages {}+{} is not placeable",
+                                                 first.region, first.page, run.count));
+    }
+    if (run.zero()) {
+      zero_skipped_.fetch_add(run.count, std::memory_order_relaxed);
+      ++*runs_installed;
+      continue;
+    }
+    const uint64_t dst = regions_[first.region].host_address + first.page * kPage;
+    uint64_t off = 0;
+    while (off < run.data.size()) {
+      iovec local{const_cast<uint8_t*>(run.data.data() + off), run.data.size() - off};
+      iovec remote{reinterpret_cast<void*>(dst + off), run.data.size() - off};
+      const ssize_t n = process_vm_writev(pid_, &local, 1, &remote, 1, 0);
+      calls_.fetch_add(1, std::memory_order_relaxed);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        const int e = n < 0 ? errno : EIO;
+        if (e == ESRCH) return Status::IoError("QEMU's memory is gone (did QEMU exit?): process_vm_writev failed", e);
+        return Status::IoError(fmt::format("process_vm_writev of {} bytes at {:#x} into QEMU (pid {}): {}",
+                                           run.data.size() - off, dst + off, pid_, std::strerror(e)),
+                               e);
+      }
+      off += uint64_t(n);
+    }
+    pages_copied_.fetch_add(run.count, std::memory_order_relaxed);
+    ++*runs_installed;
+  }
+  return Status::Ok();
+}
+
+DirectPlacementStats ProcessMemorySink::stats() const {
+  DirectPlacementStats out;
+  out.pages_copied = pages_copied_.load(std::memory_order_relaxed);
+  out.zero_pages_skipped = zero_skipped_.load(std::memory_order_relaxed);
+  out.write_calls = calls_.load(std::memory_order_relaxed);
   return out;
 }
 

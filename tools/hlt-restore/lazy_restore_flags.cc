@@ -15,9 +15,10 @@ const char* kLazyRestoreFlagsHelp =
     "  --rate-limit R         the loader reads at most R bytes of the checkpoint a second (K/M/G suffixes)\n"
     "  --preload-ws           send the working-set blocks before the guest starts\n"
     "  --placement auto|direct|channel\n"
-    "                         lazy: where pages go once the guest runs. direct: straight into QEMU's memory\n"
-    "                         through QEMU's own userfaultfd (pidfd_getfd; needs ptrace permission over QEMU:\n"
-    "                         the same user), a whole block per ioctl; small ROM blocks still go in the stream.\n"
+    "                         where the pages of the big RAMBlocks (pc.ram) go. direct: straight into QEMU's\n"
+    "                         memory (needs ptrace permission over QEMU: the same user, or root): lazy, through\n"
+    "                         QEMU's own userfaultfd (pidfd_getfd), a whole block per ioctl; eager, with\n"
+    "                         process_vm_writev before the device state. Small ROM blocks stay in the stream.\n"
     "                         channel: every page in QEMU's migration stream. auto (default): direct when\n"
     "                         permitted, else channel (the summary and --stats-json say which, and why)\n";
 
@@ -61,9 +62,6 @@ std::string CheckLazyRestoreFlags(const qemu::CheckpointRestoreOptions& opt) {
   if (!opt.lazy && (opt.engine.preload_working_set || !opt.engine.background_loader)) {
     return "--eager sends everything first: --preload-ws and --loader off do not apply";
   }
-  if (!opt.lazy && opt.placement == qemu::PagePlacement::kDirect) {
-    return "--eager sends everything in the migration stream: --placement direct does not apply";
-  }
   return "";
 }
 
@@ -99,6 +97,17 @@ void PrintRestoreSummary(const qemu::CheckpointRestoreResult& res, uint64_t tool
         double(e.blocking_latency.p99_ns) / 1e3);
     if (res.sweep_blocks) std::printf(" (then %llu blocks swept after the guest went idle)", (unsigned long long)res.sweep_blocks);
     std::printf("\n");
+  }
+  if (res.placement == "direct" && !res.lazy) {
+    std::string blocks;
+    for (const auto& b : res.direct_blocks) blocks += (blocks.empty() ? "" : ", ") + b;
+    std::printf(
+        "  placement        direct with process_vm_writev (%s): %llu pages written in %llu calls, %llu zero pages "
+        "left as QEMU's untouched RAM\n",
+        blocks.c_str(), (unsigned long long)res.direct.pages_copied, (unsigned long long)res.direct.write_calls,
+        (unsigned long long)res.direct.zero_pages_skipped);
+  } else if (!res.lazy) {
+    std::printf("  placement        channel (%s)\n", res.placement_reason.c_str());
   }
   if (res.lazy) {
     if (res.placement == "direct") {

@@ -364,6 +364,8 @@ int RestoreQemu(cli::Args& args) {
         {"direct_zero_ioctls", res.direct.zero_ioctls},
         {"direct_partial_fills", res.direct.partial_fills},
         {"direct_setup_us", res.direct_setup_us},
+        {"direct_zero_pages_skipped", res.direct.zero_pages_skipped},
+        {"direct_write_calls", res.direct.write_calls},
         {"qemu_pid", proc ? int(proc->pid()) : -1},
         {"qemu_dir", proc ? proc->work_dir() : std::string()},
     };

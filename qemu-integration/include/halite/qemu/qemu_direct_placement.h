@@ -42,7 +42,7 @@ Status CheckCanDuplicateFds(pid_t pid);
 
 // The host virtual address of RAMBlock `block`'s offset 0 in QEMU, from HMP `gpa2hva` of the guest-physical
 // address where that offset is mapped (`gpa`), checked against /proc/PID/maps: [address, address + size) must
-// lie in one private writable mapping (pid <= 0 skips that check). Errors: kNotFound when the address is not
+// lie in one private anonymous writable mapping (pid <= 0 skips that check): not a file, not shared memory. Errors: kNotFound when the address is not
 // mapped or belongs to another block (QEMU names it), kCorrupt for an answer not understood, the QMP errors.
 Result<uint64_t> RamBlockHostAddress(QmpClient& qmp, pid_t pid, const std::string& block, uint64_t gpa,
                                      uint64_t size);
@@ -62,6 +62,8 @@ struct DirectPlacementStats {
   uint64_t partial_fills = 0;  // an ioctl that filled part of its range (continued from there)
   uint64_t retries = 0;        // EAGAIN with nothing filled (the address space was changing)
   uint64_t wakes = 0;
+  uint64_t zero_pages_skipped = 0;  // eager: zero pages left as QEMU's untouched (zero) incoming RAM
+  uint64_t write_calls = 0;         // eager: process_vm_writev calls
 };
 
 // A PageSink that places runs of the regions given a host address through `uffd` (borrowed; it must stay open
@@ -92,6 +94,26 @@ class DirectUffdSink final : public PageSink {
   std::vector<std::unique_ptr<std::atomic<uint64_t>[]>> placed_;  // per region, one bit a page
   std::atomic<uint64_t> pages_copied_{0}, pages_zeroed_{0}, pages_existed_{0}, copy_ioctls_{0}, zero_ioctls_{0},
       partial_fills_{0}, retries_{0}, wakes_{0};
+};
+
+// Eager (precopy) restores: a PageSink that writes runs of the regions given a host address straight into QEMU's
+// memory with process_vm_writev (the same ptrace permission as above), before the device state is sent. QEMU
+// leaves the RAM of a fresh `-incoming` destination untouched (it resets ROMs, not RAM), so zero runs are left
+// as they are and only counted. Errors: kInvalidArgument as above, kIoError when QEMU is gone (ESRCH) or a
+// write fails. Thread-safe.
+class ProcessMemorySink final : public PageSink {
+ public:
+  ProcessMemorySink(pid_t pid, std::vector<DirectRegion> regions);
+
+  Status Install(std::span<const PageInstall> batch, InstallPriority priority, size_t* runs_installed) override;
+  bool IsPresent(PageRef) const override { return false; }
+  bool IsDirect(uint32_t region) const { return region < regions_.size() && regions_[region].host_address != 0; }
+  DirectPlacementStats stats() const;
+
+ private:
+  const pid_t pid_;
+  const std::vector<DirectRegion> regions_;
+  std::atomic<uint64_t> pages_copied_{0}, zero_skipped_{0}, calls_{0};
 };
 
 }  // namespace halite::qemu
