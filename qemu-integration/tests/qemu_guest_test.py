@@ -6,7 +6,8 @@ usage: qemu_guest_test.py --tools DIR --work DIR SCENARIO
   lazy                boot (1 GiB, memcheck 256 MiB), hlt-save qemu, kill the source, hlt-restore qemu -- ARGS;
                       the restored memcheck must continue (no fresh boot) with >= 2 OK passes and no BAD
   live                the same with hlt-save --live (background snapshot; the guest never stops)
-  eager               hlt-restore --eager (precopy; pc.ram written directly with process_vm_writev)
+  eager               hlt-restore --eager (precopy)
+  eager_direct        hlt-restore --eager --placement direct (pc.ram written with process_vm_writev)
   attach              hlt-restore --qmp into a QEMU started by the test with -incoming defer; --record-trace
   size_mismatch       the destination has 512 MiB: a clear error before the guest runs, exit 2
   killed_mid_restore  QEMU is SIGKILLed while pages are still being pushed: a message and exit 3, promptly
@@ -321,9 +322,18 @@ def scenario_eager(env):
     rc, out, err, serial = env.restore(ckpt, "eager", ["--eager"])
     if rc != 0:
         raise Fail(f"hlt-restore qemu --eager exited {rc}")
+    check_placement(env.path("eager.stats.json"), out, "channel")
+    env.expect_continues(serial, last)
+
+
+def scenario_eager_direct(env):
+    ckpt, last = env.stopped_checkpoint()
+    rc, out, err, serial = env.restore(ckpt, "eager-direct", ["--eager", "--placement", "direct"])
+    if rc != 0:
+        raise Fail(f"hlt-restore qemu --eager --placement direct exited {rc}")
     # pc.ram written with process_vm_writev, its zero pages not at all (QEMU's incoming RAM is untouched): the
     # guest's own memory checks below are what says that this holds.
-    check_placement(env.path("eager.stats.json"), out, "direct")
+    check_placement(env.path("eager-direct.stats.json"), out, "direct")
     env.expect_continues(serial, last)
 
 
@@ -574,6 +584,7 @@ SCENARIOS = {
     "lazy": (scenario_lazy, True),
     "live": (scenario_live, True),
     "eager": (scenario_eager, False),
+    "eager_direct": (scenario_eager_direct, False),
     "attach": (scenario_attach, True),
     "size_mismatch": (scenario_size_mismatch, False),
     "killed_mid_restore": (scenario_killed_mid_restore, True),

@@ -19,8 +19,9 @@ const char* kLazyRestoreFlagsHelp =
     "                         memory (needs ptrace permission over QEMU: the same user, or root): lazy, through\n"
     "                         QEMU's own userfaultfd (pidfd_getfd), a whole block per ioctl; eager, with\n"
     "                         process_vm_writev before the device state. Small ROM blocks stay in the stream.\n"
-    "                         channel: every page in QEMU's migration stream. auto (default): direct when\n"
-    "                         permitted, else channel (the summary and --stats-json say which, and why)\n";
+    "                         channel: every page in QEMU's migration stream. auto (default): lazy, direct\n"
+    "                         when permitted, else channel; eager, channel (the summary and --stats-json say\n"
+    "                         which, and why)\n";
 
 bool ParseLazyRestoreFlag(cli::Args& args, qemu::CheckpointRestoreOptions* opt, std::string* error) {
   std::string v;

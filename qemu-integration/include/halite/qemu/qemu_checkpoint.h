@@ -88,7 +88,8 @@ inline constexpr uint32_t kDefaultIdleSweepMs = 1000;
 
 // Where a lazy restore's pages go after LISTEN (qemu_direct_placement.h).
 enum class PagePlacement {
-  kAuto,     // directly into QEMU's memory through its userfaultfd when permitted, else the channel
+  kAuto,     // lazy: directly into QEMU's memory through its userfaultfd when permitted, else the channel;
+             // eager: the channel (process_vm_writev measured slower, see qemu_checkpoint_restore.cc)
   kDirect,   // directly, or fail (unsupported) saying why not
   kChannel,  // every page in QEMU's migration stream
 };
