@@ -33,7 +33,7 @@ bool DropCaches() {
 }
 
 SavedCheckpoint SaveCheckpoint(const std::string& image, uint64_t bytes, const std::string& path, const SaveSpec& spec,
-                               const std::string& access_trace, const std::string& va_hints) {
+                               const std::string& access_trace, const std::string& va_hints, const ChainSpec& chain) {
   WriterOptions o;
   o.block_pages = spec.block_pages;
   o.level = spec.level;
@@ -42,6 +42,9 @@ SavedCheckpoint SaveCheckpoint(const std::string& image, uint64_t bytes, const s
   // measures no gain and turns it off anyway).
   o.dictionary = DictionaryMode::kOff;
   o.sink.sync = false;
+  o.parent = chain.parent;
+  o.page_hashes = chain.page_hashes;
+  o.parent_rewrite_fraction = chain.parent_rewrite_fraction;
   auto t0 = Clock::now();
   auto w = CheckpointWriter::Create(path, o);
   if (!w) Die("create " + path, w.error());

@@ -5,9 +5,11 @@
 #define HALITE_BENCH_ENGINE_REPLAY_RUN_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "halite/checkpoint_reader.h"
 #include "halite/checkpoint_writer.h"
 #include "halite/hint_files.h"
 #include "halite/restore_engine.h"
@@ -21,6 +23,13 @@ struct SaveSpec {
   bool hints = true;  // give the save-time access trace and VA hints
 };
 
+// Incremental saves (format-spec 12; bench/chain): a child of `parent` when set.
+struct ChainSpec {
+  std::shared_ptr<const CheckpointReader> parent;
+  bool page_hashes = false;               // WriterOptions::page_hashes
+  double parent_rewrite_fraction = 0.25;  // WriterOptions::parent_rewrite_fraction
+};
+
 struct SavedCheckpoint {
   std::string path;
   uint64_t file_bytes = 0;
@@ -31,7 +40,8 @@ struct SavedCheckpoint {
 // Saves `image` (one region "ram") to `path`. Hint texts are in hint-file syntax. Exits the process on error
 // (a benchmark has nothing sensible to do then).
 SavedCheckpoint SaveCheckpoint(const std::string& image, uint64_t bytes, const std::string& path, const SaveSpec& spec,
-                               const std::string& access_trace, const std::string& va_hints);
+                               const std::string& access_trace, const std::string& va_hints,
+                               const ChainSpec& chain = {});
 
 struct ReplayResult {
   double first_access_us = 0;          // restore start (open) to the first access done: includes any preload

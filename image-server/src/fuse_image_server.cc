@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <array>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -23,6 +24,18 @@
 
 namespace halite::image_server {
 namespace {
+
+// Lower-case hex, as hlt-restore names an image server's mount after the checkpoint's file id.
+template <size_t N>
+std::string HexBytes(const std::array<uint8_t, N>& bytes) {
+  static const char kDigits[] = "0123456789abcdef";
+  std::string s;
+  for (uint8_t b : bytes) {
+    s += kDigits[b >> 4];
+    s += kDigits[b & 15];
+  }
+  return s;
+}
 
 constexpr fuse_ino_t kRootIno = FUSE_ROOT_ID;  // 1
 constexpr fuse_ino_t kFirstImageIno = 2;
@@ -117,6 +130,11 @@ class FuseImageServer::Impl {
       ServedImageStats s;
       s.name = images_[i].name;
       s.size = images_[i].image->size();
+      // Which checkpoint's view the file is: an incremental save of a clone checks it (qemu_ram_mapping.h).
+      const CheckpointReader& reader = images_[i].image->reader();
+      s.checkpoint_file_id = HexBytes(reader.file_id());
+      s.checkpoint_index_fingerprint = HexBytes(reader.index_fingerprint());
+      s.region = images_[i].image->region_name();
       s.image = images_[i].image->Stats();
       s.pages_stored = counters_[i].pages_stored.load();
       s.store_errors = counters_[i].store_errors.load();
@@ -136,6 +154,9 @@ class FuseImageServer::Impl {
     for (const auto& s : Stats()) {
       files.push_back({{"name", s.name},
                        {"size", s.size},
+                       {"checkpoint_file_id", s.checkpoint_file_id},
+                       {"checkpoint_index_fingerprint", s.checkpoint_index_fingerprint},
+                       {"region", s.region},
                        {"reads", s.image.reads},
                        {"bytes_read", s.image.bytes_read},
                        {"blocks_decoded", s.image.blocks_decoded},

@@ -3,6 +3,7 @@
 // the depth limit a reader may lower.
 #include <catch2/catch.hpp>
 
+#include <array>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -13,6 +14,7 @@
 #include "format/index_codec.h"
 #include "halite/checkpoint_reader.h"
 #include "halite/checkpoint_writer.h"
+#include "halite/halite_c.h"
 #include "support/checksum_reseal.h"
 #include "support/temp_dir.h"
 
@@ -176,9 +178,97 @@ TEST_CASE("a moved parent is found with parent_dirs; a lower depth limit is enfo
   o.parent_dirs = {dir.File("nowhere"), dir.File("moved")};
   CheckView(*OpenShared(dir.File("child.hlt"), o), child);
 
+  // The C API takes the same directories.
+  hlt_reader* c = nullptr;
+  CHECK(hlt_reader_open(dir.File("child.hlt").c_str(), &c) == HLT_EIO);
+  const std::string nowhere = dir.File("nowhere"), moved = dir.File("moved");
+  const char* dirs[] = {nowhere.c_str(), moved.c_str()};
+  REQUIRE(hlt_reader_open_chain(dir.File("child.hlt").c_str(), dirs, 2, &c) == HLT_OK);
+  std::vector<uint8_t> page(4096);
+  REQUIRE(hlt_reader_read_page(c, 0, 3, page.data()) == HLT_OK);
+  CHECK(page == Page(3, 2));
+  REQUIRE(hlt_reader_read_page(c, 0, 4, page.data()) == HLT_OK);  // from the moved parent
+  CHECK(page == Page(4, 1));
+  hlt_reader_close(c);
+  CHECK(hlt_reader_open_chain(dir.File("child.hlt").c_str(), dirs, 1, &c) == HLT_EIO);
+  CHECK(hlt_reader_open_chain(dir.File("child.hlt").c_str(), nullptr, 1, &c) == HLT_EINVAL);
+
   o.max_chain_depth = 0;
   auto limited = CheckpointReader::Open(dir.File("child.hlt"), o);
   REQUIRE_FALSE(limited);
   CHECK(limited.error().code() == StatusCode::kCorrupt);
   CHECK_THAT(limited.error().message(), Catch::Contains("exceeds this reader's limit of 0"));
+}
+
+TEST_CASE("pages declared equal to the parent are references without being read or compared", "[chain]") {
+  testing::TempDir dir;
+  std::vector<uint32_t> base(kPages, 1);
+  for (uint64_t g = 0; g < kPages; g += 7) base[g] = 0;
+  Write(dir.File("base.hlt"), base, nullptr, /*hashes=*/false);  // no PAGE_HASHES: every candidate is decoded
+  auto parent = OpenShared(dir.File("base.hlt"));
+
+  std::vector<uint32_t> child = base;
+  for (uint64_t g = 3; g < kPages; g += 20) child[g] = 2;  // written by the clone
+  WriterOptions o;
+  o.threads = 2;
+  o.block_pages = 16;
+  o.sink.sync = false;
+  o.parent = parent;
+  auto w = CheckpointWriter::Create(dir.File("child.hlt"), o);
+  REQUIRE(w);
+  REQUIRE((*w)->AddRegion("ram", 0, kPages * 4096));
+  // The kernel's answer: every page but the written ones is unwritten. Declared before the pages arrive.
+  uint64_t declared = 0;
+  for (uint64_t g = 0; g < kPages; ++g) {
+    if (child[g] == base[g]) {
+      REQUIRE((*w)->DeclareInParent(0, g, 1).ok());
+      ++declared;
+    }
+  }
+  // Page 1 is declared: what is given for it afterwards is ignored (the parent's content stands), and the
+  // page-table walk's reads answer from the parent.
+  CHECK((*w)->ContentOf(0, 1) == CheckpointWriter::PageContent::kData);
+  CHECK((*w)->ContentOf(0, 0) == CheckpointWriter::PageContent::kZero);
+  std::array<uint8_t, 4096> buf{};
+  auto got = (*w)->ReadPage(0, 1, buf);
+  REQUIRE(got);
+  CHECK(*got);
+  CHECK(std::vector<uint8_t>(buf.begin(), buf.end()) == Page(1, 1));
+  for (uint64_t g = 0; g < kPages; ++g) {
+    const std::vector<uint8_t> p = g == 1 ? Page(1, 99) : child[g] ? Page(g, child[g]) : std::vector<uint8_t>();
+    REQUIRE((p.empty() ? (*w)->PutZeroPages(0, g, 1) : (*w)->PutPage(0, g, p)).ok());
+  }
+  auto s = (*w)->Finish();
+  REQUIRE(s);
+  CHECK(s->declared_in_parent_pages == declared);
+  CHECK(s->in_parent_pages == declared);
+  // Only the written pages are compared (they could still be equal): at most one parent block each, never the
+  // blocks holding nothing but declared pages.
+  uint64_t written = 0;
+  for (uint64_t g = 0; g < kPages; ++g) written += child[g] != base[g] ? 1 : 0;
+  CHECK(s->parent_blocks_read <= written);
+  CHECK(s->parent_blocks_read < parent->blocks().size());
+  CHECK(s->stored_pages == kPages - declared);
+  CheckView(*OpenShared(dir.File("child.hlt")), child);  // page 1 is the parent's, not version 99
+}
+
+TEST_CASE("DeclareInParent needs a parent laid out like the child", "[chain]") {
+  testing::TempDir dir;
+  Write(dir.File("base.hlt"), std::vector<uint32_t>(kPages, 1));
+  WriterOptions o;
+  o.sink.sync = false;
+  {
+    auto w = CheckpointWriter::Create(dir.File("a.hlt"), o);
+    REQUIRE(w);
+    REQUIRE((*w)->AddRegion("ram", 0, kPages * 4096));
+    CHECK((*w)->DeclareInParent(0, 0, 1).code() == StatusCode::kInvalidArgument);  // no parent
+  }
+  o.parent = OpenShared(dir.File("base.hlt"));
+  auto w = CheckpointWriter::Create(dir.File("b.hlt"), o);
+  REQUIRE(w);
+  REQUIRE((*w)->AddRegion("other", 0, kPages * 4096));
+  Status s = (*w)->DeclareInParent(0, 0, 1);
+  CHECK(s.code() == StatusCode::kInvalidArgument);
+  CHECK(s.message().find("not laid out as the parent's") != std::string::npos);
+  CHECK((*w)->DeclareInParent(0, kPages - 1, 2).code() == StatusCode::kInvalidArgument);  // past the region
 }

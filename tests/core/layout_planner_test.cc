@@ -1,6 +1,7 @@
 // The layout planner on its own: no file, no compression, only the plan (format-spec 10).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 
@@ -187,4 +188,40 @@ TEST_CASE("planner: edge cases", "[planner]") {
     CHECK(plan->accessed_pages == 2);
     CHECK(plan->slot_page == std::vector<uint32_t>{2, 3, 0, 1});
   }
+}
+
+TEST_CASE("a child stores again the unchanged pages of blocks that mostly changed, and only those",
+          "[planner][chain]") {
+  // 128 pages, physical order, 16-page blocks: block 0 has 8 changed pages, block 2 one, the rest none; pages
+  // 100..103 are zero in both (references that a flat checkpoint does not store either).
+  std::vector<PlannedPageKind> kinds(128, PlannedPageKind::kInParent);
+  for (uint64_t g = 0; g < 8; ++g) kinds[g] = PlannedPageKind::kContent;
+  kinds[40] = PlannedPageKind::kContent;
+  for (uint64_t g = 100; g < 104; ++g) kinds[g] = PlannedPageKind::kZero;
+  PlannerInput in;
+  in.policy = LayoutPolicy::kPhysical;
+  in.block_pages = 16;
+  in.pages = kinds;
+  std::vector<bool> keep(128);
+  std::vector<uint64_t> expected;
+  for (uint64_t g = 8; g < 16; ++g) expected.push_back(g);
+  CHECK(PagesToStoreAgain(in, keep, 0.25) == expected);
+  CHECK(PagesToStoreAgain(in, keep, 0.5) == expected);  // exactly half changed
+  CHECK(PagesToStoreAgain(in, keep, 0.6).empty());
+  CHECK(PagesToStoreAgain(in, keep, 2.0).empty());
+  keep[9] = true;  // no bytes for it: stays a reference
+  expected.erase(expected.begin() + 1);
+  CHECK(PagesToStoreAgain(in, keep, 0.25) == expected);
+  // With fraction 0 every block with a change is whole again; the zero pages never are.
+  std::vector<uint64_t> all = PagesToStoreAgain(in, std::vector<bool>(128), 0.0);
+  CHECK(all.size() == 8 + 15);
+  CHECK(std::find(all.begin(), all.end(), 100) == all.end());
+  // The flat layout's order decides the groups: with the access trace first, the changed pages are grouped with
+  // whatever the trace puts beside them.
+  std::vector<GlobalRun> access = {{40, 1}, {64, 15}};
+  in.policy = LayoutPolicy::kAccess;
+  in.access = access;
+  std::vector<uint64_t> by_access = PagesToStoreAgain(in, std::vector<bool>(128), 0.0);
+  CHECK(std::find(by_access.begin(), by_access.end(), 64) != by_access.end());
+  CHECK(std::find(by_access.begin(), by_access.end(), 41) == by_access.end());
 }

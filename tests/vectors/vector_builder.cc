@@ -727,6 +727,7 @@ Result<std::vector<ChainVector>> BuildChainVectors() {
     WriterOptions o = DeterministicOptions();
     o.file_id = ChainFileId(tag, n);
     o.block_pages = 2;
+    o.parent_rewrite_fraction = 2;  // every equal page a reference: the vectors show IN_PARENT pages
     HLT_ASSIGN_OR_RETURN(o.parent, dir.Open(parent));
     o.parent_path_hint = hint;
     return o;

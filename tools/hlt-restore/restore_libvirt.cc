@@ -215,7 +215,7 @@ int RestoreLibvirt(cli::Args& args) {
     }
     char self[PATH_MAX] = {0};
     if (readlink("/proc/self/exe", self, sizeof self - 1) < 0) return fail(Status::IoError("/proc/self/exe", errno));
-    auto plan = PrepareSharedMemory(self, ckpt, **reader, image_dir);
+    auto plan = PrepareSharedMemory(self, ckpt, **reader, image_dir, ropts.parent_dirs);
     if (!plan) return fail(plan.error());
     const uint64_t ram_size = (*reader)->regions()[*(*reader)->FindRegion(kSharedRamRegion)].size;
     std::printf("memory shared: the domain maps %s privately (image server %s); libvirt's RAM directory %s\n",

@@ -176,7 +176,7 @@ int RestoreQemu(cli::Args& args) {
     if (Status st = qemu::ReadSavedVmState(**opened).status(); !st.ok()) return cli::Fail(tool, st);
     char self[PATH_MAX] = {0};
     if (readlink("/proc/self/exe", self, sizeof self - 1) < 0) return cli::Fail(tool, Status::IoError("/proc/self/exe", errno));
-    auto plan = PrepareSharedMemory(self, ckpt, **opened, image_dir);
+    auto plan = PrepareSharedMemory(self, ckpt, **opened, image_dir, ropts.parent_dirs);
     if (!plan) return cli::Fail(tool, plan.error());
     qemu_args.insert(qemu_args.end(), plan->qemu_args.begin(), plan->qemu_args.end());
     opt.lazy = false;

@@ -19,7 +19,7 @@ namespace {
 
 const char* kServeUsage =
     "usage: hlt-restore serve MOUNTPOINT CKPT[=NAME]... [--prefetch-rate BYTES/S] [--owner-only] [--no-pin]\n"
-    "                         [--stats-json FILE] [--exit-when-unused S]\n"
+    "                         [--stats-json FILE] [--exit-when-unused S] [--key-file K] [--parent-dir DIR]\n"
     "Serves each region of each checkpoint as a read-only file NAME.REGION under MOUNTPOINT (FUSE; '/' in a\n"
     "region name reads %2f), until\n"
     "SIGINT/SIGTERM. QEMUs that map a file privately (memory-backend-file,share=off) share its pages through the\n"
@@ -70,9 +70,10 @@ int Serve(cli::Args& args) {
   uint64_t exit_when_unused_s = 0;
   std::vector<std::string> checkpoints;
   image_server::ImageServerOptions options;
+  ReaderOptions reader_options;
   while (!args.Done()) {
     if (args.Flag("-h") || args.Flag("--help")) {
-      std::cout << kServeUsage;
+      std::cout << kServeUsage << cli::kReaderFlagsHelp;
       return cli::kExitOk;
     }
     if (args.Option("--prefetch-rate", &v, &error)) {
@@ -83,6 +84,7 @@ int Serve(cli::Args& args) {
       options.allow_other = false;
     } else if (args.Option("--stats-json", &v, &error)) {
       stats_path = v;
+    } else if (cli::ReaderOption(args, &reader_options, &error)) {  // --key-file, --parent-dir
     } else if (args.Option("--exit-when-unused", &v, &error)) {
       if (error.empty() && !cli::ParseU64(v, &exit_when_unused_s)) error = "--exit-when-unused: bad value \"" + v + "\"";
     } else {
@@ -90,7 +92,7 @@ int Serve(cli::Args& args) {
       args.Positional(&p, &error);
       if (error.empty()) (mountpoint.empty() ? mountpoint : checkpoints.emplace_back()) = p;
     }
-    if (!error.empty()) return cli::UsageError(tool, error, kServeUsage);
+    if (!error.empty()) return cli::UsageError(tool, error, std::string(kServeUsage) + cli::kReaderFlagsHelp);
   }
   if (mountpoint.empty() || checkpoints.empty()) {
     return cli::UsageError(tool, "MOUNTPOINT and at least one CKPT are required", kServeUsage);
@@ -101,7 +103,7 @@ int Serve(cli::Args& args) {
     const size_t eq = arg.find('=');
     const std::string path = arg.substr(0, eq);
     const std::string name = eq == std::string::npos ? BaseName(path) : arg.substr(eq + 1);
-    auto reader = CheckpointReader::Open(path);
+    auto reader = CheckpointReader::Open(path, reader_options);
     if (!reader) return cli::Fail(tool, reader.error());
     std::shared_ptr<const CheckpointReader> shared(std::move(*reader));
     for (const Region& r : shared->regions()) {

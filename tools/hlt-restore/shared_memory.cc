@@ -74,7 +74,8 @@ std::vector<std::string> DiscardingDeviceWarnings(const std::vector<std::string>
 }
 
 Result<SharedMemoryPlan> PrepareSharedMemory(const std::string& self, const std::string& checkpoint_path,
-                                             const CheckpointReader& reader, const std::string& image_dir) {
+                                             const CheckpointReader& reader, const std::string& image_dir,
+                                             const std::vector<std::string>& parent_dirs) {
   auto region = reader.FindRegion(kSharedRamRegion);
   if (!region) {
     std::string names;
@@ -119,8 +120,13 @@ Result<SharedMemoryPlan> PrepareSharedMemory(const std::string& self, const std:
   HLT_RETURN_IF_ERROR(MakeDirs(mount));
   const std::string log = mount + ".log";
   const std::string arg = std::string(absolute) + "=ckpt";
-  HLT_ASSIGN_OR_RETURN(const pid_t pid,
-                       StartDetachedServer(self, {"serve", mount, arg, "--exit-when-unused", "30"}, log));
+  std::vector<std::string> serve_args = {"serve", mount, arg, "--exit-when-unused", "30"};
+  for (const std::string& dir : parent_dirs) {  // the server opens the chain again
+    std::error_code ec;
+    const std::filesystem::path d = std::filesystem::absolute(dir, ec);
+    serve_args.insert(serve_args.end(), {"--parent-dir", ec ? dir : d.string()});
+  }
+  HLT_ASSIGN_OR_RETURN(const pid_t pid, StartDetachedServer(self, serve_args, log));
   plan.started_server = true;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(15);
   while (!Exists(plan.image_path)) {

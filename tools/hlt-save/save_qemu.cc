@@ -5,6 +5,7 @@
 
 #include "halite/qemu/qemu_checkpoint.h"
 #include "halite/qemu/qemu_qmp_client.h"
+#include "hlt-save/parent_image.h"
 #include "hlt-save/save_modes.h"
 #include "hlt-save/va_report.h"
 #include "hlt-save/writer_flags.h"
@@ -71,6 +72,12 @@ int SaveQemu(cli::Args& args) {
   flags.options.progress = [&](const WriteProgress& p) { progress.Update(p.raw_bytes_done, p.raw_bytes_total); };
   opt.writer = flags.options;
   opt.before_finish = [&](CheckpointWriter& w) { return ApplyHintFiles(flags, w); };
+  if (flags.options.parent) {
+    // A clone restored from the parent with --memory shared: its unwritten pages are the parent's, unread.
+    opt.is_parent_image = [parent = flags.options.parent](const std::string& file, const std::string& region) {
+      return IsImageOfParent(*parent, file, region);
+    };
+  }
   auto r = qemu::SaveQemuToCheckpoint(**qmp, out, std::move(opt));
   progress.Finish();
   if (!r) return cli::Fail(tool, r.error());
@@ -87,6 +94,12 @@ int SaveQemu(cli::Args& args) {
                 r->access_trace_pages ? ", given as the access trace" : "");
   } else if (r->guest_stopped_seconds > 0) {
     std::printf("  guest stopped    %.3f s (stop to cont)\n", r->guest_stopped_seconds);
+  }
+  if (!r->parent_image.empty()) {
+    std::printf("  parent's image   QEMU maps %s: %llu pages never written since (declared in the parent)\n",
+                r->parent_image.c_str(), (unsigned long long)r->parent_image_unwritten_pages);
+  } else if (!r->parent_image_note.empty()) {
+    std::printf("  parent's image   not used: %s\n", r->parent_image_note.c_str());
   }
   std::printf("  state blob       %zu bytes (\"%s\")\n", r->state_blob_bytes, qemu::kQemuStateBlobName);
   PrintVaReport(r->va);

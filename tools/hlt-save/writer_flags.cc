@@ -1,5 +1,6 @@
 #include "hlt-save/writer_flags.h"
 
+#include <cstdlib>
 #include <cstdio>
 #include <filesystem>
 
@@ -76,6 +77,15 @@ bool ParseWriterFlag(cli::Args& args, WriterFlags* f, std::string* error) {
     if (error->empty()) f->parent_reader.parent_dirs.push_back(v);
     return true;
   }
+  if (args.Option("--rewrite-fraction", &v, error)) {
+    char* end = nullptr;
+    const double f_value = error->empty() ? std::strtod(v.c_str(), &end) : 0;
+    if (error->empty() && (end == v.c_str() || *end != '\0' || !(f_value >= 0))) {
+      *error = "--rewrite-fraction: expected a number >= 0, got \"" + v + "\"";
+    }
+    f->options.parent_rewrite_fraction = f_value;
+    return true;
+  }
   if (args.Flag("--page-hashes")) {
     f->options.page_hashes = true;
     return true;
@@ -129,6 +139,14 @@ void PrintSummary(const WriteSummary& s, const std::string& path) {
   if (s.in_parent_pages > 0) {
     std::printf("  in parent        %llu pages (stored as references; %llu parent blocks decoded to compare)\n",
                 (unsigned long long)s.in_parent_pages, (unsigned long long)s.parent_blocks_read);
+    if (s.stored_again_pages > 0) {
+      std::printf("  stored again     %llu pages equal to the parent's, to keep blocks whole (--rewrite-fraction)\n",
+                  (unsigned long long)s.stored_again_pages);
+    }
+    if (s.declared_in_parent_pages > 0) {
+      std::printf("  known unwritten  %llu of them (the page map of a private mapping of the parent's image: not read)\n",
+                  (unsigned long long)s.declared_in_parent_pages);
+    }
   }
   if (s.page_hash_bytes > 0) std::printf("  page hashes      %s\n", cli::HumanBytes(s.page_hash_bytes).c_str());
   std::printf("  ratio            %.2f\n", s.ratio());

@@ -51,8 +51,11 @@ class HaliteTools:
     def restore_has(self, flag):
         return flag in self.help("restore", "qemu")[1]
 
-    def save_cmd(self, qmp, out, live=False, block_pages=None, policy=None, rate_limit=None, then="cont"):
+    def save_cmd(self, qmp, out, live=False, block_pages=None, policy=None, rate_limit=None, then="cont",
+                 parent=None):
         cmd = [self.save, "qemu", "--qmp", qmp, "-o", out, "--then", then]
+        if parent:
+            cmd += ["--parent", parent]
         if live:
             cmd.append("--live")
         if block_pages:

@@ -81,6 +81,12 @@ struct HALITE_EXPORT WriterOptions {
   // The parent's path relative to the output's directory, recorded in the PARENT section. Create(path) derives
   // it from parent->name() when empty; Create(sink) needs it.
   std::string parent_path_hint;
+  // Incremental saves: where the layout of a flat checkpoint of the same content would put a block of which at
+  // least this fraction changed since the parent, the child stores the whole block, its unchanged pages again too,
+  // so that restoring the chain reads that block once, from the child, instead of the child's block and the
+  // parent's (bench/chain measures it). A child grows by the unchanged pages of such blocks; pages changed here
+  // and there (less than this fraction of any block) stay references. Above 1: every equal page is a reference.
+  double parent_rewrite_fraction = 0.25;
   // Write the PAGE_HASHES section (5.11): 8 bytes per stored page (0.2% of the stored pages' raw size), so that a
   // child of this checkpoint rules out changed pages without decoding this file's blocks.
   bool page_hashes = false;
@@ -103,6 +109,8 @@ struct HALITE_EXPORT WriteSummary {
   uint64_t dictionary_bytes = 0; // 0 when no dictionary is used
   uint64_t in_parent_pages = 0;  // pages stored as references into the parent (IN_PARENT)
   uint64_t parent_blocks_read = 0;  // parent blocks decoded to confirm equal pages
+  uint64_t stored_again_pages = 0;  // equal to the parent's, stored again to keep a block whole (parent_rewrite_fraction)
+  uint64_t declared_in_parent_pages = 0;  // of in_parent_pages: declared by the caller (DeclareInParent), not compared
   uint64_t page_hash_bytes = 0;  // the PAGE_HASHES section, 0 when not written
   uint64_t file_bytes = 0;
   double seconds = 0;
@@ -139,6 +147,14 @@ class HALITE_EXPORT CheckpointWriter {
   PageContent ContentOf(uint32_t region, uint64_t page) const;  // kAbsent outside the regions too
   // Copies the page into `out` (a zero page reads as zeros); false when it is absent. Errors: the staging file's.
   Result<bool> ReadPage(uint32_t region, uint64_t page, std::span<uint8_t, 4096> out) const;
+  // Incremental saves (WriterOptions::parent): the caller knows, without their bytes, that these pages equal the
+  // parent's view of the same pages, e.g. the kernel reports them never written in a private mapping of the
+  // parent's image (a clone restored with --memory shared). They are recorded IN_PARENT without being compared,
+  // and content later given for them is ignored (not staged, not hashed). The caller is trusted: a page declared
+  // here that differs from the parent restores as the parent's. ContentOf and ReadPage answer for them from the
+  // parent. The region must be laid out as the parent's region of the same index (same name, same first page).
+  // Errors: invalid-argument without a parent, outside the region, or for a region the parent lays out otherwise.
+  Status DeclareInParent(uint32_t region, uint64_t first_page, uint64_t count);
   // Uses `image_path` as the whole content of `region` (page p at offset p*4096), read in place instead of
   // staged. The file must stay unchanged until Finish() returns. Its size must equal the region's.
   Status AttachImage(uint32_t region, const std::string& image_path);

@@ -41,6 +41,10 @@ HALITE_EXPORT const char* hlt_last_error(void);
 
 /* --- reading --- */
 HALITE_EXPORT int hlt_reader_open(const char* path, hlt_reader** out);
+/* Same, for an incremental checkpoint whose parents moved: each parent is looked for at the path its child records,
+   then in parent_dirs[0..parent_dir_count) in order (format-spec 12). The strings are copied. */
+HALITE_EXPORT int hlt_reader_open_chain(const char* path, const char* const* parent_dirs, size_t parent_dir_count,
+                                        hlt_reader** out);
 HALITE_EXPORT void hlt_reader_close(hlt_reader* r);
 HALITE_EXPORT uint32_t hlt_reader_region_count(const hlt_reader* r);
 /* Region i's name (owned by the reader), guest-physical base, size in bytes. */

@@ -44,6 +44,20 @@ int hlt_reader_open(const char* path, hlt_reader** out) {
   return HLT_OK;
 }
 
+int hlt_reader_open_chain(const char* path, const char* const* parent_dirs, size_t parent_dir_count,
+                          hlt_reader** out) {
+  if (!path || !out || (parent_dir_count > 0 && !parent_dirs)) return Invalid("hlt_reader_open_chain: NULL argument");
+  halite::ReaderOptions options;
+  for (size_t i = 0; i < parent_dir_count; ++i) {
+    if (!parent_dirs[i]) return Invalid("hlt_reader_open_chain: a NULL entry in parent_dirs");
+    options.parent_dirs.push_back(parent_dirs[i]);
+  }
+  auto r = halite::CheckpointReader::Open(path, options);
+  if (!r) return Code(r.error());
+  *out = new hlt_reader{std::move(*r)};
+  return HLT_OK;
+}
+
 void hlt_reader_close(hlt_reader* r) { delete r; }
 
 uint32_t hlt_reader_region_count(const hlt_reader* r) { return r ? uint32_t(r->reader->regions().size()) : 0; }

@@ -1,6 +1,7 @@
 #include "halite/checkpoint_reader.h"
 
 #include <algorithm>
+#include <mutex>
 #include <atomic>
 #include <cstring>
 
@@ -51,6 +52,11 @@ class HALITE_HIDDEN CheckpointReader::Impl {
   uint64_t ChainBlockCount() const { return model_.blocks.size() + (parent_ ? parent_->impl_->ChainBlockCount() : 0); }
 
   PageLocation Locate(uint64_t g) const {
+    if (!resolved_.empty()) return Unpack(resolved_[g]);
+    return LocateThroughChain(g);
+  }
+  // Without the resolved table: IN_PARENT pages ask the parent (and so on down the chain).
+  PageLocation LocateThroughChain(uint64_t g) const {
     uint32_t v = model_.page_map[g];
     if (v == format::kPageMapAbsent) return {PageKind::kAbsent, 0, 0};
     if (v == format::kPageMapZero) return {PageKind::kZero, 0, 0};
@@ -88,8 +94,21 @@ class HALITE_HIDDEN CheckpointReader::Impl {
   std::vector<BlockInfo> view_blocks_;
   std::vector<uint32_t> view_order_;
   std::vector<uint64_t> member_start_;         // view block -> first entry in members_ (CSR), size blocks+1
-  std::vector<BlockMember> members_;
+  mutable std::vector<BlockMember> members_;   // FillMembers, once
+  mutable std::once_flag members_once_;
+  void FillMembers() const;
   std::vector<ChainLevel> chain_;
+  // A chain's every page resolved to its view block and slot once, when the view is built, so that Locate costs
+  // the same at any depth and building each level's view is linear (not pages x depth^2). Kept by the file opened
+  // (8 bytes a page); a parent's is released once its child has its own. Empty for a full checkpoint (Locate is
+  // direct there).
+  std::vector<uint64_t> resolved_;
+  static uint64_t Pack(PageLocation l) {
+    return (uint64_t(l.kind) << 62) | (uint64_t(l.block & 0x7FFFFFFF) << 31) | (l.slot_in_block & 0x7FFFFFFF);
+  }
+  static PageLocation Unpack(uint64_t v) {
+    return {PageKind(v >> 62), uint32_t((v >> 31) & 0x7FFFFFFF), uint32_t(v & 0x7FFFFFFF)};
+  }
 };
 
 // With a key, any failure to open the file itself is a failure to authenticate. Chain errors (section 12) are
@@ -205,17 +224,44 @@ Status CheckpointReader::Impl::OpenParent(const std::vector<FileId>& descendants
   return first_error;
 }
 
+// The block-member table (CSR over the view, in slot order), filled on first use: a chain's parents never need
+// theirs when only the file opened is read through.
+void CheckpointReader::Impl::FillMembers() const {
+  const uint64_t total = model_.page_map.size();
+  members_.resize(member_start_.back());
+  std::vector<uint64_t> fill(member_start_.begin(), member_start_.end() - 1);
+  for (uint64_t g = 0; g < total; ++g) {
+    PageLocation loc = Locate(g);
+    if (loc.kind == PageKind::kStored) members_[fill[loc.block]++] = BlockMember{uint32_t(g), loc.slot_in_block};
+  }
+  for (size_t b = 0; b + 1 < member_start_.size(); ++b) {
+    std::sort(members_.begin() + long(member_start_[b]), members_.begin() + long(member_start_[b + 1]),
+              [](const BlockMember& x, const BlockMember& y) { return x.slot < y.slot || (x.slot == y.slot && x.page < y.page); });
+  }
+}
+
 Status CheckpointReader::Impl::BuildView() {
   const uint32_t own = uint32_t(model_.blocks.size());
   view_blocks_ = model_.blocks;
   view_order_ = model_.restore_order;
   const uint64_t total = model_.page_map.size();
+  std::vector<uint64_t> resolved;
   if (parent_) {
     const auto& pblocks = parent_->blocks();
+    if (pblocks.size() >= kNoBlock / 2 || view_blocks_.size() >= kNoBlock / 2) {
+      return Status::Unsupported(file_->name() + ": chain has too many blocks");
+    }
     parent_to_view_.assign(pblocks.size(), kNoBlock);
+    // Each page once: the parent's location (in the parent's view) for IN_PARENT pages, numbered into this view
+    // below, once the live parent blocks are known.
+    resolved.resize(total);
     for (uint64_t g = 0; g < total; ++g) {
-      if (model_.page_map[g] != format::kPageMapInParent) continue;
+      if (model_.page_map[g] != format::kPageMapInParent) {
+        resolved[g] = Pack(LocateThroughChain(g));
+        continue;
+      }
       PageLocation loc = parent_->impl_->Locate(g);
+      resolved[g] = Pack(loc);
       if (loc.kind == PageKind::kStored) parent_to_view_[loc.block] = 0;  // live; numbered below
     }
     for (uint32_t pb = 0; pb < pblocks.size(); ++pb) {
@@ -231,6 +277,15 @@ Status CheckpointReader::Impl::BuildView() {
     for (uint32_t pb : parent_->restore_order()) {
       if (parent_to_view_[pb] != kNoBlock) view_order_.push_back(parent_to_view_[pb]);
     }
+    for (uint64_t g = 0; g < total; ++g) {
+      if (model_.page_map[g] != format::kPageMapInParent) continue;
+      PageLocation loc = Unpack(resolved[g]);
+      if (loc.kind != PageKind::kStored) continue;
+      loc.block = parent_to_view_[loc.block];
+      resolved[g] = Pack(loc);
+    }
+    resolved_ = std::move(resolved);
+    std::vector<uint64_t>().swap(parent_->impl_->resolved_);  // the parent's own Locate goes down the chain again
   }
   // Block -> member pages (CSR over the view, in slot order).
   member_start_.assign(view_blocks_.size() + 1, 0);
@@ -239,16 +294,7 @@ Status CheckpointReader::Impl::BuildView() {
     if (loc.kind == PageKind::kStored) ++member_start_[loc.block + 1];
   }
   for (size_t b = 0; b < view_blocks_.size(); ++b) member_start_[b + 1] += member_start_[b];
-  members_.resize(member_start_.back());
-  std::vector<uint64_t> fill(member_start_.begin(), member_start_.end() - 1);
-  for (uint64_t g = 0; g < total; ++g) {
-    PageLocation loc = Locate(g);
-    if (loc.kind == PageKind::kStored) members_[fill[loc.block]++] = BlockMember{uint32_t(g), loc.slot_in_block};
-  }
-  for (size_t b = 0; b < view_blocks_.size(); ++b) {
-    std::sort(members_.begin() + member_start_[b], members_.begin() + member_start_[b + 1],
-              [](const BlockMember& x, const BlockMember& y) { return x.slot < y.slot || (x.slot == y.slot && x.page < y.page); });
-  }
+
   // The chain as this checkpoint uses it.
   ChainLevel self;
   self.name = file_->name();
@@ -546,6 +592,7 @@ std::optional<uint64_t> CheckpointReader::PageHash(uint64_t g) const {
 PageLocation CheckpointReader::Locate(uint64_t g) const { return impl_->Locate(g); }
 
 std::span<const BlockMember> CheckpointReader::BlockMembers(uint32_t block) const {
+  std::call_once(impl_->members_once_, [this] { impl_->FillMembers(); });
   const auto& s = impl_->member_start_;
   return std::span<const BlockMember>(impl_->members_.data() + s[block], s[block + 1] - s[block]);
 }

@@ -108,6 +108,10 @@ class HALITE_HIDDEN CheckpointWriter::Impl {
         return Status::InvalidArgument(opt_.parent->name() + ": already " + std::to_string(opt_.parent->chain_depth()) +
                                        " parent links deep; a child would exceed the limit of 16 (flatten it first)");
       }
+      if (!(opt_.parent_rewrite_fraction >= 0)) {
+        return Status::InvalidArgument("parent_rewrite_fraction " + std::to_string(opt_.parent_rewrite_fraction) +
+                                       " (expected a fraction >= 0)");
+      }
       if (!format::IsValidPathHint(opt_.parent_path_hint)) {
         return Status::InvalidArgument("parent path hint \"" + opt_.parent_path_hint +
                                        "\" is not a relative path of 1..1024 printable ASCII bytes");
@@ -151,15 +155,40 @@ class HALITE_HIDDEN CheckpointWriter::Impl {
     return Status::Ok();
   }
 
+  bool Declared(uint64_t global_page) const { return global_page < declared_.size() && declared_[global_page]; }
+
   Status PutPage(uint32_t region, uint64_t page, std::span<const uint8_t> data) {
     HLT_RETURN_IF_ERROR(CheckPage(region, page));
     if (data.size() != kPageSize) return Status::InvalidArgument("a page is 4096 bytes");
+    if (Declared(regions_[region].first_page + page)) return Status::Ok();  // known equal to the parent's
     return store_.Put(regions_[region].first_page + page, data, staging_dir_);
   }
 
   Status PutZeroPages(uint32_t region, uint64_t first, uint64_t count) {
     HLT_RETURN_IF_ERROR(CheckPage(region, first, count));
-    for (uint64_t i = 0; i < count; ++i) store_.PutZero(regions_[region].first_page + first + i);
+    for (uint64_t i = 0; i < count; ++i) {
+      const uint64_t g = regions_[region].first_page + first + i;
+      if (!Declared(g)) store_.PutZero(g);
+    }
+    return Status::Ok();
+  }
+
+  Status DeclareInParent(uint32_t region, uint64_t first, uint64_t count) {
+    HLT_RETURN_IF_ERROR(CheckPage(region, first, count));
+    if (!opt_.parent) return Status::InvalidArgument("DeclareInParent without a parent");
+    const auto& parent_regions = opt_.parent->regions();
+    const Region& r = regions_[region];
+    if (region >= parent_regions.size() || parent_regions[region].name != r.name ||
+        parent_regions[region].first_page != r.first_page || parent_regions[region].size < (first + count) * kPageSize) {
+      return Status::InvalidArgument("region \"" + r.name + "\" is not laid out as the parent's region " +
+                                     std::to_string(region) + " (" + opt_.parent->name() + ")");
+    }
+    if (declared_.size() < store_.total_pages()) declared_.resize(store_.total_pages());
+    for (uint64_t i = 0; i < count; ++i) {
+      const uint64_t g = r.first_page + first + i;
+      declared_[g] = true;
+      store_.Forget(g);  // whatever was given before is not needed
+    }
     return Status::Ok();
   }
 
@@ -182,12 +211,22 @@ class HALITE_HIDDEN CheckpointWriter::Impl {
 
   Status ForgetPages(uint32_t region, uint64_t first, uint64_t count) {
     HLT_RETURN_IF_ERROR(CheckPage(region, first, count));
-    for (uint64_t i = 0; i < count; ++i) store_.Forget(regions_[region].first_page + first + i);
+    for (uint64_t i = 0; i < count; ++i) {
+      const uint64_t g = regions_[region].first_page + first + i;
+      store_.Forget(g);
+      if (Declared(g)) declared_[g] = false;  // taken back: absent now, whatever the parent holds
+    }
     return Status::Ok();
   }
 
   PageContent ContentOf(uint32_t region, uint64_t page) const {
     if (region >= regions_.size() || page >= regions_[region].page_count()) return PageContent::kAbsent;
+    if (const uint64_t g = regions_[region].first_page + page; Declared(g)) {
+      const PageKind kind = opt_.parent->Locate(g).kind;
+      return kind == PageKind::kStored ? PageContent::kData
+             : kind == PageKind::kZero ? PageContent::kZero
+                                       : PageContent::kAbsent;
+    }
     switch (store_.state(regions_[region].first_page + page)) {
       case writer::PageState::kAbsent:
         return PageContent::kAbsent;
@@ -207,6 +246,10 @@ class HALITE_HIDDEN CheckpointWriter::Impl {
         return true;
       case PageContent::kData:
         break;
+    }
+    if (const uint64_t g = regions_[region].first_page + page; Declared(g)) {
+      HLT_RETURN_IF_ERROR(opt_.parent->ReadPage(g, out));  // one parent block decoded (page-table walks only)
+      return true;
     }
     HLT_RETURN_IF_ERROR(store_.Read(regions_[region].first_page + page, out.data()));
     return true;
@@ -247,8 +290,10 @@ class HALITE_HIDDEN CheckpointWriter::Impl {
 
  private:
   Status Append(std::span<const uint8_t> bytes) { return sink_->Append(bytes); }
+  std::vector<writer::PlannedPageKind> Kinds(bool zero_references_as_zero) const;
   Result<writer::BlockPlan> Plan() const;
   Status MatchParent(WorkerPool& pool, uint64_t* blocks_read);
+  uint64_t StoreAgainForLocality();
   Status ReadSlotPages(const writer::PlannedBlock& b, std::vector<uint8_t>* raw) const;
   BlockPayload EncodeBlock(const writer::PlannedBlock& b, const codec::Dictionary* dict) const;
   Status WriteBlocks(const std::vector<writer::PlannedBlock>& blocks, const codec::Dictionary* dict, WorkerPool& pool,
@@ -266,6 +311,7 @@ class HALITE_HIDDEN CheckpointWriter::Impl {
   std::vector<std::pair<std::string, std::vector<uint8_t>>> blobs_;
   std::vector<uint32_t> slot_page_;  // slot -> global page holding the canonical copy
   std::vector<bool> in_parent_;      // pages equal to the parent's (MatchParent)
+  std::vector<bool> declared_;       // pages the caller declared equal to the parent's (DeclareInParent)
   FileId file_id_{};
   bool finished_ = false;
 };
@@ -367,18 +413,43 @@ Status CheckpointWriter::Impl::WriteBlobs(format::IndexModel* model, uint64_t fi
 
 // Stage: every page went into the store through Put/Attach; plan: the pure planner decides the layout from the
 // pages' kinds and hashes and the hints.
-Result<writer::BlockPlan> CheckpointWriter::Impl::Plan() const {
+std::vector<writer::PlannedPageKind> CheckpointWriter::Impl::Kinds(bool zero_references_as_zero) const {
   const uint64_t total = store_.total_pages();
   std::vector<writer::PlannedPageKind> kinds(total);
-  std::vector<codec::Hash128> hashes(total);
   for (uint64_t g = 0; g < total; ++g) {
     const writer::PageState st = store_.state(g);
     kinds[g] = st == writer::PageState::kStaged || st == writer::PageState::kImage ? writer::PlannedPageKind::kContent
                : st == writer::PageState::kZero                                   ? writer::PlannedPageKind::kZero
                                                                                   : writer::PlannedPageKind::kAbsent;
-    if (g < in_parent_.size() && in_parent_[g]) kinds[g] = writer::PlannedPageKind::kInParent;
-    hashes[g] = store_.hash(g);
+    const bool reference = g < in_parent_.size() && in_parent_[g];
+    if (reference && (!zero_references_as_zero || kinds[g] == writer::PlannedPageKind::kContent || Declared(g))) {
+      kinds[g] = writer::PlannedPageKind::kInParent;
+    }
   }
+  return kinds;
+}
+
+// Incremental saves: the references worth storing again so that no block of the flat layout is split between the
+// child and its parent (WriterOptions::parent_rewrite_fraction). Zero and absent references stay references: a
+// flat checkpoint stores no bytes for them either. Declared pages have no bytes here and stay references.
+uint64_t CheckpointWriter::Impl::StoreAgainForLocality() {
+  const std::vector<writer::PlannedPageKind> kinds = Kinds(/*zero_references_as_zero=*/true);
+  writer::PlannerInput in;
+  in.policy = opt_.policy;
+  in.block_pages = opt_.block_pages;
+  in.pages = kinds;
+  in.access = access_;
+  in.va = va_;
+  const std::vector<uint64_t> again = writer::PagesToStoreAgain(in, declared_, opt_.parent_rewrite_fraction);
+  for (uint64_t g : again) in_parent_[g] = false;
+  return again.size();
+}
+
+Result<writer::BlockPlan> CheckpointWriter::Impl::Plan() const {
+  const uint64_t total = store_.total_pages();
+  std::vector<writer::PlannedPageKind> kinds = Kinds(/*zero_references_as_zero=*/false);
+  std::vector<codec::Hash128> hashes(total);
+  for (uint64_t g = 0; g < total; ++g) hashes[g] = store_.hash(g);
   writer::PlannerInput in;
   in.policy = opt_.policy;
   in.block_pages = opt_.block_pages;
@@ -406,6 +477,10 @@ Status CheckpointWriter::Impl::MatchParent(WorkerPool& pool, uint64_t* blocks_re
   std::vector<uint8_t> block_wanted(parent.blocks().size());
   in_parent_.assign(store_.total_pages(), false);
   for (uint64_t g = 0; g < limit; ++g) {
+    if (Declared(g)) {
+      in_parent_[g] = true;  // the caller knows; nothing to compare
+      continue;
+    }
     const writer::PageState st = store_.state(g);
     const PageLocation loc = parent.Locate(g);
     if (st == writer::PageState::kZero || st == writer::PageState::kAbsent) {
@@ -488,7 +563,11 @@ Result<WriteSummary> CheckpointWriter::Impl::Finish() {
 
   WorkerPool pool(opt_.threads);
   uint64_t parent_blocks_read = 0;
-  if (opt_.parent) HLT_RETURN_IF_ERROR(MatchParent(pool, &parent_blocks_read));  // incremental (format-spec 12)
+  uint64_t stored_again = 0;
+  if (opt_.parent) {  // incremental (format-spec 12)
+    HLT_RETURN_IF_ERROR(MatchParent(pool, &parent_blocks_read));
+    stored_again = StoreAgainForLocality();
+  }
   HLT_ASSIGN_OR_RETURN(writer::BlockPlan plan, Plan());  // plan
   slot_page_ = std::move(plan.slot_page);
 
@@ -556,6 +635,8 @@ Result<WriteSummary> CheckpointWriter::Impl::Finish() {
   sum.dictionary_bytes = model.dictionary.size();
   sum.in_parent_pages = plan.in_parent_pages;
   sum.parent_blocks_read = parent_blocks_read;
+  sum.stored_again_pages = stored_again;
+  for (uint64_t g = 0; g < declared_.size(); ++g) sum.declared_in_parent_pages += declared_[g] ? 1 : 0;
   sum.page_hash_bytes = model.page_hashes.empty() ? 0 : format::kSectionHeaderSize + format::kPageHashesFixedSize +
                                                             8 * model.page_hashes.size();
   sum.file_bytes = footer.file_size;
@@ -618,6 +699,9 @@ Result<bool> CheckpointWriter::ReadPage(uint32_t region, uint64_t page, std::spa
 }
 Status CheckpointWriter::PutZeroPages(uint32_t region, uint64_t first, uint64_t count) {
   return impl_->PutZeroPages(region, first, count);
+}
+Status CheckpointWriter::DeclareInParent(uint32_t region, uint64_t first, uint64_t count) {
+  return impl_->DeclareInParent(region, first, count);
 }
 Status CheckpointWriter::AttachImage(uint32_t region, const std::string& path) { return impl_->AttachImage(region, path); }
 Status CheckpointWriter::AddAccessedPages(std::span<const PageRun> runs) { return impl_->AddAccessed(runs); }

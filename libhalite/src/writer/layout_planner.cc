@@ -35,6 +35,28 @@ LayoutOrder PlanPageOrder(LayoutPolicy policy, std::span<const PlannedPageKind> 
   return plan;
 }
 
+std::vector<uint64_t> PagesToStoreAgain(const PlannerInput& in, const std::vector<bool>& keep, double fraction) {
+  std::vector<uint64_t> out;
+  if (fraction > 1 || in.block_pages == 0) return out;
+  std::vector<PlannedPageKind> flat(in.pages.begin(), in.pages.end());
+  for (auto& k : flat) {
+    if (k == PlannedPageKind::kInParent) k = PlannedPageKind::kContent;
+  }
+  const LayoutOrder order = PlanPageOrder(in.policy, flat, in.access, in.va);
+  for (size_t first = 0; first < order.order.size(); first += in.block_pages) {
+    const size_t end = std::min(order.order.size(), first + in.block_pages);
+    size_t changed = 0;
+    for (size_t i = first; i < end; ++i) changed += in.pages[order.order[i]] == PlannedPageKind::kContent ? 1 : 0;
+    if (changed == 0 || double(changed) < fraction * double(end - first)) continue;
+    for (size_t i = first; i < end; ++i) {
+      const uint64_t g = order.order[i];
+      if (in.pages[g] == PlannedPageKind::kInParent && !(g < keep.size() && keep[g])) out.push_back(g);
+    }
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
 Result<BlockPlan> PlanBlocks(const PlannerInput& in, const PagesEqual& equal) {
   if (in.block_pages < 1 || in.block_pages > format::kMaxBlockPages) {
     return Status::InvalidArgument(fmt::format("block_pages {} (expected 1..{})", in.block_pages, format::kMaxBlockPages));

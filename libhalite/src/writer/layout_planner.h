@@ -74,6 +74,14 @@ struct LayoutOrder {
 LayoutOrder PlanPageOrder(LayoutPolicy policy, std::span<const PlannedPageKind> pages,
                           std::span<const GlobalRun> access, std::span<const GlobalRun> va);
 
+// Incremental saves (format-spec 12): the kInParent pages worth storing again. A flat checkpoint of the same
+// content would group pages into blocks of `block_pages` in layout order (PlanPageOrder, kInParent pages counted as
+// content); where at least `fraction` of such a group changed, its unchanged pages are returned, so that the child
+// stores the whole group together and a restore of the chain reads one block for it, as a restore of the flat
+// checkpoint would, instead of a child block and a parent block. Pages with `keep[g]` set are never returned (the
+// caller has no bytes for them). fraction > 1 returns none. Ascending page order.
+std::vector<uint64_t> PagesToStoreAgain(const PlannerInput& input, const std::vector<bool>& keep, double fraction);
+
 }  // namespace halite::writer
 
 #endif  // HALITE_WRITER_LAYOUT_PLANNER_H_

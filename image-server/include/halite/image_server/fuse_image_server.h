@@ -43,6 +43,9 @@ struct ServedImage {
 struct ServedImageStats {
   std::string name;
   uint64_t size = 0;
+  std::string checkpoint_file_id;            // hex, of the checkpoint opened (for a chain: the child's)
+  std::string checkpoint_index_fingerprint;  // hex (format-spec 12): names exactly that file
+  std::string region;                        // the checkpoint's region the file is an image of
   CheckpointImageStats image;
   uint64_t pages_stored = 0;    // pages pushed into the page cache after a read or by the prefetcher
   uint64_t store_errors = 0;    // stores the kernel refused (the pages are then read on demand)

@@ -53,6 +53,12 @@ struct CheckpointSaveOptions {
   bool live_access_trace = true;
   // Called after the pages and hints are given and before Finish (hint files from the command line).
   std::function<Status(CheckpointWriter&)> before_finish;
+  // Incremental saves (writer.parent) of a clone whose RAMBlock is a private mapping of a file (hlt-restore
+  // --memory shared; halite/qemu/qemu_ram_mapping.h): says whether `mapped_file` holds exactly the parent's view
+  // of region `region` (the image server of the parent serves it). When it does, and the save is not live, the
+  // pages QEMU's page map shows unwritten are declared IN_PARENT (CheckpointWriter::DeclareInParent) and never
+  // read. Needs QEMU's pid (the QMP socket's peer) and ptrace-read permission over it; otherwise nothing changes.
+  std::function<Result<bool>(const std::string& mapped_file, const std::string& region)> is_parent_image;
 };
 
 // The page-table walk's report (halite/x86_guest_hints.h).
@@ -69,6 +75,11 @@ struct CheckpointSaveResult {
   uint64_t access_trace_pages = 0;
   size_t state_blob_bytes = 0;
   double guest_stopped_seconds = 0;  // non-live: stop to cont (0 when the guest stays stopped or was not running)
+  // is_parent_image: the file QEMU maps a RAMBlock from and the pages it never wrote (declared IN_PARENT), or why
+  // that was not used.
+  std::string parent_image;
+  uint64_t parent_image_unwritten_pages = 0;
+  std::string parent_image_note;
   double stream_seconds = 0;
   QemuVaReport va;
   WriteSummary summary;
