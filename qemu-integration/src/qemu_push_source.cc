@@ -30,6 +30,7 @@ uint64_t MicrosBetween(Clock::time_point a, Clock::time_point b) {
 
 constexpr uint32_t kEarlyPing = 1;
 constexpr uint32_t kPackagePing = 0x52554e00;  // "RUN\0": answered right before POSTCOPY_RUN is processed
+constexpr uint32_t kListenPing = 0x4c534e00;   // "LSN\0": answered once guest RAM is registered with userfaultfd
 
 }  // namespace
 
@@ -41,7 +42,7 @@ struct PushRestoreChannel::Impl {
         health(fd),
         stream(fd, state, options.lazy, options.stall_timeout_ms, [this](const Status& s) { return WriteFailed(s); }),
         workers(health, stream, state, std::move(handler)),
-        listener(fd, state, health, stream, workers, kPackagePing) {}
+        listener(fd, state, health, stream, workers, kPackagePing, kListenPing) {}
 
   // A write error usually means QEMU went away or gave up; the return path says which. Fails the channel.
   Status WriteFailed(const Status& s);
@@ -220,7 +221,7 @@ Status PushRestoreChannel::StartGuest() {
   if (!c.options.lazy) return Status::Internal("StartGuest is for a lazy (postcopy) restore");
   HLT_RETURN_IF_ERROR(c.health.Sticky());
   HLT_RETURN_IF_ERROR(c.stream.WriteRecords([](MigrationStreamWriter& w) {
-    return w.WritePackaged(true, kPackagePing);
+    return w.WritePackaged(true, kPackagePing, kListenPing);
   }));
   c.guest_started.store(true, std::memory_order_release);
   {
@@ -230,6 +231,27 @@ Status PushRestoreChannel::StartGuest() {
   c.workers.Go();
   return Status::Ok();
 }
+
+Status PushRestoreChannel::WaitUntilListening(int timeout_ms) {
+  Impl& c = *impl_;
+  if (!guest_started()) return Status::Internal("WaitUntilListening before StartGuest");
+  auto lock = c.health.Lock();
+  const bool seen = c.health.WaitFor(lock, std::chrono::milliseconds(timeout_ms),
+                                     [&] { return c.listener.listen_pong_locked() || c.listener.ended_locked(); });
+  if (c.health.failed()) return c.health.error_locked();
+  if (!seen || !c.listener.listen_pong_locked()) {
+    return Status::IoError(fmt::format("destination did not answer the PING after POSTCOPY_LISTEN within {} ms",
+                                       timeout_ms));
+  }
+  return Status::Ok();
+}
+
+void PushRestoreChannel::PlaceBlocksDirectly(const std::vector<bool>& blocks, std::function<bool(PageId)> placed) {
+  impl_->stream.RefuseBlocks(blocks);
+  impl_->workers.SetPlacedElsewhere(blocks, std::move(placed));
+}
+
+bool PushRestoreChannel::IsRefused(uint32_t block) const { return impl_->stream.IsRefused(block); }
 
 Result<std::unique_ptr<RamSection>> PushRestoreChannel::OpenSection(InstallPriority priority) {
   Impl& c = *impl_;

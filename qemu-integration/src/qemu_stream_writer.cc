@@ -141,7 +141,7 @@ Status MigrationStreamWriter::WriteDiscardAll() {
   return Status::Ok();
 }
 
-Status MigrationStreamWriter::WritePackaged(bool with_ping, uint32_t ping_value) {
+Status MigrationStreamWriter::WritePackaged(bool with_ping, uint32_t ping_value, std::optional<uint32_t> listen_ping) {
   HLT_RETURN_IF_ERROR(Order(phase_ == Phase::kRamStarted && advised_ && !in_section_, "PACKAGED"));
   if (!discarded_) {
     // Without a discard QEMU 7.2's destination state machine stays in ADVISE and its listen thread deadlocks.
@@ -155,6 +155,11 @@ Status MigrationStreamWriter::WritePackaged(bool with_ping, uint32_t ping_value)
     pkg.append(payload);
   };
   cmd(Command::kPostcopyListen, {});
+  if (listen_ping) {
+    std::string v;
+    PutBe32(&v, *listen_ping);
+    cmd(Command::kPing, v);
+  }
   pkg += state_->device_state;
   if (with_ping) {
     std::string v;

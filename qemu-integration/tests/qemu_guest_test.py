@@ -7,12 +7,19 @@ usage: qemu_guest_test.py --tools DIR --work DIR SCENARIO
                       the restored memcheck must continue (no fresh boot) with >= 2 OK passes and no BAD
   live                the same with hlt-save --live (background snapshot; the guest never stops)
   eager               hlt-restore --eager (precopy)
+  eager_direct        hlt-restore --eager --placement direct (pc.ram written with process_vm_writev)
   attach              hlt-restore --qmp into a QEMU started by the test with -incoming defer; --record-trace
   size_mismatch       the destination has 512 MiB: a clear error before the guest runs, exit 2
   killed_mid_restore  QEMU is SIGKILLed while pages are still being pushed: a message and exit 3, promptly
   corrupt_block       a byte of a block flipped: that block is never sent, QEMU's postcopy pauses, exit 4
   incremental         restore, run, hlt-save --parent (an incremental child), restore the child lazily
   incremental_shared  the same from a --memory shared clone: its unwritten pages come from QEMU's page map
+  placement_channel   lazy with --placement channel: every page in QEMU's stream, the summary says so
+  placement_fallback  hlt-restore --qmp as another user (nobody) than QEMU's (root): no ptrace permission, so
+                      pidfd_getfd is refused and --placement auto falls back to the channel, saying why
+
+The lazy scenarios check which placement was used (--stats-json): directly through QEMU's userfaultfd when
+hlt-restore may take it (it launched QEMU as the same user), else the channel.
 
 Exit 0 pass, 1 fail, 77 skipped (QEMU, the guest build or userfaultfd unavailable; the reason is printed loudly).
 The stopped-guest checkpoint is made once per work directory and reused by the scenarios that need one (it is
@@ -215,14 +222,83 @@ class Env:
             kill_pid(pid)
 
 
-def scenario_lazy(env, extra=()):
+def check_placement(stats_path, out, expected):
+    """--stats-json and the summary say which placement was used; direct placed pc.ram's pages itself."""
+    with open(stats_path) as f:
+        st = json.load(f)
+    if st.get("placement") != expected:
+        raise Fail(f"placement {st.get('placement')!r} ({st.get('placement_reason')}), expected {expected!r}")
+    if expected == "direct":
+        if "pc.ram" not in st["direct_blocks"] or st["direct_pages_copied"] == 0:
+            raise Fail(f"direct placement placed nothing of pc.ram: {st}")
+        if not re.search(r"placement        direct (through QEMU's userfaultfd|with process_vm_writev) \(pc\.ram\)",
+                         out):
+            raise Fail("the summary does not say that pages were placed directly")
+    elif "placement        channel (" not in out:
+        raise Fail("the summary does not say that every page went on the channel")
+    log(f"placement {expected}: {st.get('direct_pages_copied', 0)} pages copied directly in "
+        f"{st.get('direct_copy_ioctls', 0)} ioctls; {st['request_pages']} answering requests and "
+        f"{st['pushed_pages']} pushed on the channel ({st.get('placement_reason') or 'no fallback'})")
+    return st
+
+
+def scenario_lazy(env, extra=(), placement="direct", name="lazy"):
     ckpt, last = env.stopped_checkpoint()
-    rc, out, err, serial = env.restore(ckpt, "lazy", extra)
+    rc, out, err, serial = env.restore(ckpt, name, extra)
     if rc != 0:
         raise Fail(f"hlt-restore qemu exited {rc}")
     if "to guest running" not in out or "bytes read" not in out:
         raise Fail("hlt-restore did not print the time to running and the engine statistics")
+    check_placement(env.path(name + ".stats.json"), out, placement)
     env.expect_continues(serial, last)
+
+
+def scenario_placement_channel(env):
+    scenario_lazy(env, ["--placement", "channel"], "channel", "channel")
+
+
+def scenario_placement_fallback(env):
+    """A QEMU of root restored by hlt-restore running as nobody: pidfd_getfd is not permitted (a real refusal,
+    not a simulated one), so --placement auto uses the channel; --placement direct refuses before sending."""
+    if os.geteuid() != 0:
+        raise Skip("needs root, to run QEMU as root and hlt-restore as nobody (no ptrace permission over QEMU)")
+    if not shutil.which("setpriv"):
+        raise Skip("setpriv (util-linux) is missing")
+    ckpt, last = env.stopped_checkpoint()
+    os.chmod(ckpt, 0o644)
+    serial, qmp = env.path("fallback.serial.log"), env.path("fallback.qmp")
+    stats = "/tmp/halite-fallback-%d.stats.json" % os.getpid()  # nobody must be able to write it
+    for p in (serial, qmp, stats):
+        if os.path.exists(p):
+            os.unlink(p)
+    g = launch.Guest.start(serial, stderr_path=env.path("fallback.qemu-stderr.log"), mem=MEM, workload="memcheck",
+                           workload_args=["--mib", MIB], qmp=qmp, incoming="defer")
+    env.pids.append(g.proc.pid)
+    try:
+        for _ in range(100):
+            if os.path.exists(qmp):
+                break
+            time.sleep(0.05)
+        os.chmod(qmp, 0o666)  # nobody may talk to QEMU's monitor, but not ptrace it
+        nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"]
+        rc, out, err = run_tool(nobody + [env.restore_bin, "qemu", ckpt, "--qmp", qmp, "--placement", "direct"],
+                                env.path("fallback-direct.restore.log"), 60)
+        print(out + err, flush=True)
+        if rc == 0 or "ptrace permission" not in err:
+            raise Fail(f"--placement direct without ptrace permission: exit {rc}, expected a refusal naming it")
+        rc, out, err = run_tool(nobody + [env.restore_bin, "qemu", ckpt, "--qmp", qmp, "--stats-json", stats],
+                                env.path("fallback.restore.log"), 120)
+        print(out + err, flush=True)
+        if rc != 0:
+            raise Fail(f"hlt-restore qemu --qmp as nobody exited {rc}")
+        st = check_placement(stats, out, "channel")
+        if "ptrace permission" not in st["placement_reason"]:
+            raise Fail("the fallback does not say why: " + st["placement_reason"])
+        env.expect_continues(serial, last)
+    finally:
+        g.stop()
+        if os.path.exists(stats):
+            os.unlink(stats)
 
 
 def scenario_live(env):
@@ -249,6 +325,18 @@ def scenario_eager(env):
     rc, out, err, serial = env.restore(ckpt, "eager", ["--eager"])
     if rc != 0:
         raise Fail(f"hlt-restore qemu --eager exited {rc}")
+    check_placement(env.path("eager.stats.json"), out, "channel")
+    env.expect_continues(serial, last)
+
+
+def scenario_eager_direct(env):
+    ckpt, last = env.stopped_checkpoint()
+    rc, out, err, serial = env.restore(ckpt, "eager-direct", ["--eager", "--placement", "direct"])
+    if rc != 0:
+        raise Fail(f"hlt-restore qemu --eager --placement direct exited {rc}")
+    # pc.ram written with process_vm_writev, its zero pages not at all (QEMU's incoming RAM is untouched): the
+    # guest's own memory checks below are what says that this holds.
+    check_placement(env.path("eager-direct.stats.json"), out, "direct")
     env.expect_continues(serial, last)
 
 
@@ -267,11 +355,13 @@ def scenario_attach(env):
             if os.path.exists(qmp):
                 break
             time.sleep(0.05)
-        rc, out, err = run_tool([env.restore_bin, "qemu", ckpt, "--qmp", qmp, "--record-trace", trace],
-                                env.path("attach.restore.log"), 120)
+        stats = env.path("attach.stats.json")
+        rc, out, err = run_tool([env.restore_bin, "qemu", ckpt, "--qmp", qmp, "--record-trace", trace,
+                                 "--stats-json", stats], env.path("attach.restore.log"), 120)
         print(out + err, flush=True)
         if rc != 0:
             raise Fail(f"hlt-restore qemu --qmp exited {rc}")
+        check_placement(stats, out, "direct")  # QEMU's pid from the QMP socket's peer
         env.expect_continues(serial, last)
         lines = [l for l in read(trace).splitlines() if l and not l.startswith("#")]
         if not lines:
@@ -584,10 +674,13 @@ SCENARIOS = {
     "lazy": (scenario_lazy, True),
     "live": (scenario_live, True),
     "eager": (scenario_eager, False),
+    "eager_direct": (scenario_eager_direct, False),
     "attach": (scenario_attach, True),
     "size_mismatch": (scenario_size_mismatch, False),
     "killed_mid_restore": (scenario_killed_mid_restore, True),
     "corrupt_block": (scenario_corrupt_block, True),
+    "placement_channel": (scenario_placement_channel, True),
+    "placement_fallback": (scenario_placement_fallback, True),
     "shared": (scenario_shared, False),
     "shared_corrupt_block": (scenario_shared_corrupt_block, False),
     "incremental": (scenario_incremental, True),

@@ -92,7 +92,13 @@ void Destination(int fd, DestResult* r, std::vector<std::pair<const char*, uint6
         const uint32_t n = LoadBe32(reinterpret_cast<const uint8_t*>(tmp.data()));
         std::string pkg;
         (void)in.Bytes(n, "package", &pkg);
-        r->device_state = pkg.substr(5, pkg.size() - 5 - 9 - 5);
+        // LISTEN, PING (answered: guest RAM is registered now), device state, PING, RUN.
+        size_t start = 5;
+        if (pkg.compare(5, 5, std::string("\x08\x00\x02\x00\x04", 5)) == 0) {
+          Rp(fd, 2, pkg.substr(10, 4));
+          start = 5 + 9;
+        }
+        r->device_state = pkg.substr(start, pkg.size() - start - 9 - 5);
         Rp(fd, 2, pkg.substr(pkg.size() - 9 - 5 + 5, 4));
         if (close_after_package) {
           shutdown(fd, SHUT_RDWR);
@@ -341,6 +347,32 @@ TEST_CASE("push channel: a page sent twice is refused", "[push]") {
   }
   CHECK(ch.stats(false).bytes_sent == bytes_before);
   ch.Abort(s);
+}
+
+TEST_CASE("push channel: a block placed directly never goes in the stream; its placed pages are not asked for",
+          "[push]") {
+  const SavedVmState state = MakeState();
+  DrainedChannel dc(state);
+  PushRestoreChannel& ch = dc.channel;
+  REQUIRE(ch.Begin().ok());
+  uint8_t page[4096] = {1};
+  REQUIRE(ch.SendPages(PageId{0, 1}, 1, page).ok());  // before LISTEN: a preload
+  ch.PlaceBlocksDirectly({true, false}, [](PageId) { return true; });
+  CHECK(ch.IsRefused(0));
+  CHECK_FALSE(ch.IsRefused(1));
+  const uint64_t bytes_before = ch.stats(false).bytes_sent;
+  Status s = ch.SendPages(PageId{0, 2}, 1, page);
+  CHECK(s.code() == StatusCode::kInternal);
+  CHECK(s.message().find("page 2 of RAMBlock pc.ram is placed directly") != std::string::npos);
+  {
+    auto section = ch.OpenSection();
+    REQUIRE(section.has_value());
+    CHECK((*section)->AddZeroPages(PageId{0, 5}, 1).code() == StatusCode::kInternal);
+    REQUIRE((*section)->Close().ok());
+  }
+  CHECK(ch.stats(false).bytes_sent == bytes_before);
+  CHECK(ch.SendPages(PageId{1, 0}, 1, page).ok());  // the other block still travels in the stream
+  CHECK_FALSE(ch.IsSent(PageId{0, 2}));
 }
 
 TEST_CASE("push channel: a section holds the stream until it closes or goes away; no nesting", "[push]") {

@@ -22,8 +22,10 @@ UNLIMITED = 1 << 40  # QEMU's max-bandwidth for "no limit"
 METHODS = {
     "qemu-eager": ("qemu", {}),
     "hlt-eager": ("halite", {"eager": True}),
+    "hlt-eager-direct": ("halite", {"eager": True, "placement": "direct"}),
     "demand": ("page", {"loader": "off"}),
     "physical": ("physical", {}),
+    "halite-channel": ("halite", {"placement": "channel"}),
     "halite": ("halite", {}),
     "halite-live": ("live", {}),
     "halite-learned": ("learned", {}),
@@ -35,9 +37,15 @@ METHOD_TEXT = {
     "qemu-eager": "QEMU's own restore of its own migration file (`migrate exec:cat>F`, then `-incoming defer` + "
                   "`migrate-incoming exec:cat F` + `cont`)",
     "hlt-eager": "`hlt-restore qemu --eager` of the halite checkpoint (everything sent before the device state)",
+    "hlt-eager-direct": "`hlt-restore qemu --eager --placement direct` of the halite checkpoint (pc.ram written "
+                        "into QEMU's memory with process_vm_writev, its zero pages skipped; the rest in the stream; "
+                        "then the device state)",
     "demand": "pure demand paging: checkpoint with `--block-pages 1 --policy physical`, restored with `--loader off`",
     "physical": "blocks of pages in physical order (`--policy physical`), lazy restore with the loader",
-    "halite": "halite layout from a stop-and-save (`hlt-save qemu`), lazy restore",
+    "halite-channel": "halite checkpoint, lazy restore with every page in QEMU's migration stream "
+                      "(`--placement channel`: QEMU's one thread places them 4 KiB at a time)",
+    "halite": "halite layout from a stop-and-save (`hlt-save qemu`), lazy restore (pages placed directly through "
+              "QEMU's own userfaultfd when `hlt-restore` may: `--placement auto`; the record says which)",
     "halite-live": "halite layout from a `--live` save (background snapshot: save-time write order), lazy restore",
     "halite-learned": "halite checkpoint re-planned by `hlt-save relayout --access-trace` from a trace recorded by "
                       "`hlt-restore qemu --record-trace` on an earlier restore (of the page-granular checkpoint, so "
@@ -314,7 +322,8 @@ def restore_run(ctx, wl, d, method, ckpt, cache, baseline_rate, label=None, reco
             # measure the layout alone, not a race with the background loader.
             loader = flags.get("loader") or (None if flags.get("eager") else getattr(ctx.a, "loader", None))
             cmd = ctx.tools.restore_cmd(ckpt, base_argv, eager=flags.get("eager", False), loader=loader,
-                                        record_trace=record_trace, stats_json=stats_path)
+                                        record_trace=record_trace, stats_json=stats_path,
+                                        placement=flags.get("placement"))
             rec["cmd"] = shlex.join(cmd)
             t0 = time.time()
             tool = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=open(tool_log, "w"),

@@ -7,5 +7,6 @@ target_sources(halite_objects PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/background_loader.cc
   ${CMAKE_CURRENT_LIST_DIR}/engine_stats.cc
   ${CMAKE_CURRENT_LIST_DIR}/userfaultfd.cc
+  ${CMAKE_CURRENT_LIST_DIR}/userfaultfd_ops.cc
   ${CMAKE_CURRENT_LIST_DIR}/lazy_memory.cc
 )

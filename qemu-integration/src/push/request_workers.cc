@@ -25,6 +25,12 @@ void RequestWorkers::EnqueueLocked(const PageRequest& request) {
   health_.NotifyAll();
 }
 
+void RequestWorkers::SetPlacedElsewhere(std::vector<bool> blocks, std::function<bool(PageId)> placed) {
+  placed_blocks_ = std::move(blocks);
+  placed_ = std::move(placed);
+  placed_set_.store(true, std::memory_order_release);
+}
+
 void RequestWorkers::Stop() {
   {
     auto lock = health_.Lock();
@@ -53,12 +59,14 @@ void RequestWorkers::Loop() {
 
 bool RequestWorkers::Serve(const PageRequest& r) {
   bool any = false;
+  const bool direct = placed_set_.load(std::memory_order_acquire) && r.block < placed_blocks_.size() &&
+                      placed_blocks_[r.block];
   for (uint64_t p = r.first; p < r.first + r.count; ++p) {
     const PageId id{r.block, p};
-    if (stream_.IsSent(id)) continue;
+    if (stream_.IsSent(id) || (direct && placed_(id))) continue;
     any = true;
     Status s = handler_(id);
-    if (s.ok() || stream_.IsSent(id)) continue;
+    if (s.ok() || stream_.IsSent(id) || (direct && placed_(id))) continue;
     if (stream_.ended()) {
       // The stream ended meanwhile: a page never sent reads as zero on the destination; nothing to answer.
       auto lock = health_.Lock();

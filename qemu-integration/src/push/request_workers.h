@@ -40,6 +40,9 @@ class RequestWorkers {
   void Go();
   // Queues a request. With health.Lock() held.
   void EnqueueLocked(const PageRequest& request);
+  // Pages of `blocks` that `placed` says are in QEMU's memory (placed directly, not through the stream) count as
+  // sent: a request for them costs nothing. Call once; thread-safe against the workers.
+  void SetPlacedElsewhere(std::vector<bool> blocks, std::function<bool(PageId)> placed);
   // Stops and joins the threads. A worker inside the handler finishes that call first.
   void Stop();
 
@@ -59,6 +62,10 @@ class RequestWorkers {
   std::function<Status(PageId)> handler_;
   std::vector<std::thread> threads_;
   std::atomic<bool> stop_{false};
+  // Set once by SetPlacedElsewhere, then published by placed_set_.
+  std::vector<bool> placed_blocks_;
+  std::function<bool(PageId)> placed_;
+  std::atomic<bool> placed_set_{false};
   // With health.Lock():
   std::deque<PageRequest> queue_;
   bool go_ = false;

@@ -12,8 +12,14 @@
 namespace halite::qemu::push {
 
 ReturnPathListener::ReturnPathListener(int fd, const SavedVmState& state, ChannelHealth& health,
-                                       const SectionWriter& stream, RequestWorkers& workers, uint32_t package_ping)
-    : fd_(fd), state_(state), health_(health), stream_(stream), workers_(workers), package_ping_(package_ping) {}
+                                       const SectionWriter& stream, RequestWorkers& workers, uint32_t package_ping, uint32_t listen_ping)
+    : fd_(fd),
+      state_(state),
+      health_(health),
+      stream_(stream),
+      workers_(workers),
+      package_ping_(package_ping),
+      listen_ping_(listen_ping) {}
 
 void ReturnPathListener::Start() {
   thread_ = std::thread([this] { Loop(); });
@@ -82,6 +88,7 @@ void ReturnPathListener::Loop() {
         }
         case ReturnPathType::kPong:
           if (m.value == package_ping_) package_pong_ = std::chrono::steady_clock::now();
+          if (m.value == listen_ping_) listen_pong_ = true;
           break;
         case ReturnPathType::kShut:
           shut_ = m.value;

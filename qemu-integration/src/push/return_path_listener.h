@@ -21,9 +21,10 @@ namespace halite::qemu::push {
 class ReturnPathListener {
  public:
   // Borrows everything. `package_ping` is the PING value sent inside PACKAGED: its PONG means the destination
-  // loaded the device state and runs the guest next.
+  // loaded the device state and runs the guest next. `listen_ping`'s PONG: guest RAM is registered with QEMU's
+  // userfaultfd (the PING right after LISTEN).
   ReturnPathListener(int fd, const SavedVmState& state, ChannelHealth& health, const SectionWriter& stream,
-                     RequestWorkers& workers, uint32_t package_ping);
+                     RequestWorkers& workers, uint32_t package_ping, uint32_t listen_ping);
   ~ReturnPathListener() { Stop(); }
 
   void Start();
@@ -34,6 +35,7 @@ class ReturnPathListener {
   const std::optional<uint32_t>& shut_locked() const { return shut_; }
   bool ended_locked() const { return ended_; }
   const std::optional<std::chrono::steady_clock::time_point>& package_pong_locked() const { return package_pong_; }
+  bool listen_pong_locked() const { return listen_pong_; }
   const std::vector<PageId>& requested_locked() const { return requested_; }
   uint64_t pages_sent_before_first_request_locked() const { return pages_sent_before_first_request_; }
 
@@ -51,6 +53,7 @@ class ReturnPathListener {
   const SectionWriter& stream_;
   RequestWorkers& workers_;
   const uint32_t package_ping_;
+  const uint32_t listen_ping_;
   std::thread thread_;
   std::atomic<bool> stop_{false};
   std::atomic<uint64_t> requests_{0};
@@ -58,6 +61,7 @@ class ReturnPathListener {
   std::optional<uint32_t> shut_;
   bool ended_ = false;
   std::optional<std::chrono::steady_clock::time_point> package_pong_;
+  bool listen_pong_ = false;
   std::vector<PageId> requested_;  // each request's first page, in arrival order
   uint64_t pages_sent_before_first_request_ = 0;
 };

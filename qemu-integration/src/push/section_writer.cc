@@ -16,7 +16,8 @@ SectionWriter::SectionWriter(int fd, const SavedVmState& state, bool lazy, int s
       fd_(fd),
       on_write_error_(std::move(on_write_error)),
       sink_(fd, FdSinkOptions{"restore stream", 256 * 1024, stall_timeout_ms}),
-      writer_(&sink_, &state, MigrationStreamWriterOptions{lazy, kTargetPageSize}) {
+      writer_(&sink_, &state, MigrationStreamWriterOptions{lazy, kTargetPageSize}),
+      refused_(state.ram_blocks.size()) {
   for (const auto& b : state_.ram_blocks) {
     const uint64_t words = (b.page_count() + 63) / 64;
     sent_.emplace_back(new std::atomic<uint64_t>[words]);
@@ -61,6 +62,13 @@ Status SectionWriter::MarkSent(PageId first, uint64_t count) {
     return Status::Internal(fmt::format("restore channel: pages {}+{} are outside block {}", first.page, count,
                                         first.block));
   }
+  // A page of a block placed through QEMU's userfaultfd would be placed twice (EEXIST fails QEMU's load), or
+  // overwrite the direct copy's content with QEMU's own ordering: never.
+  if (IsRefused(first.block)) {
+    return Status::Internal(fmt::format("restore channel: page {} of RAMBlock {} is placed directly in QEMU's "
+                                        "memory: it must never travel in the migration stream too",
+                                        first.page, state_.ram_blocks[first.block].name));
+  }
   // Never a page twice: QEMU would pause the migration on "File exists". Checked before any byte is written.
   for (uint64_t p = first.page; p < first.page + count; ++p) {
     const uint64_t bit = uint64_t{1} << (p % 64);
@@ -71,6 +79,12 @@ Status SectionWriter::MarkSent(PageId first, uint64_t count) {
   }
   pages_sent_.fetch_add(count, std::memory_order_relaxed);
   return Status::Ok();
+}
+
+void SectionWriter::RefuseBlocks(const std::vector<bool>& direct) {
+  for (size_t b = 0; b < direct.size() && b < refused_.size(); ++b) {
+    if (direct[b]) refused_[b].store(true, std::memory_order_release);
+  }
 }
 
 void SectionWriter::SectionFlushed(SectionKind kind, uint64_t pages, uint64_t zero_pages) {

@@ -53,6 +53,14 @@ class SectionWriter {
   uint64_t total_pages() const { return total_pages_; }
   bool ended() const { return ended_.load(std::memory_order_acquire); }
 
+  // From now on no page of a block marked in `direct` may go into the stream (its pages are placed in QEMU's
+  // memory directly): a section adding one fails with kInternal before writing it. Call once, while no section
+  // holds such a page.
+  void RefuseBlocks(const std::vector<bool>& direct);
+  bool IsRefused(uint32_t block) const {
+    return block < refused_.size() && refused_[block].load(std::memory_order_acquire);
+  }
+
   // Pages in sections the destination has not read yet (the socket's unsent bytes, SIOCOUTQ); 0 when the fd is
   // not a socket (no way to tell).
   uint64_t UnreadPages();
@@ -79,6 +87,7 @@ class SectionWriter {
 
   std::vector<std::unique_ptr<std::atomic<uint64_t>[]>> sent_;  // per block, one bit a page
   std::atomic<uint64_t> pages_sent_{0};
+  std::vector<std::atomic<bool>> refused_;  // per block: placed directly, never in the stream
   uint64_t total_pages_ = 0;
 
   // Sections flushed but maybe not read by the destination yet: (stream bytes at the section's end, pages).

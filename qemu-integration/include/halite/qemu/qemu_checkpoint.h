@@ -24,6 +24,7 @@
 
 #include "halite/checkpoint_reader.h"
 #include "halite/checkpoint_writer.h"
+#include "halite/qemu/qemu_direct_placement.h"
 #include "halite/qemu/qemu_launcher.h"
 #include "halite/qemu/qemu_push_source.h"
 #include "halite/qemu/qemu_qmp_client.h"
@@ -96,6 +97,16 @@ Result<CheckpointSaveResult> SaveQemuToCheckpoint(QmpClient& qmp, const std::str
 
 inline constexpr uint32_t kDefaultIdleSweepMs = 1000;
 
+// Where a lazy restore's pages go after LISTEN (qemu_direct_placement.h).
+enum class PagePlacement {
+  kAuto,     // lazy: directly into QEMU's memory through its userfaultfd when permitted, else the channel;
+             // eager: the channel (process_vm_writev measured slower, see qemu_checkpoint_restore.cc)
+  kDirect,   // directly, or fail (unsupported) saying why not
+  kChannel,  // every page in QEMU's migration stream
+};
+// RAMBlocks smaller than this stay on the channel (ROMs, ACPI tables: a few pages each).
+inline constexpr uint64_t kMinDirectBlockBytes = 2 << 20;
+
 struct CheckpointRestoreOptions {
   bool lazy = true;  // postcopy; false: one precopy stream (eager), the guest starts after all of it
   // Lazy: the engine's loader, rate limit, working-set preload, prediction, timeline. Eager overrides
@@ -114,6 +125,10 @@ struct CheckpointRestoreOptions {
   // image server, share=off): eager only; none of their pages is sent, the stream carries the other RAMBlocks
   // and the device state. Every name must be a region of the checkpoint.
   std::vector<std::string> shared_regions;
+  // Lazy only (an eager restore uses the channel).
+  PagePlacement placement = PagePlacement::kAuto;
+  // QEMU's pid for direct placement; <= 0: the launched `process`'s, else the QMP socket's peer.
+  int qemu_pid = 0;
   // Empty: a socketpair passed with getfd. Otherwise QEMU listens on this unix socket path (libvirt).
   std::string unix_socket_path;
   int completion_timeout_ms = 120000;
@@ -142,6 +157,12 @@ struct CheckpointRestoreResult {
   std::vector<PageRef> requested;      // pages QEMU asked for, in order (for --record-trace)
   std::string timeline_csv;            // engine timeline when options.engine.record_timeline
   std::string final_status;
+  // "direct" or "channel"; for the channel, why (asked for, eager, not permitted, ...).
+  std::string placement = "channel";
+  std::string placement_reason;
+  std::vector<std::string> direct_blocks;  // RAMBlocks placed through QEMU's userfaultfd
+  DirectPlacementStats direct;
+  uint64_t direct_setup_us = 0;  // LISTEN's PONG wait, the userfaultfd duplicated (after PACKAGED was sent)
 };
 
 // Restores `reader`'s checkpoint into the QEMU behind `qmp`, which must be waiting with `-incoming defer`.

@@ -6,7 +6,9 @@
 //   Begin()        header, configuration, OPEN_RETURN_PATH, PING, POSTCOPY_ADVISE, RAM START, one discard per
 //                  block; the return-path thread starts;
 //   sections       pages sent now are placed before the guest starts (a preload);
-//   StartGuest()   PACKAGED (LISTEN, device state, PING, RUN); request workers start calling the handler;
+//   StartGuest()   PACKAGED (LISTEN, PING, device state, PING, RUN); request workers start calling the handler;
+//                  the first PING's PONG (WaitUntilListening) says QEMU's userfaultfd covers guest RAM, from when
+//                  pages of some blocks may be placed directly instead (PlaceBlocksDirectly);
 //   sections       answers to requests (on the worker threads) and background pushes (any other thread);
 //   Finish()       RAM END, EOF, then QEMU's SHUT. Pages never sent read as zero on the destination afterwards
 //                  (POSTCOPY_ADVISE discarded all of its RAM, and ending postcopy unregisters userfaultfd), so
@@ -94,6 +96,17 @@ class PushRestoreChannel {
   Status Begin();
   // Lazy only: sends the device state and RUN; requests are served from now on.
   Status StartGuest();
+  // Lazy, after StartGuest: waits until the destination has registered guest RAM with its userfaultfd (the PONG
+  // of a PING placed right after LISTEN in the package). Errors: the channel's, or kIoError after timeout_ms.
+  Status WaitUntilListening(int timeout_ms);
+  // Pages of the blocks marked in `blocks` are placed in QEMU's memory by someone else (through QEMU's own
+  // userfaultfd): from now on a section holding one fails with kInternal before writing it (a checked
+  // invariant), and a request for a page `placed` says is in costs nothing. Call once, after
+  // WaitUntilListening and before any page of those blocks is placed; `placed` must be thread-safe and outlive
+  // the request workers.
+  void PlaceBlocksDirectly(const std::vector<bool>& blocks, std::function<bool(PageId)> placed);
+  // True for a block given to PlaceBlocksDirectly.
+  bool IsRefused(uint32_t block) const;
   // Ends the stream and waits for the destination's verdict (see the header comment).
   Status Finish();
   // Fails the channel with `why` (if it has not failed yet) and shuts the socket down.

@@ -16,6 +16,7 @@
 #define HALITE_QEMU_QEMU_STREAM_WRITER_H_
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -55,7 +56,9 @@ class MigrationStreamWriter {
   Status WriteDiscardAll();
   // PACKAGED: POSTCOPY_LISTEN, the device state, PING(ping_value) when with_ping, POSTCOPY_RUN. The package
   // must stay under 16 MiB (QEMU's limit): invalid-argument otherwise.
-  Status WritePackaged(bool with_ping, uint32_t ping_value);
+  // `listen_ping` (when set) is a PING placed right after LISTEN: its PONG means the destination has registered
+  // guest RAM with its userfaultfd (LISTEN is handled synchronously, before the device state is loaded).
+  Status WritePackaged(bool with_ping, uint32_t ping_value, std::optional<uint32_t> listen_ping = std::nullopt);
 
   // RAM sections carrying pages: BeginRamPart, any number of WritePage/WriteZeroPage, EndRamSection.
   Status BeginRamPart();

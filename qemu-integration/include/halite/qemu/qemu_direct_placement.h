@@ -1,0 +1,121 @@
+// Placing pages in a postcopy destination's memory directly, through QEMU's own userfaultfd, instead of sending
+// them in its migration stream (where one QEMU thread parses and places them 4 KiB at a time).
+//
+// After POSTCOPY_LISTEN the destination has registered guest RAM with a userfaultfd. pidfd_getfd(2) duplicates
+// that descriptor into this process (it needs ptrace-attach permission over QEMU: given when this process
+// launched QEMU as the same user; refused with EPERM/EACCES for a QEMU of another user or under a strict
+// kernel.yama.ptrace_scope). UFFDIO_COPY then copies from this process's memory into QEMU's, a whole run per
+// ioctl and from several threads at once; UFFDIO_ZEROPAGE maps zero runs. QEMU's fault thread still reports
+// the guest's faults as page requests on the return path.
+//
+// Rules the users of this header keep (qemu_checkpoint_restore.cc): a block is placed either directly or
+// through the stream after LISTEN, never both (PushRestoreChannel::PlaceBlocksDirectly checks the stream side,
+// DirectUffdSink the other); every stored page is in before RAM END (QEMU's cleanup unregisters the range; a
+// page never placed reads as zero, so zero pages need not be placed).
+#ifndef HALITE_QEMU_QEMU_DIRECT_PLACEMENT_H_
+#define HALITE_QEMU_QEMU_DIRECT_PLACEMENT_H_
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "halite/page_sink.h"
+#include "halite/qemu/qemu_byte_io.h"
+#include "halite/qemu/qemu_qmp_client.h"
+#include "halite/qemu/qemu_stream_format.h"
+#include "halite/status.h"
+
+namespace halite::qemu {
+
+// Duplicates the userfaultfd (`anon_inode:[userfaultfd]` in /proc/PID/fd) of process `pid` into this process.
+// Errors: kUnsupported with the errno when this process may not (EPERM/EACCES: no ptrace permission over it;
+// ENOSYS: a kernel older than 5.6), kNotFound when it has none or more than one (not in postcopy yet, or
+// ambiguous), kIoError otherwise.
+Result<UniqueFd> DuplicateUserfaultfd(pid_t pid);
+// Whether DuplicateUserfaultfd may work, asked before anything is sent: duplicates one of `pid`'s descriptors
+// and closes the copy. Errors as above (kUnsupported: not permitted).
+Status CheckCanDuplicateFds(pid_t pid);
+
+// The host virtual address of RAMBlock `block`'s offset 0 in QEMU, from HMP `gpa2hva` of the guest-physical
+// address where that offset is mapped (`gpa`), checked against /proc/PID/maps: [address, address + size) must
+// lie in one private anonymous writable mapping (pid <= 0 skips that check): not a file, not shared memory. Errors: kNotFound when the address is not
+// mapped or belongs to another block (QEMU names it), kCorrupt for an answer not understood, the QMP errors.
+Result<uint64_t> RamBlockHostAddress(QmpClient& qmp, pid_t pid, const std::string& block, uint64_t gpa,
+                                     uint64_t size);
+
+// One region of the checkpoint as the direct sink sees it: host_address 0 means "not placed directly".
+struct DirectRegion {
+  uint64_t host_address = 0;
+  uint64_t pages = 0;
+};
+
+struct DirectPlacementStats {
+  uint64_t pages_copied = 0;   // placed by UFFDIO_COPY
+  uint64_t pages_zeroed = 0;   // placed by UFFDIO_ZEROPAGE
+  uint64_t pages_existed = 0;  // EEXIST: populated already (not an error)
+  uint64_t copy_ioctls = 0;
+  uint64_t zero_ioctls = 0;
+  uint64_t partial_fills = 0;  // an ioctl that filled part of its range (continued from there)
+  uint64_t retries = 0;        // EAGAIN with nothing filled (the address space was changing)
+  uint64_t wakes = 0;
+  uint64_t zero_pages_skipped = 0;  // eager: zero pages left as QEMU's untouched (zero) incoming RAM
+  uint64_t write_calls = 0;         // eager: process_vm_writev calls
+};
+
+// A PageSink that places runs of the regions given a host address through `uffd` (borrowed; it must stay open
+// while the sink is used). Each run is one UFFDIO_COPY (or UFFDIO_ZEROPAGE) without waking; the batch's runs
+// are woken at the end. A page placed twice by this sink is a kInternal error (a checked invariant); a page
+// found populated (EEXIST) is counted and left. Errors: kInvalidArgument for a run of a region not placed
+// directly or outside it, kIoError when the owner's memory is gone (QEMU exited: ESRCH) or an ioctl fails.
+// Thread-safe.
+class DirectUffdSink final : public PageSink {
+ public:
+  DirectUffdSink(int uffd, std::vector<DirectRegion> regions);
+
+  Status Install(std::span<const PageInstall> batch, InstallPriority priority, size_t* runs_installed) override;
+  // Nothing is in the destination before the engine places it (POSTCOPY_ADVISE discarded its RAM).
+  bool IsPresent(PageRef) const override { return false; }
+
+  bool IsDirect(uint32_t region) const { return region < regions_.size() && regions_[region].host_address != 0; }
+  // Placed by this sink (or found populated by it). Lock-free.
+  bool IsPlaced(PageRef page) const;
+  DirectPlacementStats stats() const;
+
+ private:
+  // Places one run; *placed_pages counts the pages it put in (or found there) before an error.
+  Status PlaceRun(const PageInstall& run, uint64_t dst);
+
+  const int uffd_;
+  const std::vector<DirectRegion> regions_;
+  std::vector<std::unique_ptr<std::atomic<uint64_t>[]>> placed_;  // per region, one bit a page
+  std::atomic<uint64_t> pages_copied_{0}, pages_zeroed_{0}, pages_existed_{0}, copy_ioctls_{0}, zero_ioctls_{0},
+      partial_fills_{0}, retries_{0}, wakes_{0};
+};
+
+// Eager (precopy) restores: a PageSink that writes runs of the regions given a host address straight into QEMU's
+// memory with process_vm_writev (the same ptrace permission as above), before the device state is sent. QEMU
+// leaves the RAM of a fresh `-incoming` destination untouched (it resets ROMs, not RAM), so zero runs are left
+// as they are and only counted. Errors: kInvalidArgument as above, kIoError when QEMU is gone (ESRCH) or a
+// write fails. Thread-safe.
+class ProcessMemorySink final : public PageSink {
+ public:
+  ProcessMemorySink(pid_t pid, std::vector<DirectRegion> regions);
+
+  Status Install(std::span<const PageInstall> batch, InstallPriority priority, size_t* runs_installed) override;
+  bool IsPresent(PageRef) const override { return false; }
+  bool IsDirect(uint32_t region) const { return region < regions_.size() && regions_[region].host_address != 0; }
+  DirectPlacementStats stats() const;
+
+ private:
+  const pid_t pid_;
+  const std::vector<DirectRegion> regions_;
+  std::atomic<uint64_t> pages_copied_{0}, zero_skipped_{0}, calls_{0};
+};
+
+}  // namespace halite::qemu
+
+#endif  // HALITE_QEMU_QEMU_DIRECT_PLACEMENT_H_
