@@ -35,6 +35,7 @@ Status RestoreEngine::Impl::StreamBlock(uint32_t b, uint64_t fault_page, uint64_
   size_t next = 0;  // todo[0, next) were offered to the sink (except the faulting page, offered on its own)
   bool fault_offered = fault_at == SIZE_MAX;
   bool sink_failed = false;
+  bool counted = false;
   uint64_t install_ns = 0;
   // Pages the sink already has are counted as installed, never offered (asked just before each piece).
   auto take = [&](const Todo& t) {
@@ -52,6 +53,12 @@ Status RestoreEngine::Impl::StreamBlock(uint32_t b, uint64_t fault_page, uint64_
   };
   CheckpointReader::BlockProgress progress = [&](size_t ready) -> Status {
     const uint64_t ready_slots = ready / kPage;
+    if (ready >= raw.size() && !counted) {
+      // Decoded whole: count the read before the last pages go in, as LoadBlock does before installing, so that
+      // a thread woken by those pages never sees its block missing from the statistics.
+      CountBlockRead(b, Cause::kDemand);
+      counted = true;
+    }
     if (!fault_offered) {
       // Nothing goes in before the faulting page: each install before it would delay its thread's wake-up.
       if (todo[fault_at].slot >= ready_slots) return Status::Ok();
@@ -87,7 +94,7 @@ Status RestoreEngine::Impl::StreamBlock(uint32_t b, uint64_t fault_page, uint64_
     }
     return BlockReadFailed(b, s);
   }
-  CountBlockRead(b, Cause::kDemand);
+  if (!counted) CountBlockRead(b, Cause::kDemand);
   c_.blocks_loaded.fetch_add(1, std::memory_order_relaxed);
   SetBlockState(b, kLoaded);
   return Status::Ok();
