@@ -5,6 +5,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <shared_mutex>
@@ -15,6 +16,7 @@
 #include "halite/page_sink.h"
 #include "halite/qemu/qemu_checkpoint.h"
 #include "halite/qemu/qemu_migration_control.h"
+#include "halite/qemu/qemu_ram_mapping.h"
 #include "qemu_clock.h"
 
 namespace halite::qemu {
@@ -88,7 +90,10 @@ class RoutingSink final : public PageSink {
     return Status::Ok();
   }
 
-  bool IsPresent(PageRef) const override { return false; }
+  // A resumed restore: what QEMU held before it resumed (PagesQemuHolds), consulted before each install.
+  bool IsPresent(PageRef page) const override { return present_ && present_(page); }
+  // Before any install.
+  void SetPresence(std::function<bool(PageRef)> present) { present_ = std::move(present); }
 
   // Just before PACKAGED goes out: installs wait from now on until Decide.
   void BeginListen() {
@@ -132,6 +137,7 @@ class RoutingSink final : public PageSink {
   Phase phase_ = Phase::kBeforeListen;  // with mu_
   PageSink* direct_ = nullptr;          // with mu_
   std::vector<bool> direct_regions_;    // with mu_
+  std::function<bool(PageRef)> present_;
 };
 
 // Which regions can be placed directly, found before anything is sent: QEMU's pid, the permission to take its
@@ -184,6 +190,57 @@ DirectPlan PlanDirectPlacement(const CheckpointReader& reader, QmpClient& qmp, c
     plan.why_not = first_error.empty() ? "no RAMBlock of at least 2 MiB" : first_error;
   }
   return plan;
+}
+
+// Resume: QEMU's page map of each RAMBlock of at least kMinDirectBlockBytes (per region; empty for the small
+// ones, whose pages only ever travel in the stream and so are all in QEMU's received bitmaps). Taken before this
+// process places anything: while QEMU is paused nobody else places pages.
+Result<std::vector<std::vector<bool>>> PagesQemuHolds(const CheckpointReader& reader, QmpClient& qmp, pid_t pid) {
+  std::vector<std::vector<bool>> held(reader.regions().size());
+  if (pid <= 0) {
+    return Status::Unsupported("resuming needs QEMU's pid to read its page map (the QMP connection is not a unix "
+                               "socket)");
+  }
+  for (uint32_t r = 0; r < reader.regions().size(); ++r) {
+    const Region& region = reader.regions()[r];
+    if (region.size < kMinDirectBlockBytes) continue;
+    HLT_ASSIGN_OR_RETURN(uint64_t address,
+                         RamBlockHostAddress(qmp, pid, region.name, region.guest_phys_base, region.size));
+    auto pages = PopulatedPages(pid, address, region.size / kTargetPageSize);
+    if (!pages) {
+      return Status::Unsupported("resuming needs QEMU's page map, to know which pages it holds: " +
+                                 pages.error().message());
+    }
+    held[r] = std::move(*pages);
+  }
+  return held;
+}
+
+// Resume: waits until QEMU has noticed that its old source is gone. Returns the status to resume from
+// ("postcopy-paused", or "completed" when there is nothing left to do).
+Result<std::string> WaitUntilPaused(QmpClient& qmp, int timeout_ms) {
+  const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
+  for (;;) {
+    HLT_ASSIGN_OR_RETURN(MigrationStatus m, QueryMigration(qmp));
+    if (m.status == "postcopy-paused" || m.status == "completed") return m.status;
+    if (m.status == "postcopy-recover") {
+      // QEMU 7.2 goes back to postcopy-paused only from postcopy-active: a recovery that died during its
+      // handshake (milliseconds) leaves it here, where migrate-recover is refused (later QEMUs allow it).
+      return Status::Unsupported("QEMU is in postcopy-recover: a resume was interrupted during its handshake, and "
+                                 "this QEMU cannot start another recovery from there (its guest stays frozen)");
+    }
+    if (m.status != "postcopy-active") {
+      return Status::InvalidArgument("QEMU's migration status is " + m.status +
+                                     ": only a lazy restore that was running its guest (postcopy-paused) can be "
+                                     "resumed" +
+                                     (m.error_desc.empty() ? std::string() : " (" + m.error_desc + ")"));
+    }
+    if (Clock::now() > deadline) {
+      return Status::InvalidArgument("QEMU's restore is still postcopy-active after " + std::to_string(timeout_ms) +
+                                     " ms: its source is alive and serving it (stop that hlt-restore first)");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
 }
 
 void CollectStats(const RestoreEngine& engine, const PushRestoreChannel& channel, const DirectUffdSink* direct,
@@ -246,6 +303,7 @@ Status RestoreCheckpointIntoQemu(const CheckpointReader& reader, QmpClient& qmp,
                                  " KiB pages: restoring huge-page-backed guest memory is not supported yet");
     }
   }
+  if (options.resume && !options.lazy) return Status::InvalidArgument("only a lazy restore can be resumed");
   std::vector<bool> shared(reader.regions().size(), false);
   for (const std::string& name : options.shared_regions) {
     auto r = reader.FindRegion(name);
@@ -253,11 +311,20 @@ Status RestoreCheckpointIntoQemu(const CheckpointReader& reader, QmpClient& qmp,
     if (options.lazy) return Status::InvalidArgument("shared regions are for an eager (precopy) restore");
     shared[*r] = true;
   }
-  // The destination: waiting for us, with the same RAMBlocks. Nothing is sent before these checks.
+  // The destination: waiting for us (or paused, to resume), with the same RAMBlocks. Nothing is sent before
+  // these checks.
+  if (options.resume) {
+    HLT_ASSIGN_OR_RETURN(result->resumed_from_status, WaitUntilPaused(qmp, options.resume_paused_wait_ms));
+    if (result->resumed_from_status == "completed") {
+      result->final_status = "completed";
+      result->total_us = MicrosSince(t0);
+      return Status::Ok();  // the restore had finished: nothing left to serve
+    }
+  }
   HLT_ASSIGN_OR_RETURN(Json qs, qmp.Execute("query-status"));
   const Json* st = qs.Find("status");
   const std::string run_state = st != nullptr ? st->as_string() : "";
-  if (run_state != "inmigrate") {
+  if (!options.resume && run_state != "inmigrate") {
     return Status::InvalidArgument(qmp.name() + ": QEMU is not waiting for an incoming migration (its status is " +
                                    run_state + "): start it with -incoming defer");
   }
@@ -268,7 +335,7 @@ Status RestoreCheckpointIntoQemu(const CheckpointReader& reader, QmpClient& qmp,
   if (copts.pagesize_summary == 0) {
     for (const auto& b : dest) copts.pagesize_summary |= b.page_size;  // ADVISE carries the destination's own
   }
-  if (options.lazy) {
+  if (options.lazy && !options.resume) {
     Status s = SetMigrationCapabilities(qmp, {{"postcopy-ram", true}});
     if (s.code() == StatusCode::kInvalidArgument) {
       return Status::Unsupported(s.message() +
@@ -284,8 +351,16 @@ Status RestoreCheckpointIntoQemu(const CheckpointReader& reader, QmpClient& qmp,
     return Status::Unsupported("cannot place pages directly in QEMU's memory: " + plan.why_not);
   }
   result->placement_reason = plan.why_not;
-  Result<UniqueFd> fd = options.unix_socket_path.empty() ? StartIncomingOverFd(qmp)
-                                                         : StartIncomingOverUnix(qmp, options.unix_socket_path);
+  std::vector<std::vector<bool>> held;  // resume: QEMU's page map of the big RAMBlocks
+  if (options.resume) {
+    const pid_t pid = options.qemu_pid > 0 ? options.qemu_pid : process != nullptr ? process->pid() : qmp.PeerPid();
+    HLT_ASSIGN_OR_RETURN(held, PagesQemuHolds(reader, qmp, pid));
+  }
+  Result<UniqueFd> fd = options.resume ? (options.unix_socket_path.empty()
+                                              ? StartRecoveryOverFd(qmp)
+                                              : StartRecoveryOverUnix(qmp, options.unix_socket_path))
+                        : options.unix_socket_path.empty() ? StartIncomingOverFd(qmp)
+                                                           : StartIncomingOverUnix(qmp, options.unix_socket_path);
   if (!fd) return fd.error();
   result->start_to_connect_us = MicrosSince(t0);
 
@@ -299,9 +374,24 @@ Status RestoreCheckpointIntoQemu(const CheckpointReader& reader, QmpClient& qmp,
   std::optional<DirectUffdSink> direct_sink;
   std::optional<ProcessMemorySink> memory_sink;  // eager
   RoutingSink sink(&channel, &channel_sink, block_of_region);
+  // Resume: what QEMU holds is never sent again (the never-twice rule holds across restorers).
+  auto held_before = [&](PageRef p) {
+    return (p.page < held[p.region].size() && held[p.region][p.page]) ||
+           channel.IsSent(PageId{block_of_region[p.region], p.page});
+  };
+  if (options.resume) {
+    sink.SetPresence(held_before);
+    for (const auto& region : held) result->resume_present_pages += std::count(region.begin(), region.end(), true);
+  }
   RestoreEngineOptions eo = options.engine;
   // The stream has to end some time: with the loader off, what the guest never asks for goes once it is idle.
   if (!eo.background_loader && eo.idle_sweep_ms == 0) eo.idle_sweep_ms = kDefaultIdleSweepMs;
+  if (options.resume) {
+    // The guest ran already: nothing is preloaded, and the engine takes what QEMU holds as installed.
+    eo.preload_working_set = false;
+    eo.preload_all = false;
+    eo.skip_present_at_start = true;
+  }
   if (!options.lazy) {
     // With shared regions only the other regions' pages go, one fault at a time below.
     eo.preload_all = options.shared_regions.empty();
@@ -344,7 +434,8 @@ Status RestoreCheckpointIntoQemu(const CheckpointReader& reader, QmpClient& qmp,
     return ExplainMigrationFailure(why, qmp, process);
   };
 
-  Status s = channel.Begin();
+  // A resumed stream has no beginning: BeginResume (below) continues the one QEMU was reading.
+  Status s = options.resume ? Status::Ok() : channel.Begin();
   if (!s.ok()) return fail(s);
   const uint64_t total_pages = reader.total_pages();
   // Every stored page is in QEMU before RAM END: sent in the stream, or placed directly (QEMU's cleanup
@@ -354,9 +445,9 @@ Status RestoreCheckpointIntoQemu(const CheckpointReader& reader, QmpClient& qmp,
       if (reader.Locate(g).kind != PageKind::kStored) continue;
       const PageRef p = reader.PageOf(g);
       const PageId id{block_of_region[p.region], p.page};
-      const bool in = direct_sink && direct_sink->IsDirect(p.region)
-                          ? direct_sink->IsPlaced(p) || channel.IsSent(id)
-                          : channel.IsSent(id);
+      const bool in = (direct_sink && direct_sink->IsDirect(p.region) ? direct_sink->IsPlaced(p) || channel.IsSent(id)
+                                                                       : channel.IsSent(id)) ||
+                      (options.resume && held_before(p));
       if (!engine->IsInstalled(p) || !in) {
         return Status::Internal("page " + std::to_string(p.page) + " of region " + reader.regions()[p.region].name +
                                 " was never sent");
@@ -364,20 +455,9 @@ Status RestoreCheckpointIntoQemu(const CheckpointReader& reader, QmpClient& qmp,
     }
     return Status::Ok();
   };
-  // Right after PACKAGED: take QEMU's userfaultfd once LISTEN has registered guest RAM, or fall back.
-  auto start_guest = [&]() -> Status {
-    sink.BeginListen();
-    Status started = channel.StartGuest();
-    if (!started.ok() || plan.names.empty()) {
-      sink.Decide(nullptr);
-      return started;
-    }
-    const auto t_setup = Clock::now();
-    Status listening = channel.WaitUntilListening(10000);
-    if (!listening.ok()) {
-      sink.Decide(nullptr);
-      return listening;
-    }
+  // Takes QEMU's userfaultfd (guest RAM registered with it) for the big RAMBlocks, or falls back to the channel
+  // (an error under --placement direct).
+  auto place_directly = [&]() -> Status {
     auto uffd = DuplicateUserfaultfd(plan.pid);
     if (!uffd) {
       sink.Decide(nullptr);
@@ -397,8 +477,39 @@ Status RestoreCheckpointIntoQemu(const CheckpointReader& reader, QmpClient& qmp,
     result->placement = "direct";
     result->placement_reason.clear();
     result->direct_blocks = plan.names;
-    result->direct_setup_us = MicrosSince(t_setup);
     return Status::Ok();
+  };
+  // Right after PACKAGED: take QEMU's userfaultfd once LISTEN has registered guest RAM, or fall back.
+  auto start_guest = [&]() -> Status {
+    sink.BeginListen();
+    Status started = channel.StartGuest();
+    if (!started.ok() || plan.names.empty()) {
+      sink.Decide(nullptr);
+      return started;
+    }
+    const auto t_setup = Clock::now();
+    Status listening = channel.WaitUntilListening(10000);
+    if (!listening.ok()) {
+      sink.Decide(nullptr);
+      return listening;
+    }
+    Status placed = place_directly();
+    result->direct_setup_us = MicrosSince(t_setup);
+    return placed;
+  };
+  // Resume: QEMU's userfaultfd covers guest RAM already; the placement is decided before the handshake, so
+  // that nothing can go out before it. Then the received bitmaps, RESUME_ACK, and the engine.
+  auto resume_guest = [&]() -> Status {
+    if (plan.names.empty()) {
+      sink.Decide(nullptr);
+    } else {
+      HLT_RETURN_IF_ERROR(place_directly());
+    }
+    HLT_RETURN_IF_ERROR(channel.BeginResume(10000));
+    result->start_to_resumed_us = MicrosSince(t0);
+    result->resume_present_pages += channel.stats(false).resume_received_pages;
+    if (options.on_resumed) options.on_resumed(result->start_to_resumed_us);
+    return engine->Start();
   };
 
   if (!options.lazy) {
@@ -441,7 +552,9 @@ Status RestoreCheckpointIntoQemu(const CheckpointReader& reader, QmpClient& qmp,
     if (!s.ok()) return fail(s);
   } else {
     // Lazy: a working-set preload goes before the device state; otherwise the guest starts first.
-    if (eo.preload_working_set) {
+    if (options.resume) {
+      s = resume_guest();
+    } else if (eo.preload_working_set) {
       s = engine->Start();
       if (s.ok()) s = start_guest();
     } else {

@@ -46,22 +46,23 @@ Status SetMigrationCapabilities(QmpClient& qmp, const std::vector<std::pair<std:
   return r.status();
 }
 
-Result<UniqueFd> StartIncomingOverFd(QmpClient& qmp, const std::string& fd_name) {
+static Result<UniqueFd> ListenOverFd(QmpClient& qmp, const std::string& command, const std::string& fd_name) {
   HLT_ASSIGN_OR_RETURN(auto pair, SocketPair());
   HLT_ASSIGN_OR_RETURN(Json ignored, qmp.ExecuteWithFd("getfd", Json::Obj({{"fdname", fd_name}}), pair.second.get()));
   (void)ignored;
   pair.second.reset();  // QEMU holds its own copy now; ours would keep the channel open after QEMU closes it
-  HLT_ASSIGN_OR_RETURN(Json ignored2, qmp.Execute("migrate-incoming", Json::Obj({{"uri", "fd:" + fd_name}})));
+  HLT_ASSIGN_OR_RETURN(Json ignored2, qmp.Execute(command, Json::Obj({{"uri", "fd:" + fd_name}})));
   (void)ignored2;
   return std::move(pair.first);
 }
 
-Result<UniqueFd> StartIncomingOverUnix(QmpClient& qmp, const std::string& socket_path, int timeout_ms) {
+static Result<UniqueFd> ListenOverUnix(QmpClient& qmp, const std::string& command, const std::string& socket_path,
+                                int timeout_ms) {
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
   if (socket_path.size() >= sizeof(addr.sun_path)) return Status::InvalidArgument("socket path too long: " + socket_path);
   memcpy(addr.sun_path, socket_path.c_str(), socket_path.size() + 1);
-  HLT_ASSIGN_OR_RETURN(Json ignored, qmp.Execute("migrate-incoming", Json::Obj({{"uri", "unix:" + socket_path}})));
+  HLT_ASSIGN_OR_RETURN(Json ignored, qmp.Execute(command, Json::Obj({{"uri", "unix:" + socket_path}})));
   (void)ignored;
   const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
   for (;;) {
@@ -74,6 +75,22 @@ Result<UniqueFd> StartIncomingOverUnix(QmpClient& qmp, const std::string& socket
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
+}
+
+Result<UniqueFd> StartIncomingOverFd(QmpClient& qmp, const std::string& fd_name) {
+  return ListenOverFd(qmp, "migrate-incoming", fd_name);
+}
+
+Result<UniqueFd> StartIncomingOverUnix(QmpClient& qmp, const std::string& socket_path, int timeout_ms) {
+  return ListenOverUnix(qmp, "migrate-incoming", socket_path, timeout_ms);
+}
+
+Result<UniqueFd> StartRecoveryOverFd(QmpClient& qmp, const std::string& fd_name) {
+  return ListenOverFd(qmp, "migrate-recover", fd_name);
+}
+
+Result<UniqueFd> StartRecoveryOverUnix(QmpClient& qmp, const std::string& socket_path, int timeout_ms) {
+  return ListenOverUnix(qmp, "migrate-recover", socket_path, timeout_ms);
 }
 
 Result<UniqueFd> StartMigrationToFd(QmpClient& qmp, const std::string& fd_name) {

@@ -64,6 +64,7 @@ struct PushRestoreChannel::Impl {
   // With health.Lock():
   uint64_t connect_to_package_us = 0;
   uint64_t total_us = 0;
+  uint64_t resume_handshake_us = 0;
   std::atomic<uint64_t> throttle_waits{0};
 };
 
@@ -216,6 +217,60 @@ Status PushRestoreChannel::Begin() {
   return s;
 }
 
+Status PushRestoreChannel::BeginResume(int timeout_ms) {
+  Impl& c = *impl_;
+  if (!c.options.lazy) return Status::Internal("BeginResume is for a lazy (postcopy) restore");
+  c.t0 = Clock::now();
+  const auto deadline = c.t0 + std::chrono::milliseconds(timeout_ms);
+  auto left = [&] {
+    return std::max(std::chrono::milliseconds(0),
+                    std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()));
+  };
+  c.listener.Start();
+  c.workers.Start(c.options.request_workers);
+  // No header: QEMU's loader goes on reading the stream it was reading, now from this channel.
+  HLT_RETURN_IF_ERROR(c.stream.WriteRecords([&](MigrationStreamWriter& w) {
+    HLT_RETURN_IF_ERROR(w.BeginResumedStream());
+    for (uint32_t b = 0; b < c.state.ram_blocks.size(); ++b) HLT_RETURN_IF_ERROR(w.WriteRecvBitmapRequest(b));
+    return Status::Ok();
+  }));
+  std::vector<std::optional<std::string>> bitmaps;
+  {
+    auto lock = c.health.Lock();
+    auto all_in = [&] {
+      const auto& got = c.listener.recv_bitmaps_locked();
+      if (got.size() < c.state.ram_blocks.size()) return false;
+      return std::all_of(got.begin(), got.end(), [](const auto& b) { return b.has_value(); });
+    };
+    c.health.WaitFor(lock, left(), [&] { return all_in() || c.listener.ended_locked(); });
+    if (c.health.failed()) return c.health.error_locked();
+    if (!all_in()) {
+      return Status::IoError(fmt::format("QEMU sent no received-pages bitmap for every RAMBlock within {} ms of the "
+                                         "recovery channel connecting",
+                                         timeout_ms));
+    }
+    bitmaps = c.listener.recv_bitmaps_locked();
+  }
+  for (uint32_t b = 0; b < bitmaps.size(); ++b) c.stream.MarkReceived(b, *bitmaps[b]);
+  HLT_RETURN_IF_ERROR(c.stream.WriteRecords([](MigrationStreamWriter& w) {
+    return w.WritePostcopyResume();
+  }));
+  {
+    auto lock = c.health.Lock();
+    c.health.WaitFor(lock, left(),
+                     [&] { return c.listener.resume_ack_locked().has_value() || c.listener.ended_locked(); });
+    if (c.health.failed()) return c.health.error_locked();
+    const auto& ack = c.listener.resume_ack_locked();
+    if (!ack) return Status::IoError(fmt::format("QEMU did not acknowledge POSTCOPY_RESUME within {} ms", timeout_ms));
+    // QEMU's MIGRATION_RESUME_ACK_VALUE is 1; anything else is a refusal.
+    if (*ack != 1) return Status::Aborted(fmt::format("QEMU answered POSTCOPY_RESUME with {:#x}", *ack));
+    c.resume_handshake_us = MicrosBetween(c.t0, Clock::now());
+  }
+  c.guest_started.store(true, std::memory_order_release);
+  c.workers.Go();
+  return Status::Ok();
+}
+
 Status PushRestoreChannel::StartGuest() {
   Impl& c = *impl_;
   if (!c.options.lazy) return Status::Internal("StartGuest is for a lazy (postcopy) restore");
@@ -309,6 +364,7 @@ PushRestoreStats PushRestoreChannel::stats(bool latency_percentiles) const {
     out.requests_already_sent = c.workers.already_sent_locked();
     out.requests_after_end = c.workers.after_end_locked();
     out.pages_sent_before_first_request = c.listener.pages_sent_before_first_request_locked();
+    out.resume_handshake_us = c.resume_handshake_us;
   }
   out.requests = c.listener.requests();
   if (latency_percentiles) {
@@ -324,6 +380,7 @@ PushRestoreStats PushRestoreChannel::stats(bool latency_percentiles) const {
   out.zero_pages = n.zero_pages;
   out.sections = n.sections;
   out.bytes_sent = n.bytes_sent;
+  out.resume_received_pages = c.stream.pages_received_before();
   out.throttle_waits = c.throttle_waits.load(std::memory_order_relaxed);
   return out;
 }

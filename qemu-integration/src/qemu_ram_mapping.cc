@@ -66,12 +66,15 @@ bool PagemapEntryIsUnwrittenFilePage(uint64_t entry) {
   return (entry & (kPresent | kSwapped)) == 0;
 }
 
-Result<std::vector<bool>> UnwrittenPagesOfPrivateFileMapping(pid_t pid, uint64_t start, uint64_t pages) {
+namespace {
+
+// pred(entry) for each page map entry of [start, start + pages * 4096) in process `pid`.
+Result<std::vector<bool>> ClassifyPages(pid_t pid, uint64_t start, uint64_t pages, bool (*pred)(uint64_t)) {
   const std::string path = "/proc/" + std::to_string(pid) + "/pagemap";
   if (start % kPage != 0) return Status::InvalidArgument(path + ": start " + std::to_string(start) + " is not page aligned");
   const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return Status::IoError(path + ": cannot open it", errno);
-  std::vector<bool> unwritten(pages);
+  std::vector<bool> out(pages);
   std::vector<uint64_t> entries(std::min<uint64_t>(pages, 65536));
   Status status;
   for (uint64_t done = 0; done < pages && status.ok();) {
@@ -86,12 +89,24 @@ Result<std::vector<bool>> UnwrittenPagesOfPrivateFileMapping(pid_t pid, uint64_t
       break;
     }
     const uint64_t read = uint64_t(got) / sizeof(uint64_t);
-    for (uint64_t i = 0; i < read; ++i) unwritten[done + i] = PagemapEntryIsUnwrittenFilePage(entries[i]);
+    for (uint64_t i = 0; i < read; ++i) out[done + i] = pred(entries[i]);
     done += read;
   }
   close(fd);
   if (!status.ok()) return status;
-  return unwritten;
+  return out;
+}
+
+}  // namespace
+
+Result<std::vector<bool>> UnwrittenPagesOfPrivateFileMapping(pid_t pid, uint64_t start, uint64_t pages) {
+  return ClassifyPages(pid, start, pages, PagemapEntryIsUnwrittenFilePage);
+}
+
+bool PagemapEntryIsPopulated(uint64_t entry) { return (entry & (kPresent | kSwapped)) != 0; }
+
+Result<std::vector<bool>> PopulatedPages(pid_t pid, uint64_t start, uint64_t pages) {
+  return ClassifyPages(pid, start, pages, PagemapEntryIsPopulated);
 }
 
 }  // namespace halite::qemu

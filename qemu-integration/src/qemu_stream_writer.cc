@@ -56,6 +56,28 @@ Status MigrationStreamWriter::WriteCommand(Command cmd, std::string_view payload
   return Put(b);
 }
 
+Status MigrationStreamWriter::BeginResumedStream() {
+  HLT_RETURN_IF_ERROR(Order(phase_ == Phase::kNew, "resumed stream"));
+  advised_ = true;
+  phase_ = Phase::kPackaged;
+  return Status::Ok();
+}
+
+Status MigrationStreamWriter::WriteRecvBitmapRequest(uint32_t block) {
+  HLT_RETURN_IF_ERROR(Order(phase_ == Phase::kPackaged && advised_ && !in_section_, "RECV_BITMAP"));
+  if (block >= state_->ram_blocks.size()) return Status::InvalidArgument("RECV_BITMAP: no block " + std::to_string(block));
+  const std::string& name = state_->ram_blocks[block].name;
+  if (name.empty() || name.size() > 255) return Status::InvalidArgument("RECV_BITMAP: block name length " + std::to_string(name.size()));
+  std::string payload(1, static_cast<char>(name.size()));
+  payload += name;
+  return WriteCommand(Command::kRecvBitmap, payload);
+}
+
+Status MigrationStreamWriter::WritePostcopyResume() {
+  HLT_RETURN_IF_ERROR(Order(phase_ == Phase::kPackaged && advised_ && !in_section_, "POSTCOPY_RESUME"));
+  return WriteCommand(Command::kPostcopyResume, {});
+}
+
 Status MigrationStreamWriter::WriteOpenReturnPath() {
   HLT_RETURN_IF_ERROR(Order(phase_ == Phase::kConfiguration, "OPEN_RETURN_PATH"));
   return WriteCommand(Command::kOpenReturnPath, {});

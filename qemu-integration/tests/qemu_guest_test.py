@@ -14,6 +14,8 @@ usage: qemu_guest_test.py --tools DIR --work DIR SCENARIO
   corrupt_block       a byte of a block flipped: that block is never sent, QEMU's postcopy pauses, exit 4
   incremental         restore, run, hlt-save --parent (an incremental child), restore the child lazily
   incremental_shared  the same from a --memory shared clone: its unwritten pages come from QEMU's page map
+  resume              20 SIGKILLs of hlt-restore at random moments of one lazy restore (before RUN, requests,
+                      loader, late), each followed by --resume --qemu-dir: memcheck continues, no page twice
   placement_channel   lazy with --placement channel: every page in QEMU's stream, the summary says so
   placement_fallback  hlt-restore --qmp as another user (nobody) than QEMU's (root): no ptrace permission, so
                       pidfd_getfd is refused and --placement auto falls back to the channel, saying why
@@ -434,6 +436,129 @@ def scenario_killed_mid_restore(env):
     log(f"hlt-restore noticed in {took:.2f} s and exited {rc}")
 
 
+def start_logged(cmd, out_path, env_vars):
+    out, err = open(out_path, "wb"), open(out_path + ".err", "wb")
+    p = subprocess.Popen(cmd, stdout=out, stderr=err, env=env_vars)
+    out.close()
+    err.close()
+    return p
+
+
+def wait_for_line(p, out_path, pattern, timeout):
+    """Waits until hlt-restore's output matches `pattern` (returns the match) or it exits (returns None)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        m = re.search(pattern, read(out_path))
+        if m:
+            return m
+        if p.poll() is not None:
+            return re.search(pattern, read(out_path))
+        time.sleep(0.01)
+    raise Fail(f"no line matching {pattern!r} within {timeout} s:\n{read(out_path)[-1500:]}")
+
+
+def resume_cycle(env, ckpt, last, name, kills, rng, env_vars, moments, resume_ms):
+    """One lazy restore, SIGKILLed up to `kills` times at random moments, each time resumed with --resume
+    --qemu-dir; then the guest must continue. Returns the number of kills that landed."""
+    serial, qdir = env.path(name + ".serial.log"), env.path(name + ".qemu")
+    shutil.rmtree(qdir, ignore_errors=True)
+    if os.path.exists(serial):
+        os.unlink(serial)
+    argv = guest_argv(serial)
+    # A slow loader (2 MiB/s) keeps the restore going after the guest's own requests (never throttled) have
+    # brought in its working set.
+    common = [env.restore_bin, "qemu", ckpt, "--rate-limit", "2M"]
+    stats = env.path(name + ".stats.json")
+    first = common + ["--qemu", argv[0], "--qemu-dir", qdir, "--", *argv[1:]]
+    again = common + ["--resume", "--qemu-dir", qdir, "--stats-json", stats]
+    landed, pids = 0, set()
+    for k in range(kills + 1):
+        out_path = env.path(f"{name}.{k}.log")
+        p = start_logged(first if k == 0 else again, out_path, env_vars)
+        try:
+            # Ready to be killed: the restore record is written ("restoring"/"resuming" is printed after it),
+            # and a resume has passed its handshake (QEMU 7.2 cannot recover a recovery killed inside it).
+            wait_for_line(p, out_path, r"restoring .* into QEMU|resuming the restore", 60)
+            if "resuming the restore" in read(out_path):
+                m = wait_for_line(p, out_path, r"guest resumed: .* \(([\d.]+) ms after hlt-restore started\)", 60)
+                if m:
+                    resume_ms.append(float(m.group(1)))
+            for m in re.finditer(r"QEMU \(pid (\d+)\)|into QEMU pid (\d+)", read(out_path)):
+                pid = int(m.group(1) or m.group(2))
+                if pid not in pids:
+                    pids.add(pid)
+                    env.pids.append(pid)
+            if k == kills:
+                rc = p.wait(300)
+                if rc != 0:
+                    raise Fail(f"the last --resume exited {rc}:\n{read(out_path)}{read(out_path + '.err')}")
+                break
+            if k == 0 and rng.random() < 0.4:
+                moment, delay = "before RUN", 0.0
+            else:
+                moment = rng.choice(["requests", "loader", "loader", "late"])
+                delay = {"requests": rng.uniform(0.0, 0.3), "loader": rng.uniform(0.3, 2.5),
+                         "late": rng.uniform(2.5, 6.0)}[moment]
+            time.sleep(delay)
+            if p.poll() is not None:
+                if p.returncode != 0:
+                    raise Fail(f"hlt-restore run {k} exited {p.returncode} before its kill:\n{read(out_path)}"
+                               f"{read(out_path + '.err')}")
+                log(f"{name}: run {k} completed the restore before its kill ({moment} +{delay:.2f} s)")
+                break
+            os.kill(p.pid, signal.SIGKILL)
+            p.wait()
+            landed += 1
+            moments.append(f"{moment} +{delay:.2f}s")
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        print(read(out_path) + read(out_path + ".err"), flush=True)
+    stderr_text = "".join(read(os.path.join(qdir, f)) for f in os.listdir(qdir) if f.endswith(".log"))
+    if "File exists" in stderr_text or "postcopy_place_page" in stderr_text:
+        raise Fail("QEMU reports a page placed twice: " + stderr_text[-800:])
+    if os.path.exists(stats):
+        with open(stats) as f:
+            st = json.load(f)
+        log(f"{name}: last resume found {st['resume_present_pages']} pages in QEMU, "
+            f"{st['engine_blocks_present_at_start']} blocks not read again")
+    if os.path.exists(os.path.join(qdir, "halite-restore.json")):
+        raise Fail("the restore record was left behind after the restore completed")
+    env.expect_continues(serial, last, passes=2, timeout=120)
+    env.cleanup()
+    env.pids = []
+    return landed
+
+
+def scenario_resume(env, kills=None, seed=None):
+    """Issue 15: SIGKILL hlt-restore at random moments of lazy restores (before RUN, while requests are served,
+    while the loader streams, late), each time followed by `hlt-restore qemu --resume --qemu-dir`, until `kills`
+    kills landed. Every guest must continue with every memory check OK and no reboot; no page may go twice
+    (QEMU would pause on "File exists", and the next resume would fail)."""
+    import random
+    kills = int(os.environ.get("HALITE_RESUME_KILLS", 20)) if kills is None else kills
+    seed = int(os.environ.get("HALITE_RESUME_SEED", time.time_ns() % 100000)) if seed is None else seed
+    rng = random.Random(seed)
+    ckpt, last = env.stopped_checkpoint()
+    run_dir = env.path("resume.run")
+    shutil.rmtree(run_dir, ignore_errors=True)
+    env_vars = dict(os.environ, HALITE_RUN_DIR=run_dir)
+    log(f"seed {seed}: {kills} SIGKILLs of hlt-restore across restores, each followed by --resume")
+    moments, resume_ms, landed, cycle = [], [], 0, 0
+    while landed < kills:
+        if cycle >= kills:
+            raise Fail(f"only {landed} of {kills} kills landed in {cycle} restores")
+        want = min(kills - landed, rng.randint(3, 8))
+        landed += resume_cycle(env, ckpt, last, f"resume{cycle}", want, rng, env_vars, moments, resume_ms)
+        cycle += 1
+    log(f"{landed} kills in {cycle} restores: {', '.join(moments)}")
+    if resume_ms:
+        srt = sorted(resume_ms)
+        log(f"--resume start to QEMU's RESUME_ACK over {len(srt)} resumes: median {srt[len(srt) // 2]:.1f} ms, "
+            f"min {srt[0]:.1f} ms, max {srt[-1]:.1f} ms")
+
+
 def scenario_corrupt_block(env):
     ckpt, _ = env.stopped_checkpoint()
     bad = env.path("corrupt.hlt")
@@ -685,6 +810,7 @@ SCENARIOS = {
     "shared_corrupt_block": (scenario_shared_corrupt_block, False),
     "incremental": (scenario_incremental, True),
     "incremental_shared": (scenario_incremental_shared, True),
+    "resume": (scenario_resume, True),
 }
 
 

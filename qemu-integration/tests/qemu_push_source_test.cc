@@ -234,6 +234,149 @@ TEST_CASE("push channel: preload, requests on workers, background pushes, every 
   REQUIRE(req[2] == PageId{1, 5});
 }
 
+// A postcopy destination whose first source died: answers RECV_BITMAP with `received` (pages it holds), then
+// POSTCOPY_RESUME with RESUME_ACK `ack`, asks for `requests`, and checks that every page it did not hold comes
+// exactly once and none it held comes at all; SHUT 0 at EOF.
+void ResumedDestination(int fd, DestResult* r, std::set<std::pair<uint32_t, uint64_t>> received, uint32_t ack,
+                        std::vector<std::pair<const char*, uint64_t>> requests) {
+  FdSource src(fd, FdSourceOptions{"return path", 0, 10000});
+  StreamInput in(&src, "fake destination");
+  auto fail = [&](const std::string& m) { r->status = Status::Corrupt(m); };
+  const std::vector<std::pair<std::string, uint64_t>> blocks{{"pc.ram", kRamPages}, {"pc.bios", kBiosPages}};
+  std::set<std::pair<uint32_t, uint64_t>> seen = received;
+  size_t bitmaps = 0;
+  int last_block = -1;
+  std::string tmp;
+  for (;;) {
+    auto tag = in.U8("tag");
+    if (!tag.has_value()) return fail(tag.error().message());
+    if (*tag == 0x00) break;
+    if (*tag == 0x08) {
+      const uint16_t cmd = *in.Be16("cmd");
+      const uint16_t len = *in.Be16("len");
+      tmp.clear();
+      (void)in.Bytes(len, "payload", &tmp);
+      if (cmd == 10) {  // RECV_BITMAP: u8 length, block name
+        const std::string name = tmp.substr(1);
+        if (tmp.empty() || uint8_t(tmp[0]) != name.size() || bitmaps >= blocks.size() || name != blocks[bitmaps].first) {
+          return fail("bad RECV_BITMAP " + tmp);
+        }
+        const uint32_t b = static_cast<uint32_t>(bitmaps++);
+        std::string bits((blocks[b].second + 63) / 64 * 8, '\0');
+        for (const auto& [rb, rp] : received) {
+          if (rb == b) bits[rp / 8] = static_cast<char>(bits[rp / 8] | (1 << (rp % 8)));
+        }
+        std::string msg;
+        PutBe16(&msg, 5);
+        PutBe16(&msg, static_cast<uint16_t>(tmp.size()));
+        msg += tmp;
+        PutBe64(&msg, bits.size());
+        msg += bits;
+        PutBe64(&msg, 0x0123456789abcdefULL);
+        (void)!send(fd, msg.data(), msg.size(), MSG_NOSIGNAL);
+      } else if (cmd == 9) {  // POSTCOPY_RESUME
+        if (bitmaps != blocks.size()) return fail("POSTCOPY_RESUME before every bitmap");
+        std::string v;
+        PutBe32(&v, ack);
+        Rp(fd, 6, v);
+        for (auto& [b, p] : requests) Rp(fd, 3, Request(b, p));
+      } else {
+        return fail("unexpected command " + std::to_string(cmd) + " in a resumed stream");
+      }
+      continue;
+    }
+    if (*tag != 0x02 && *tag != 0x03) return fail("unexpected tag " + std::to_string(*tag));
+    (void)in.Be32("id");
+    for (;;) {
+      const uint64_t w = *in.Be64("record");
+      const uint64_t flags = w & 0xfff;
+      if (flags == 0x10) break;
+      if (!(flags & 0x20)) {
+        const uint8_t nlen = *in.U8("nlen");
+        tmp.clear();
+        (void)in.Bytes(nlen, "name", &tmp);
+        last_block = tmp == "pc.ram" ? 0 : 1;
+      } else if (last_block < 0) {
+        return fail("CONTINUE as the first record of a resumed stream");
+      }
+      const PageId id{static_cast<uint32_t>(last_block), (w & ~0xfffull) / 4096};
+      if (!seen.emplace(id.block, id.page).second) return fail("page sent twice (or one the destination held)");
+      if (flags & 0x02) {
+        (void)in.U8("fill");
+      } else {
+        (void)in.Need(4096, "data");
+        in.Consume(4096);
+      }
+      r->order.push_back(id);
+    }
+    (void)in.Bytes(5, "footer", &tmp);
+  }
+  if (seen.size() != kRamPages + kBiosPages) return fail("missing pages: " + std::to_string(seen.size()));
+  std::string s;
+  PutBe32(&s, 0);
+  Rp(fd, 1, s);
+  shutdown(fd, SHUT_RDWR);
+}
+
+TEST_CASE("push channel: a resumed channel takes QEMU's received pages as sent and serves the rest once",
+          "[push][resume]") {
+  const SavedVmState state = MakeState();
+  int sv[2];
+  REQUIRE(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
+  std::set<std::pair<uint32_t, uint64_t>> received;
+  for (uint64_t p = 0; p < kRamPages; p += 3) received.emplace(0, p);
+  for (uint64_t p = 0; p < kBiosPages; ++p) received.emplace(1, p);
+  DestResult dr;
+  // Page 7 is missing; page 9 was received (a request QEMU repeats after recovery costs nothing).
+  std::thread dest(ResumedDestination, sv[1], &dr, received, 1,
+                   std::vector<std::pair<const char*, uint64_t>>{{"pc.ram", 7}, {"pc.ram", 9}});
+  FakeEngine* engine = nullptr;
+  PushRestoreChannel ch(sv[0], state, PushRestoreOptions{}, [&](PageId id) {
+    return engine->SendRun(id.block, id.page, 1, InstallPriority::kUrgent);
+  });
+  FakeEngine fe(&ch);
+  engine = &fe;
+  REQUIRE(ch.BeginResume(5000).ok());
+  REQUIRE(ch.guest_started());
+  for (const auto& [b, p] : received) REQUIRE(ch.IsSent(PageId{b, p}));
+  for (uint64_t p = 0; p < kRamPages; ++p) {
+    if (!ch.IsSent(PageId{0, p})) REQUIRE(fe.SendRun(0, p, 1).ok());
+  }
+  Status s = ch.Finish();
+  dest.join();
+  ch.StopThreads();
+  close(sv[0]);
+  close(sv[1]);
+  INFO(s.ToString() + " / destination: " + dr.status.ToString());
+  REQUIRE(s.ok());
+  REQUIRE(dr.status.ok());
+  const PushRestoreStats st = ch.stats();
+  REQUIRE(st.resume_received_pages == received.size());
+  REQUIRE(st.request_pages + st.pushed_pages == kRamPages + kBiosPages - received.size());
+  REQUIRE(st.requests == 2);
+  REQUIRE(st.requests_already_sent >= 1);  // page 9
+}
+
+TEST_CASE("push channel: a RESUME_ACK other than 1 is a refusal", "[push][resume]") {
+  const SavedVmState state = MakeState();
+  int sv[2];
+  REQUIRE(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
+  DestResult dr;
+  std::thread dest(ResumedDestination, sv[1], &dr, std::set<std::pair<uint32_t, uint64_t>>{}, 0,
+                   std::vector<std::pair<const char*, uint64_t>>{});
+  PushRestoreChannel ch(sv[0], state, PushRestoreOptions{}, [](PageId) { return Status::Ok(); });
+  Status s = ch.BeginResume(5000);
+  INFO(s.ToString());
+  REQUIRE(s.code() == StatusCode::kAborted);
+  REQUIRE(s.message().find("POSTCOPY_RESUME") != std::string::npos);
+  shutdown(sv[0], SHUT_RDWR);
+  ch.Abort(s);
+  ch.StopThreads();
+  dest.join();
+  close(sv[0]);
+  close(sv[1]);
+}
+
 TEST_CASE("push channel: a handler error fails the channel and shuts the socket down", "[push]") {
   const SavedVmState state = MakeState();
   int sv[2];

@@ -528,3 +528,35 @@ TEST_CASE("statistics and the timeline come from the engine", "[engine][stats]")
   CHECK_THAT(csv, Catch::Contains(",\"ram\",301,zero,,"));
   CHECK_THAT(csv, Catch::Contains(",\"vga\",5,"));
 }
+
+TEST_CASE("skip_present_at_start: pages the sink holds are never installed again; whole blocks are never read",
+          "[engine][resume]") {
+  MemCheckpoint m = SmallCheckpoint();
+  auto reader = OpenMem(m);
+  RecordingSink sink(m.regions);
+  // What a destination held when its first restorer died: every page of block 0, and every other page of
+  // block 1 (a block streamed half-way).
+  std::set<uint64_t> held;
+  for (const BlockMember& b : reader->BlockMembers(0)) held.insert(b.page);
+  const auto half = reader->BlockMembers(1);
+  for (size_t i = 0; i < half.size(); i += 2) held.insert(half[i].page);
+  for (uint64_t g : held) sink.SetPresent(reader->PageOf(g));
+  RestoreEngineOptions o;
+  o.skip_present_at_start = true;
+  auto engine = RestoreEngine::Create(*reader, sink, o);
+  REQUIRE(engine.has_value());
+  REQUIRE((*engine)->Start().ok());
+  REQUIRE((*engine)->WaitForLoader().ok());
+  const auto st = (*engine)->Stats();
+  CHECK(st.pages_present_at_start == held.size());
+  CHECK(st.blocks_present_at_start == 1);
+  CHECK(st.blocks_read == reader->blocks().size() - 1);  // block 1 is read for its other half
+  CHECK(st.blocks_loaded == reader->blocks().size());
+  for (uint64_t g = 0; g < reader->total_pages(); ++g) {
+    const PageRef p = reader->PageOf(g);
+    CHECK((*engine)->IsInstalled(p) == (held.count(g) > 0 || reader->Locate(g).kind == PageKind::kStored));
+    if (held.count(g)) CHECK(!sink.Installed(p));
+    if (!held.count(g) && reader->Locate(g).kind == PageKind::kStored) CHECK(PageEquals(sink, m, p));
+  }
+  CHECK(sink.double_installs() == 0);
+}

@@ -4,6 +4,7 @@
 #define HALITE_TOOLS_CLI_H_
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -82,6 +83,8 @@ std::string VersionText(const std::string& tool);
 std::string FindExecutable(const std::string& arg);
 
 std::string HumanBytes(uint64_t bytes);
+// Lower-case hex of `bytes` (file ids, fingerprints, uuids).
+std::string HexBytes(std::span<const uint8_t> bytes);
 // One JSON document and a newline, as every tool prints JSON. Strings that are not valid UTF-8 (file names can be
 // any bytes) have the bad bytes replaced by U+FFFD instead of failing.
 std::string JsonText(const nlohmann::ordered_json& value);

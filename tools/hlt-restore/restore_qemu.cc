@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <climits>
+#include <filesystem>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -14,11 +15,15 @@
 #include <optional>
 #include <thread>
 
+#include <fmt/format.h>
+
 #include "halite/hint_files.h"
 #include "halite/qemu/qemu_checkpoint.h"
 #include "halite/qemu/qemu_launcher.h"
+#include "halite/qemu/qemu_migration_control.h"
 #include "hlt-restore/lazy_restore_flags.h"
 #include "hlt-restore/restore_modes.h"
+#include "hlt-restore/restore_record.h"
 #include "hlt-restore/shared_memory.h"
 
 namespace halite::restore {
@@ -27,6 +32,7 @@ namespace {
 
 const char* kQemuUsage =
     "usage: hlt-restore qemu CKPT [options] (--qmp SOCKET | -- QEMU ARGS...)\n"
+    "       hlt-restore qemu CKPT --resume (--qmp SOCKET | --qemu-dir DIR) [options]\n"
     "Restores a checkpoint made by `hlt-save qemu` into QEMU, which must have the same machine options (-m,\n"
     "devices, -kernel) as the saved one. Lazy by default: QEMU's guest runs at once and its page requests are\n"
     "served from the checkpoint a locality block at a time while the rest is pushed in the background\n"
@@ -58,6 +64,13 @@ const char* kQemuUsage =
     "                         Use it for many clones of one checkpoint on a host; copy for a single restore\n"
     "                         (its guest owns its memory, and the image server need not outlive it)\n"
     "  --image-dir DIR        where image servers mount (default /run/halite/images)\n"
+    "  --resume               take over a lazy restore of CKPT whose hlt-restore died (killed, crashed, out of\n"
+    "                         memory): QEMU waits in postcopy-paused with its guest frozen; this resumes it\n"
+    "                         through QEMU's postcopy recovery and serves the rest (nothing QEMU holds is sent\n"
+    "                         again). The QEMU is found by --qemu-dir (a launched one) or --qmp; the restore's\n"
+    "                         record (DIR/halite-restore.json, or $HALITE_RUN_DIR or /run/halite/restores/\n"
+    "                         qemu-PID.json) must name CKPT's file_id. A launched QEMU that exited (its restore\n"
+    "                         died before the guest ran) is started again and restored from the start\n"
     "  --wait                 after the restore, wait for QEMU to exit\n"
     "  --quiet                print only errors\n";
 
@@ -88,7 +101,7 @@ int RestoreQemu(cli::Args& args) {
   std::string usage = std::string(kQemuUsage) + kLazyRestoreFlagsHelp + cli::kReaderFlagsHelp;
   std::string ckpt, socket, qemu_bin, qemu_dir, error, v, record, timeline, stats_json, progress_log;
   std::vector<std::string> qemu_args;
-  bool launch = false, wait = false, quiet = false, shared_memory = false;
+  bool launch = false, wait = false, quiet = false, shared_memory = false, resume = false;
   std::string image_dir = "/run/halite/images";
   ReaderOptions ropts;
   qemu::CheckpointRestoreOptions opt;
@@ -125,6 +138,8 @@ int RestoreQemu(cli::Args& args) {
       shared_memory = v == "shared";
     } else if (args.Option("--image-dir", &v, &error)) {
       image_dir = v;
+    } else if (args.Flag("--resume")) {
+      resume = true;
     } else if (args.Flag("--wait")) {
       wait = true;
     } else if (args.Flag("--quiet")) {
@@ -136,6 +151,63 @@ int RestoreQemu(cli::Args& args) {
     if (!error.empty()) return cli::UsageError(tool, error, usage);
   }
   if (ckpt.empty()) return cli::UsageError(tool, "CKPT is required", usage);
+  // --resume: the record of the interrupted restore says which QEMU and which checkpoint.
+  std::optional<RestoreRecord> prior;
+  if (resume) {
+    if (launch) return cli::UsageError(tool, "--resume takes over a running QEMU: give --qmp SOCKET or --qemu-dir DIR, not QEMU ARGS", usage);
+    if (socket.empty() == qemu_dir.empty()) return cli::UsageError(tool, "--resume needs --qmp SOCKET or --qemu-dir DIR (one of them)", usage);
+    if (!opt.lazy || shared_memory) return cli::UsageError(tool, "--resume continues a lazy restore (no --eager, no --memory shared)", usage);
+    if (!qemu_dir.empty()) {
+      auto r = ReadRestoreRecord(qemu_dir + "/" + kRecordFileName);
+      if (!r) return cli::Fail(tool, r.error());
+      prior = std::move(*r);
+      socket = prior->qmp_socket;
+      auto started = ProcessStartTime(prior->qemu_pid);
+      bool gone = !started || *started != prior->qemu_start_time;
+      if (!gone) {
+        // Alive. Where did its restore stop? Before QEMU was given a stream ("none"): restore into it afresh.
+        // In the precopy phase (the stream cut before the guest ran): QEMU fails its load; it is ours and its
+        // guest never ran, so it goes and an identical one starts. Postcopy: resumed below.
+        auto probe = qemu::QmpClient::Connect(socket, 5000);
+        auto m = probe ? qemu::QueryMigration(**probe) : Result<qemu::MigrationStatus>(probe.error());
+        const std::string st = m ? m->status : "";
+        if (st == "none") {
+          resume = false;
+          if (opt.unix_socket_path.empty()) opt.unix_socket_path = prior->incoming_socket;
+          if (!quiet) std::printf("QEMU pid %d never received a stream: restoring into it from the start\n", int(prior->qemu_pid));
+        } else if (!m || (st.rfind("postcopy", 0) != 0 && st != "completed")) {
+          if (!quiet) {
+            std::printf("QEMU pid %d stopped in its precopy phase (%s), before its guest ran: replacing it\n",
+                        int(prior->qemu_pid), m ? st.c_str() : m.error().message().c_str());
+          }
+          kill(prior->qemu_pid, SIGKILL);
+          for (int i = 0; i < 500 && ProcessStartTime(prior->qemu_pid).has_value(); ++i) usleep(10000);
+          gone = true;
+        }
+      }
+      if (gone) {
+        // QEMU exits when its restore dies before the guest runs (a cut stream in the precopy phase fails its
+        // load): nothing of the guest is lost, so start the same QEMU again and restore from the start.
+        if (prior->qemu_args.empty()) {
+          return cli::Fail(tool, Status::NotFound("QEMU pid " + std::to_string(prior->qemu_pid) +
+                                                  " of the interrupted restore is gone, and its record does not say "
+                                                  "how to start it again"));
+        }
+        if (!quiet) {
+          std::printf("QEMU pid %d of the interrupted restore is gone (its guest never ran): starting it again and "
+                      "restoring from the start\n",
+                      int(prior->qemu_pid));
+          std::fflush(stdout);
+        }
+        launch = true;
+        resume = false;
+        socket.clear();
+        qemu_bin = prior->qemu_binary;
+        qemu_args = prior->qemu_args;
+        if (opt.unix_socket_path.empty()) opt.unix_socket_path = prior->incoming_socket;
+      }
+    }
+  }
   if (launch == !socket.empty()) {
     return cli::UsageError(tool, "give either --qmp SOCKET or -- QEMU ARGS... (one of them)", usage);
   }
@@ -237,8 +309,76 @@ int RestoreQemu(cli::Args& args) {
     if (!c) return cli::Fail(tool, c.error());
     qmp = std::move(*c);
   }
+  const pid_t qemu_pid = proc ? proc->pid() : qmp->PeerPid();
+  const std::string file_id = cli::HexBytes(r.file_id());
+  std::vector<std::string> record_paths;
+  if (resume) {
+    if (!prior) {
+      if (qemu_pid <= 0) {
+        return cli::Fail(tool, Status::Unsupported(socket + ": cannot tell QEMU's pid from this QMP socket, so no "
+                                                            "restore record can be found: use --qemu-dir"));
+      }
+      auto rec = ReadRestoreRecord(RecordPathForPid(qemu_pid));
+      if (!rec) return cli::Fail(tool, rec.error());
+      prior = std::move(*rec);
+    }
+    auto started = ProcessStartTime(qemu_pid);
+    if (prior->qemu_pid != qemu_pid || !started || *started != prior->qemu_start_time) {
+      return cli::Fail(tool, Status::InvalidArgument(fmt::format(
+                                 "the restore record names QEMU pid {} (started at tick {}), but {} is QEMU pid {}: "
+                                 "that restore's QEMU is gone",
+                                 prior->qemu_pid, prior->qemu_start_time, socket, qemu_pid)));
+    }
+    if (prior->file_id != file_id) {
+      return cli::Fail(tool, Status::InvalidArgument(fmt::format(
+                                 "{} has file_id {}, but QEMU pid {} was restoring {} (file_id {}): resume with "
+                                 "that checkpoint",
+                                 ckpt, file_id, qemu_pid, prior->checkpoint, prior->file_id)));
+    }
+    opt.resume = true;
+    opt.qemu_pid = qemu_pid;
+    if (opt.unix_socket_path.empty()) opt.unix_socket_path = prior->incoming_socket;
+    record_paths.push_back(RecordPathForPid(qemu_pid));
+    if (!prior->qemu_dir.empty()) record_paths.push_back(prior->qemu_dir + "/" + kRecordFileName);
+  } else if (opt.lazy && qemu_pid > 0) {
+    // Written before anything is sent: from here on a dead hlt-restore leaves a restore someone can resume.
+    RestoreRecord rec;
+    // Absolute paths: whoever resumes may run elsewhere.
+    auto absolute = [](const std::string& path) {
+      std::error_code ec;
+      const auto a = std::filesystem::absolute(path, ec);
+      return ec || path.empty() ? path : a.string();
+    };
+    rec.checkpoint = absolute(ckpt);
+    rec.file_id = file_id;
+    rec.qemu_pid = qemu_pid;
+    if (auto started = ProcessStartTime(qemu_pid)) rec.qemu_start_time = *started;
+    rec.qmp_socket = absolute(proc ? proc->qmp_socket_path() : socket);
+    rec.incoming_socket = absolute(opt.unix_socket_path);
+    if (proc) {
+      rec.qemu_dir = absolute(proc->work_dir());
+      rec.qemu_binary = qemu_bin;
+      rec.qemu_args = qemu_args;
+    } else if (prior) {  // restoring afresh into the QEMU an interrupted restore launched
+      rec.qemu_dir = prior->qemu_dir;
+      rec.qemu_binary = prior->qemu_binary;
+      rec.qemu_args = prior->qemu_args;
+    }
+    if (!rec.qemu_dir.empty()) record_paths.push_back(rec.qemu_dir + "/" + kRecordFileName);
+    record_paths.push_back(RecordPathForPid(qemu_pid));
+    for (const std::string& path : record_paths) {
+      if (Status w = WriteRestoreRecord(rec, path); !w.ok()) {
+        std::fprintf(stderr, "%s: warning: %s (this restore cannot be resumed from there)\n", tool.c_str(),
+                     w.message().c_str());
+      }
+    }
+  }
   const bool loader = opt.engine.background_loader;
-  if (!quiet) {
+  if (!quiet && resume) {
+    std::printf("resuming the restore of %s into QEMU pid %d (file_id %s)\n", ckpt.c_str(), int(qemu_pid),
+                file_id.c_str());
+    std::fflush(stdout);
+  } else if (!quiet) {
     std::printf("restoring %s into QEMU%s: %s%s%s\n", ckpt.c_str(),
                 proc ? (" (pid " + std::to_string(proc->pid()) + ")").c_str() : (" at " + socket).c_str(),
                 opt.lazy ? "lazy (postcopy)" : "eager (precopy)",
@@ -249,6 +389,15 @@ int RestoreQemu(cli::Args& args) {
   opt.on_running = [&](uint64_t us) {
     if (quiet) return;
     std::printf("guest running %.1f ms after the restore began\n", Ms(us));
+    std::fflush(stdout);
+  };
+  opt.on_resumed = [&](uint64_t us) {
+    if (quiet) return;
+    const int64_t now = std::chrono::duration_cast<std::chrono::microseconds>(
+                            std::chrono::system_clock::now().time_since_epoch()).count();
+    std::printf("guest resumed: QEMU acknowledged the recovery %.1f ms after the restore began (%.1f ms after "
+                "hlt-restore started)\n",
+                Ms(us), Ms(uint64_t(now - tool_wall_us)));
     std::fflush(stdout);
   };
   std::string progress_text;
@@ -290,8 +439,12 @@ int RestoreQemu(cli::Args& args) {
     }
     return rc;
   }
+  // The restore is complete: nothing is left to resume.
+  for (const std::string& path : record_paths) unlink(path.c_str());
   const int64_t running_wall = res.wall_start_us + int64_t(res.start_to_running_us);
   const uint64_t tool_to_running = res.start_to_running_us ? uint64_t(running_wall - tool_wall_us) : 0;
+  const uint64_t tool_to_resumed =
+      res.start_to_resumed_us ? uint64_t(res.wall_start_us - tool_wall_us) + res.start_to_resumed_us : 0;
 
   if (!record.empty()) {
     s = WriteFile(record, FormatAccessTrace(res.requested, r.regions()));
@@ -366,11 +519,23 @@ int RestoreQemu(cli::Args& args) {
         {"direct_setup_us", res.direct_setup_us},
         {"direct_zero_pages_skipped", res.direct.zero_pages_skipped},
         {"direct_write_calls", res.direct.write_calls},
+        {"resumed", resume},
+        {"resumed_from_status", res.resumed_from_status},
+        {"resume_present_pages", res.resume_present_pages},
+        {"resume_received_pages", c.resume_received_pages},
+        {"engine_pages_present_at_start", ef.pages_present_at_start},
+        {"engine_blocks_present_at_start", ef.blocks_present_at_start},
+        {"tool_to_resumed_us", tool_to_resumed},
         {"qemu_pid", proc ? int(proc->pid()) : -1},
         {"qemu_dir", proc ? proc->work_dir() : std::string()},
     };
     s = WriteFile(stats_json, cli::JsonText(j));
     if (!s.ok()) return cli::Fail(tool, s);
+  }
+  if (!quiet && resume) {
+    std::printf("resumed from %s: QEMU held %llu pages already; its guest could get pages again %.1f ms after "
+                "hlt-restore --resume began\n",
+                res.resumed_from_status.c_str(), (unsigned long long)res.resume_present_pages, Ms(tool_to_resumed));
   }
   if (!quiet) {
     std::printf("restored %s (%s)\n", ckpt.c_str(), opt.lazy ? "lazy" : "eager");

@@ -6,19 +6,10 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "common/cli.h"
 #include "halite/hint_files.h"  // ReadTextFile
 
 namespace halite::save {
-namespace {
-
-template <size_t N>
-std::string LowerHex(const std::array<uint8_t, N>& bytes) {
-  std::string s;
-  for (uint8_t b : bytes) s += fmt::format("{:02x}", b);
-  return s;
-}
-
-}  // namespace
 
 Result<bool> IsImageOfParent(const CheckpointReader& parent, const std::string& mapped_file, const std::string& region) {
   const std::filesystem::path file(mapped_file);
@@ -32,8 +23,8 @@ Result<bool> IsImageOfParent(const CheckpointReader& parent, const std::string& 
   }
   for (const auto& f : stats["files"]) {
     if (!f.is_object() || f.value("name", "") != file.filename().string()) continue;
-    return f.value("checkpoint_file_id", "") == LowerHex(parent.file_id()) &&
-           f.value("checkpoint_index_fingerprint", "") == LowerHex(parent.index_fingerprint()) &&
+    return f.value("checkpoint_file_id", "") == cli::HexBytes(parent.file_id()) &&
+           f.value("checkpoint_index_fingerprint", "") == cli::HexBytes(parent.index_fingerprint()) &&
            f.value("region", "") == region;
   }
   return false;

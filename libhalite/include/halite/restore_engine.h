@@ -75,6 +75,10 @@ struct HALITE_EXPORT RestoreEngineOptions {
   // then installed in one call. Blocks written without cuts (WriterOptions::zstd_block_pages = 0) come in two
   // 128 KiB pieces.
   bool stream_faults = true;
+  // Start() first asks the sink about every page (PageSink::IsPresent) and takes those present as installed; a
+  // block whose pages are all present is never read. For a restore that takes over one interrupted part way (a
+  // QEMU postcopy resumed after its source died): the sink then knows what the destination already holds.
+  bool skip_present_at_start = false;
   // Attempts per block read when the error is transient (Status::retryable()); the wait doubles each time.
   unsigned max_read_attempts = 4;
   std::chrono::microseconds retry_backoff{1000};
@@ -134,6 +138,8 @@ struct HALITE_EXPORT RestoreEngineStats {
   uint64_t pages_installed = 0;        // pages installed with data
   uint64_t zero_pages_installed = 0;   // pages installed as zero pages (no data)
   uint64_t pages_skipped_present = 0;  // pages the sink reported present (never installed by the engine)
+  uint64_t pages_present_at_start = 0;   // skip_present_at_start: pages the sink already held at Start()
+  uint64_t blocks_present_at_start = 0;  // ... and the blocks never read because all their pages were
   uint64_t install_calls = 0;          // runs of adjacent pages given to the sink (a batch holds one or more)
 
   uint64_t read_ns = 0;     // total time in block reads (read + verify + decompress), all threads

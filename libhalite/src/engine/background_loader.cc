@@ -50,6 +50,7 @@ Status RestoreEngine::Impl::Start() {
     if (started_) return Status::InvalidArgument("RestoreEngine::Start called twice");
     started_ = true;
   }
+  if (options_.skip_present_at_start) SkipPresentPages();
   const auto& order = reader_.restore_order();
   if (options_.preload_all || options_.preload_working_set) {
     size_t n = options_.preload_all ? order.size() : std::min<size_t>(reader_.working_set_blocks(), order.size());
@@ -72,6 +73,24 @@ Status RestoreEngine::Impl::Start() {
     thread_exited_ = true;
   }
   return Status::Ok();
+}
+
+void RestoreEngine::Impl::SkipPresentPages() {
+  // Pages no fault or block load has claimed yet: Start runs before the loader, faults may already come.
+  for (uint64_t g = 0; g < reader_.total_pages(); ++g) {
+    if (installed_.Test(g) || !sink_.IsPresent(RefOf(g)) || !claimed_.TrySet(g)) continue;
+    installed_.Set(g);
+    c_.pages_present_at_start.fetch_add(1, std::memory_order_relaxed);
+  }
+  for (uint32_t b = 0; b < reader_.blocks().size(); ++b) {
+    bool all = true;
+    for (const BlockMember& m : reader_.BlockMembers(b)) all = all && installed_.Test(m.page);
+    uint32_t expected = kNotLoaded;
+    if (!all || !block_state_[b].compare_exchange_strong(expected, kLoading)) continue;
+    c_.blocks_present_at_start.fetch_add(1, std::memory_order_relaxed);
+    c_.blocks_loaded.fetch_add(1, std::memory_order_relaxed);
+    SetBlockState(b, kLoaded);
+  }
 }
 
 void RestoreEngine::Impl::Stop() {

@@ -63,6 +63,7 @@ class HALITE_HIDDEN RestoreEngine::Impl {
     std::array<std::atomic<uint64_t>, 5> blocks_read_by{};  // indexed by Cause
     std::atomic<uint64_t> bytes_read{0}, bytes_decompressed{0};
     std::atomic<uint64_t> pages_installed{0}, zero_pages_installed{0}, pages_skipped_present{0}, install_calls{0};
+    std::atomic<uint64_t> pages_present_at_start{0}, blocks_present_at_start{0};
     std::atomic<uint64_t> read_ns{0}, install_ns{0};
   };
 
@@ -84,6 +85,9 @@ class HALITE_HIDDEN RestoreEngine::Impl {
   // and returns the error naming the block.
   Status BlockReadFailed(uint32_t b, const Status& s);
   void CountBlockRead(uint32_t b, Cause cause);
+  // options_.skip_present_at_start: takes the pages the sink holds already as installed, and every block made
+  // only of such pages as loaded (never read).
+  void SkipPresentPages();
 
   // --- streamed_fault.cc ---
   // LoadBlock for a demand fault with options_.stream_faults: decodes the block piece by piece, installs the

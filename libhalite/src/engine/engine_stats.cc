@@ -62,6 +62,8 @@ RestoreEngineStats RestoreEngine::Impl::Stats() const {
   s.pages_installed = get(c_.pages_installed);
   s.zero_pages_installed = get(c_.zero_pages_installed);
   s.pages_skipped_present = get(c_.pages_skipped_present);
+  s.pages_present_at_start = get(c_.pages_present_at_start);
+  s.blocks_present_at_start = get(c_.blocks_present_at_start);
   s.install_calls = get(c_.install_calls);
   s.read_ns = get(c_.read_ns);
   s.install_ns = get(c_.install_ns);

@@ -93,10 +93,27 @@ void ReturnPathListener::Loop() {
         case ReturnPathType::kShut:
           shut_ = m.value;
           break;
+        case ReturnPathType::kRecvBitmap: {
+          // Only in answer to our RECV_BITMAP command (a resumed restore), once per block, sized like the block.
+          const int block = state_.FindBlock(m.block_name);
+          const uint64_t words = block < 0 ? 0 : (state_.ram_blocks[block].page_count() + 63) / 64;
+          if (block < 0) {
+            bad = Status::Corrupt("return path: RECV_BITMAP for unknown RAMBlock '" + m.block_name + "'");
+          } else if (m.bitmap.size() != words * 8) {
+            bad = Status::Corrupt(fmt::format("return path: RECV_BITMAP of RAMBlock {} has {} bytes, expected {}",
+                                              m.block_name, m.bitmap.size(), words * 8));
+          } else {
+            if (recv_bitmaps_.size() < state_.ram_blocks.size()) recv_bitmaps_.resize(state_.ram_blocks.size());
+            recv_bitmaps_[block] = m.bitmap;
+          }
+          break;
+        }
+        case ReturnPathType::kResumeAck:
+          resume_ack_ = m.value;
+          break;
         default:
-          bad = Status::Unsupported("return path: unexpected " +
-                                    std::string(ReturnPathTypeName(static_cast<uint16_t>(m.type))) +
-                                    " message (postcopy recovery is not supported)");
+          bad = Status::Corrupt("return path: unexpected " +
+                                std::string(ReturnPathTypeName(static_cast<uint16_t>(m.type))) + " message");
       }
       health_.NotifyAll();
     }

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -37,6 +38,10 @@ class ReturnPathListener {
   const std::optional<std::chrono::steady_clock::time_point>& package_pong_locked() const { return package_pong_; }
   bool listen_pong_locked() const { return listen_pong_; }
   const std::vector<PageId>& requested_locked() const { return requested_; }
+  // Postcopy recovery: the RECV_BITMAP of each block asked for (by block index; QEMU's bit order, one bit a
+  // target page, little-endian 64-bit words), and RESUME_ACK's value once it came.
+  const std::vector<std::optional<std::string>>& recv_bitmaps_locked() const { return recv_bitmaps_; }
+  const std::optional<uint32_t>& resume_ack_locked() const { return resume_ack_; }
   uint64_t pages_sent_before_first_request_locked() const { return pages_sent_before_first_request_; }
 
   // Lock-free.
@@ -64,6 +69,8 @@ class ReturnPathListener {
   bool listen_pong_ = false;
   std::vector<PageId> requested_;  // each request's first page, in arrival order
   uint64_t pages_sent_before_first_request_ = 0;
+  std::vector<std::optional<std::string>> recv_bitmaps_;
+  std::optional<uint32_t> resume_ack_;
 };
 
 }  // namespace halite::qemu::push

@@ -81,6 +81,20 @@ Status SectionWriter::MarkSent(PageId first, uint64_t count) {
   return Status::Ok();
 }
 
+uint64_t SectionWriter::MarkReceived(uint32_t block, const std::string& bitmap) {
+  if (block >= state_.ram_blocks.size()) return 0;
+  const uint64_t pages = state_.ram_blocks[block].page_count();
+  uint64_t marked = 0;
+  for (uint64_t p = 0; p < pages && p / 8 < bitmap.size(); ++p) {
+    // Bit p of little-endian 64-bit words is bit p % 8 of byte p / 8.
+    if (!((uint8_t(bitmap[p / 8]) >> (p % 8)) & 1)) continue;
+    const uint64_t bit = uint64_t{1} << (p % 64);
+    if (!(sent_[block][p / 64].fetch_or(bit, std::memory_order_acq_rel) & bit)) ++marked;
+  }
+  pages_received_before_ += marked;
+  return marked;
+}
+
 void SectionWriter::RefuseBlocks(const std::vector<bool>& direct) {
   for (size_t b = 0; b < direct.size() && b < refused_.size(); ++b) {
     if (direct[b]) refused_[b].store(true, std::memory_order_release);

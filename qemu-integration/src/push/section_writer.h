@@ -10,6 +10,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -61,6 +62,12 @@ class SectionWriter {
     return block < refused_.size() && refused_[block].load(std::memory_order_acquire);
   }
 
+  // A resumed restore: the pages the destination says it holds already (its RECV_BITMAP for `block`: one bit a
+  // page, little-endian 64-bit words) count as sent, so that none goes again. Call before any section opens.
+  // Returns how many pages that marked.
+  uint64_t MarkReceived(uint32_t block, const std::string& bitmap);
+  uint64_t pages_received_before() const { return pages_received_before_; }
+
   // Pages in sections the destination has not read yet (the socket's unsent bytes, SIOCOUTQ); 0 when the fd is
   // not a socket (no way to tell).
   uint64_t UnreadPages();
@@ -89,6 +96,7 @@ class SectionWriter {
   std::atomic<uint64_t> pages_sent_{0};
   std::vector<std::atomic<bool>> refused_;  // per block: placed directly, never in the stream
   uint64_t total_pages_ = 0;
+  uint64_t pages_received_before_ = 0;  // MarkReceived, before any section
 
   // Sections flushed but maybe not read by the destination yet: (stream bytes at the section's end, pages).
   std::mutex unread_mu_;

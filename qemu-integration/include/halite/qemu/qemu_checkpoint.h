@@ -132,8 +132,19 @@ struct CheckpointRestoreOptions {
   // Empty: a socketpair passed with getfd. Otherwise QEMU listens on this unix socket path (libvirt).
   std::string unix_socket_path;
   int completion_timeout_ms = 120000;
+  // Take over a lazy restore of this checkpoint whose source died part way (QEMU's migration is
+  // postcopy-paused, its guest frozen on the pages it lacks): QEMU's postcopy recovery (`migrate-recover`, the
+  // received bitmaps, POSTCOPY_RESUME), then the rest as a lazy restore. What QEMU holds already is never sent
+  // again: the pages of its received bitmaps, and in the big RAMBlocks every page its page map shows populated
+  // (pages placed directly are in no bitmap of QEMU's). Needs QEMU's pid and ptrace-read permission over it.
+  bool resume = false;
+  // Resume: how long QEMU may take to notice that its old source is gone (postcopy-active -> postcopy-paused).
+  int resume_paused_wait_ms = 10000;
   // Called on the calling thread once QEMU reports the guest running (its RESUME event).
   std::function<void(uint64_t start_to_running_us)> on_running;
+  // Resume: called on the calling thread once QEMU acknowledged POSTCOPY_RESUME (its guest's faults are served
+  // again from then on), with the time since the call began.
+  std::function<void(uint64_t start_to_resumed_us)> on_resumed;
   // Lazy: called on the calling thread about every progress_interval_ms (>= 5) while pages are being sent.
   // Eager: called from a reporter thread every progress_interval_ms while the memory loads, then once at the end
   // on the calling thread (never concurrently with itself).
@@ -163,9 +174,17 @@ struct CheckpointRestoreResult {
   std::vector<std::string> direct_blocks;  // RAMBlocks placed through QEMU's userfaultfd
   DirectPlacementStats direct;
   uint64_t direct_setup_us = 0;  // LISTEN's PONG wait, the userfaultfd duplicated (after PACKAGED was sent)
+  // Resume: QEMU's migration status when the call began, pages QEMU held already (from its received bitmaps,
+  // and from its page map in the big RAMBlocks), and call start to RESUME_ACK (the guest's vCPUs can get pages
+  // again from then on).
+  std::string resumed_from_status;
+  uint64_t resume_present_pages = 0;
+  uint64_t start_to_resumed_us = 0;
 };
 
-// Restores `reader`'s checkpoint into the QEMU behind `qmp`, which must be waiting with `-incoming defer`.
+// Restores `reader`'s checkpoint into the QEMU behind `qmp`, which must be waiting with `-incoming defer` (or,
+// with options.resume, be paused in a lazy restore of the same checkpoint: the caller checks that it is the same,
+// e.g. from a record the first restore left; the RAMBlocks are compared here as always).
 // `process` (optional, borrowed) is a QEMU this process launched: errors then say whether it died and quote its
 // stderr. Before anything is sent: invalid-argument for a checkpoint not made from QEMU, a QEMU not waiting
 // for an incoming migration, or RAMBlocks that differ from the checkpoint's (name, size); unsupported when

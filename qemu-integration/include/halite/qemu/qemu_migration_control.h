@@ -27,6 +27,11 @@ Result<UniqueFd> StartIncomingOverFd(QmpClient& qmp, const std::string& fd_name 
 // reachable by QEMU's user). Connects and returns the connected socket.
 Result<UniqueFd> StartIncomingOverUnix(QmpClient& qmp, const std::string& socket_path, int timeout_ms = 10000);
 
+// Postcopy recovery on a destination whose restore paused (its source died): the same two ways, with
+// `migrate-recover` instead of `migrate-incoming`. The new source then resumes (PushRestoreChannel::BeginResume).
+Result<UniqueFd> StartRecoveryOverFd(QmpClient& qmp, const std::string& fd_name = "halite-recover");
+Result<UniqueFd> StartRecoveryOverUnix(QmpClient& qmp, const std::string& socket_path, int timeout_ms = 10000);
+
 // Source side: passes one end of a socketpair with getfd and starts `migrate fd:NAME`. Returns our end, from
 // which the stream is read; QEMU closes its end when the migration ends.
 Result<UniqueFd> StartMigrationToFd(QmpClient& qmp, const std::string& fd_name = "halite-outgoing");

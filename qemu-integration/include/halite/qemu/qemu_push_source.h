@@ -73,6 +73,8 @@ struct PushRestoreStats {
   uint64_t bytes_sent = 0;
   uint64_t throttle_waits = 0;  // background sections that waited for the destination to read
   uint64_t pages_sent_before_first_request = 0;
+  uint64_t resume_received_pages = 0;  // BeginResume: pages QEMU already held (its received bitmaps)
+  uint64_t resume_handshake_us = 0;    // BeginResume: connected to RESUME_ACK
   // Request received -> its handler returned (the answer flushed); halite/latency_histogram.h (within ~6%,
   // max exact).
   uint64_t request_latency_p50_us = 0;
@@ -94,6 +96,12 @@ class PushRestoreChannel {
   PushRestoreChannel& operator=(const PushRestoreChannel&) = delete;
 
   Status Begin();
+  // Postcopy recovery, instead of Begin() and StartGuest(): on a channel QEMU accepted with `migrate-recover`
+  // while its restore was paused (the source died), asks for each RAMBlock's received bitmap (RECV_BITMAP),
+  // takes those pages as sent (none goes twice), sends POSTCOPY_RESUME and waits for RESUME_ACK. From then on
+  // the channel is a lazy restore whose guest runs: requests are served, sections answer them or push. Errors:
+  // the channel's, kIoError when QEMU does not answer within timeout_ms, kAborted when it refuses to resume.
+  Status BeginResume(int timeout_ms);
   // Lazy only: sends the device state and RUN; requests are served from now on.
   Status StartGuest();
   // Lazy, after StartGuest: waits until the destination has registered guest RAM with its userfaultfd (the PONG

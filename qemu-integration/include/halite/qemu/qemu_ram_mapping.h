@@ -48,6 +48,15 @@ bool PagemapEntryIsUnwrittenFilePage(uint64_t entry);
 // (the guest is stopped). Needs ptrace-read permission over pid. Errors: kIoError naming /proc/PID/pagemap.
 Result<std::vector<bool>> UnwrittenPagesOfPrivateFileMapping(pid_t pid, uint64_t start, uint64_t pages);
 
+// An anonymous page that holds content: present in memory or swapped out (bits 63, 62). In a postcopy
+// destination's guest RAM these are exactly the pages placed so far (POSTCOPY_ADVISE discarded everything, and
+// QEMU inhibits the balloon's discards while postcopy runs), whoever placed them: QEMU from its stream, or a
+// restorer through QEMU's userfaultfd, which QEMU's own received bitmap does not know about.
+bool PagemapEntryIsPopulated(uint64_t entry);
+// For each 4 KiB page of [start, start + pages * 4096) in process `pid`: PagemapEntryIsPopulated. Needs
+// ptrace-read permission over pid. Errors: kIoError naming /proc/PID/pagemap.
+Result<std::vector<bool>> PopulatedPages(pid_t pid, uint64_t start, uint64_t pages);
+
 }  // namespace halite::qemu
 
 #endif  // HALITE_QEMU_QEMU_RAM_MAPPING_H_

@@ -60,6 +60,13 @@ class MigrationStreamWriter {
   // guest RAM with its userfaultfd (LISTEN is handled synchronously, before the device state is loaded).
   Status WritePackaged(bool with_ping, uint32_t ping_value, std::optional<uint32_t> listen_ping = std::nullopt);
 
+  // Postcopy recovery: this writer continues, on a new channel, the stream a source that died began (its
+  // header, RAM START and PACKAGED went out long ago; QEMU's loader goes on where it stopped). Call first: then
+  // RECV_BITMAP for each block, POSTCOPY_RESUME once the bitmaps are back, and RAM sections as after PACKAGED.
+  Status BeginResumedStream();
+  Status WriteRecvBitmapRequest(uint32_t block);
+  Status WritePostcopyResume();
+
   // RAM sections carrying pages: BeginRamPart, any number of WritePage/WriteZeroPage, EndRamSection.
   Status BeginRamPart();
   Status WritePage(PageId page, const uint8_t* data);  // kTargetPageSize bytes
