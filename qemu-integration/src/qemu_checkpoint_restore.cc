@@ -599,7 +599,9 @@ Status RestoreCheckpointIntoQemu(const CheckpointReader& reader, QmpClient& qmp,
     if (!loader_status.ok()) {
       // A block failed verification: its pages were never sent, so the stream must not end (QEMU would map
       // them as zero). The destination pauses when the channel goes down.
-      return fail(loader_status.WithContext("restore stopped: a block of the checkpoint is damaged"));
+      return fail(loader_status.WithContext(loader_status.code() == StatusCode::kCorrupt
+                                                ? "restore stopped: a block of the checkpoint is damaged"
+                                                : "restore stopped: the checkpoint could not be read"));
     }
     s = all_stored_sent();
     if (!s.ok()) return fail(s);

@@ -186,7 +186,7 @@ Status ExplainMigrationFailure(const Status& s, QmpClient& qmp, QemuProcess* pro
   if (m.has_value()) {
     ctx = "QEMU's migration status is " + m->status;
     if (!m->error_desc.empty()) ctx += " (" + m->error_desc + ")";
-    if (m->status == "postcopy-paused") ctx += ": the guest stays paused, QEMU stays up; kill it";
+    if (m->status == "postcopy-paused") ctx += ": the guest waits for its missing pages, QEMU stays up";
   } else {
     ctx = "QEMU's monitor does not answer (" + m.error().message() + ")";
   }

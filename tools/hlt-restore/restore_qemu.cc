@@ -176,6 +176,13 @@ int RestoreQemu(cli::Args& args) {
           if (opt.unix_socket_path.empty()) opt.unix_socket_path = prior->incoming_socket;
           if (!quiet) std::printf("QEMU pid %d never received a stream: restoring into it from the start\n", int(prior->qemu_pid));
         } else if (!m || (st.rfind("postcopy", 0) != 0 && st != "completed")) {
+          if (prior->guest_ran) {
+            // Its guest ran: whatever the monitor says, that QEMU holds a live guest and is never replaced.
+            return cli::Fail(tool, Status::IoError(
+                                       "QEMU pid " + std::to_string(prior->qemu_pid) + " holds the guest of the "
+                                       "interrupted restore but its migration is not resumable now (" +
+                                       (m ? "status " + st : m.error().message()) + "); try again"));
+          }
           if (!quiet) {
             std::printf("QEMU pid %d stopped in its precopy phase (%s), before its guest ran: replacing it\n",
                         int(prior->qemu_pid), m ? st.c_str() : m.error().message().c_str());
@@ -188,13 +195,20 @@ int RestoreQemu(cli::Args& args) {
       if (gone) {
         // QEMU exits when its restore dies before the guest runs (a cut stream in the precopy phase fails its
         // load): nothing of the guest is lost, so start the same QEMU again and restore from the start.
+        if (prior->guest_ran) {
+          return cli::Fail(tool, Status::NotFound(
+                                     "QEMU pid " + std::to_string(prior->qemu_pid) +
+                                     " of the interrupted restore is gone after its guest ran: the guest's memory "
+                                     "went with it, there is nothing to resume (restore " + ckpt +
+                                     " afresh, without --resume)"));
+        }
         if (prior->qemu_args.empty()) {
           return cli::Fail(tool, Status::NotFound("QEMU pid " + std::to_string(prior->qemu_pid) +
                                                   " of the interrupted restore is gone, and its record does not say "
                                                   "how to start it again"));
         }
         if (!quiet) {
-          std::printf("QEMU pid %d of the interrupted restore is gone (its guest never ran): starting it again and "
+          std::printf("QEMU pid %d of the interrupted restore is gone before its guest ran: starting it again and "
                       "restoring from the start\n",
                       int(prior->qemu_pid));
           std::fflush(stdout);
@@ -310,6 +324,7 @@ int RestoreQemu(cli::Args& args) {
     qmp = std::move(*c);
   }
   const pid_t qemu_pid = proc ? proc->pid() : qmp->PeerPid();
+  RestoreRecord written_record;  // a fresh lazy restore's, rewritten once the guest runs
   const std::string file_id = cli::HexBytes(r.file_id());
   std::vector<std::string> record_paths;
   if (resume) {
@@ -342,7 +357,7 @@ int RestoreQemu(cli::Args& args) {
     if (!prior->qemu_dir.empty()) record_paths.push_back(prior->qemu_dir + "/" + kRecordFileName);
   } else if (opt.lazy && qemu_pid > 0) {
     // Written before anything is sent: from here on a dead hlt-restore leaves a restore someone can resume.
-    RestoreRecord rec;
+    RestoreRecord& rec = written_record;
     // Absolute paths: whoever resumes may run elsewhere.
     auto absolute = [](const std::string& path) {
       std::error_code ec;
@@ -387,6 +402,10 @@ int RestoreQemu(cli::Args& args) {
     std::fflush(stdout);
   }
   opt.on_running = [&](uint64_t us) {
+    if (!resume && !record_paths.empty()) {
+      written_record.guest_ran = true;
+      for (const std::string& path : record_paths) (void)WriteRestoreRecord(written_record, path);
+    }
     if (quiet) return;
     std::printf("guest running %.1f ms after the restore began\n", Ms(us));
     std::fflush(stdout);
@@ -432,8 +451,23 @@ int RestoreQemu(cli::Args& args) {
   Status s = qemu::RestoreCheckpointIntoQemu(r, *qmp, opt, &res, proc.get());
   eager_progress.Finish();
   if (!s.ok()) {
-    // A launched QEMU is killed (it cannot continue); an attached one is left as it is.
     int rc = cli::Fail(tool, s);
+    // The guest ran and QEMU waits in postcopy-paused: unless the checkpoint itself is damaged, what stopped
+    // the restore (storage gone, the network, this process's resources) can be fixed and the restore resumed,
+    // so QEMU stays. Otherwise a launched QEMU is killed (it cannot continue); an attached one is left as it is.
+    auto m = opt.lazy && s.code() != StatusCode::kCorrupt ? qemu::QueryMigration(*qmp)
+                                                         : Result<qemu::MigrationStatus>(s);
+    if (m && m->status == "postcopy-paused" && !record_paths.empty()) {
+      if (proc) {
+        g_child = -1;
+        proc->Release();
+      }
+      const std::string where = proc ? "--qemu-dir " + proc->work_dir() : "--qmp " + socket;
+      std::cerr << tool << ": QEMU (pid " << qemu_pid << ") keeps its guest waiting for the pages it lacks; once "
+                << "the cause above is fixed, continue with: hlt-restore qemu " << ckpt << " --resume " << where
+                << "\n";
+      return rc;
+    }
     if (proc && proc->Alive()) {
       std::cerr << tool << ": killing the QEMU this restore started (pid " << proc->pid() << ")\n";
     }
@@ -502,6 +536,7 @@ int RestoreQemu(cli::Args& args) {
         {"bytes_read", e.bytes_read},
         {"bytes_read_final", ef.bytes_read},
         {"sweep_blocks", res.sweep_blocks},
+        {"read_retries", ef.read_retries},
         {"blocking_p50_us", double(e.blocking_latency.p50_ns) / 1e3},
         {"blocking_p99_us", double(e.blocking_latency.p99_ns) / 1e3},
         {"engine_read_us", ef.read_ns / 1000},

@@ -32,6 +32,8 @@ Result<uint64_t> ProcessStartTime(pid_t pid) {
   std::string field;
   for (int i = 3; i <= 22; ++i) {
     if (!(rest >> field)) return Status::Corrupt(path + ": fewer than 22 fields");
+    // Field 3 is the state: a zombie has exited already (only its parent has not reaped it yet).
+    if (i == 3 && (field == "Z" || field == "X")) return Status::NotFound(path + ": the process has exited");
   }
   return std::strtoull(field.c_str(), nullptr, 10);
 }
@@ -59,6 +61,7 @@ Status WriteRestoreRecord(const RestoreRecord& r, const std::string& path) {
       {"qmp_socket", r.qmp_socket},
       {"qemu_dir", r.qemu_dir},
       {"incoming_socket", r.incoming_socket},
+      {"guest_ran", r.guest_ran},
       {"qemu_binary", r.qemu_binary},
       {"qemu_args", r.qemu_args},
   };
@@ -97,6 +100,7 @@ Result<RestoreRecord> ReadRestoreRecord(const std::string& path) {
     r.qmp_socket = j.at("qmp_socket").get<std::string>();
     r.qemu_dir = j.value("qemu_dir", "");
     r.incoming_socket = j.value("incoming_socket", "");
+    r.guest_ran = j.value("guest_ran", false);
     r.qemu_binary = j.value("qemu_binary", "");
     r.qemu_args = j.value("qemu_args", std::vector<std::string>{});
   } catch (const nlohmann::json::exception& e) {

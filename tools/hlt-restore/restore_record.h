@@ -26,6 +26,9 @@ struct RestoreRecord {
   std::string qmp_socket;
   std::string qemu_dir;          // launch mode only
   std::string incoming_socket;   // empty: a socketpair passed with getfd
+  // Rewritten true once QEMU reports the guest running: a QEMU gone after that took the guest's memory with it
+  // (nothing to resume), before it nothing of the guest existed yet (restore again from the start).
+  bool guest_ran = false;
   // Launch mode: how to start the same QEMU again when it is gone (it exits when its restore dies before the
   // guest ran).
   std::string qemu_binary;
@@ -38,7 +41,7 @@ inline constexpr const char* kRecordFileName = "halite-restore.json";
 std::string RecordRunDir();
 std::string RecordPathForPid(pid_t pid);
 
-// Field 22 of /proc/PID/stat. Errors: kNotFound when there is no such process.
+// Field 22 of /proc/PID/stat. Errors: kNotFound when there is no such process, or it has exited (a zombie).
 Result<uint64_t> ProcessStartTime(pid_t pid);
 
 // Writes `record` to `path` (a temporary name, fsync, rename; the directory is created). Errors: kIoError.
