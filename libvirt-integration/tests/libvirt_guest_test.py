@@ -20,6 +20,11 @@ usage: libvirt_guest_test.py --tools DIR --work DIR SCENARIO
   daemon_shared  two --clone --memory shared restores started at once under the daemon scenario's libvirtd:
            QEMU runs as nobody, libvirtd makes its RAM directory entries as nobody, the session's memory backing
            directory is found, one RAM directory server serves both
+  resume   a clone's lazy restore (slowed by --rate-limit) is SIGKILLed while its pages are served, then taken over
+           with `hlt-restore libvirt CKPT --resume DOMAIN`; that resume is killed too and resumed again: the guest
+           continues memcheck with no fresh boot and no BAD, QEMU never saw a page twice, the restore's record and
+           private monitor are gone at the end and libvirt can save the domain again (the blocker was removed);
+           a --detach restore whose worker is SIGKILLed is resumed by its supervisor and completes
   errors   libvirt not reachable, an unknown domain, a checkpoint not from libvirt, a name in use, a frozen disk that changed: each a clear
            message and a non-zero exit, with no domain or overlay left behind
 
@@ -764,6 +769,104 @@ def scenario_daemon_shared(env):
             stop_server(pid, what)
 
 
+def scenario_resume(env):
+    """Issue 15 under libvirt: hlt-restore killed during a clone's lazy restore, and again during its resume; each
+    time `hlt-restore libvirt --resume` takes over and the guest continues."""
+    env.boot_source()
+    ckpt = env.path("desk.hlt")
+    env.tool([env.save_bin, "libvirt", "desk", "-o", ckpt, "--connect", env.uri, "--then", "destroy"], "save")
+    saved_after = max(int(m.group(1)) for m in OK_RX.finditer(read(env.path("desk.serial.log"))))
+    disks, run_dir = env.path("disks"), env.path("restores")
+    os.makedirs(disks)
+    os.environ["HALITE_RUN_DIR"] = run_dir  # env.tool's runs too
+    env_vars = dict(os.environ)
+    # 2 MiB/s: the loader is still streaming seconds after the guest runs, so every kill lands mid-restore.
+    first = [env.restore_bin, "libvirt", ckpt, "--connect", env.uri, "--clone", "--name", "c1", "--disk-dir", disks,
+             "--rate-limit", "2M"]
+    resume = [env.restore_bin, "libvirt", ckpt, "--connect", env.uri, "--resume", "c1", "--rate-limit", "2M"]
+    resume_ms = []
+    for k, (argv, ready, delay) in enumerate(((first, r"^running c1 ", 1.0),
+                                              (resume, r"guest resumed: .* ([\d.]+) ms after", 0.8),
+                                              (resume, None, None))):
+        out_path = env.path(f"resume.{k}.out")
+        log(f"$ {' '.join(argv)}")
+        p = subprocess.Popen(argv, stdout=open(out_path, "wb"), stderr=subprocess.STDOUT, env=env_vars)
+        try:
+            if ready is None:
+                rc = p.wait(timeout=300)
+                out = read(out_path)
+                print(out, flush=True)
+                if rc != 0 or "resumed the restore of domain c1" not in out:
+                    raise Fail(f"the last --resume exited {rc}:\n{out}")
+                m = re.search(r"guest resumed: .* ([\d.]+) ms after", out)
+                resume_ms.append(float(m.group(1)))
+                break
+            deadline = time.time() + 120
+            while not re.search(ready, read(out_path), re.M):
+                if p.poll() is not None or time.time() > deadline:
+                    raise Fail(f"run {k} (exit {p.poll()}) never printed {ready!r}:\n{read(out_path)}")
+                time.sleep(0.05)
+            m = re.search(ready, read(out_path), re.M)
+            if m.groups():
+                resume_ms.append(float(m.group(1)))
+            time.sleep(delay)
+            if p.poll() is not None:
+                raise Fail(f"run {k} ended (exit {p.returncode}) before its kill: make the rate smaller\n"
+                           f"{read(out_path)}")
+            os.kill(p.pid, signal.SIGKILL)
+            p.wait()
+            log(f"run {k}: SIGKILL {delay} s after {'the guest ran' if k == 0 else 'the resume took over'}")
+            print(read(out_path), flush=True)
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        if "c1" not in env.domains():
+            raise Fail(f"the domain went away with its restorer: {env.domains()}")
+    env.wait_passes(env.path("desk.serial.log.c1"), 2, after=saved_after)
+    qemu_log = read(os.path.join(env.root, "log", "qemu", "c1.log"))
+    if "File exists" in qemu_log or "postcopy_place_page" in qemu_log:
+        raise Fail("QEMU reports a page placed twice:\n" + qemu_log[-1500:])
+    if os.path.isdir(run_dir) and os.listdir(run_dir):
+        raise Fail(f"the restore record was left behind: {os.listdir(run_dir)}")
+    # A detached restore supervises its worker: the worker killed after its guest ran is replaced by a resume.
+    status = env.path("c2.status")
+    _, out, _ = env.tool([env.restore_bin, "libvirt", ckpt, "--connect", env.uri, "--clone", "--name", "c2",
+                          "--disk-dir", disks, "--rate-limit", "2M", "--detach", "--status-file", status],
+                         "restore_c2_detached")
+    worker = json.loads(read(status))["pid"]
+    time.sleep(0.8)
+    state = json.loads(read(status))
+    if state.get("state") != "running":
+        raise Fail(f"the detached restore was not running when its worker was to be killed: {state}")
+    os.kill(worker, signal.SIGKILL)
+    log(f"detached restore of c2: its worker (pid {worker}) SIGKILLed")
+    deadline = time.time() + 180
+    while time.time() < deadline:
+        state = json.loads(read(status) or "{}")
+        if state.get("state") in ("completed", "failed"):
+            break
+        time.sleep(0.3)
+    detached_log = read(status + ".log")
+    print(detached_log, flush=True)
+    if state.get("state") != "completed" or state.get("note") != "resumed" or state.get("pid") == worker:
+        raise Fail(f"the detached restore did not complete through a resume: {state}")
+    if f"worker (pid {worker}) died of signal 9" not in detached_log or "guest resumed" not in detached_log:
+        raise Fail("the detached restore's log does not tell the worker's death and the resume:\n" + detached_log)
+    env.wait_passes(env.path("desk.serial.log.c2"), 2, after=saved_after)
+    m = re.search(r"guest resumed: .* ([\d.]+) ms after", detached_log)
+    resume_ms.append(float(m.group(1)))
+    # A third resume finds nothing to take over: the restore is complete.
+    rc, _, err = env.tool(resume, "resume_done", expect_ok=False)
+    if rc == 0:
+        raise Fail("--resume of a domain whose restore completed succeeded")
+    log("--resume after completion refused: " + err.strip().splitlines()[-1][:200])
+    # The resumed restore removed the migration blocker it inherited: libvirt saves the domain.
+    env.virsh("save", "c1", env.path("c1.libvirt-save"))
+    log(f"--resume start to guest running again: {', '.join(f'{x:.0f} ms' for x in resume_ms)}")
+    log("PASS resume: killed during the restore and during its resume, taken over each time; the guest continues")
+
+
 def scenario_errors(env):
     ckpt = env.path("desk.hlt")
     # libvirt not reachable.
@@ -810,14 +913,15 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--tools", required=True)
     ap.add_argument("--work", required=True)
-    ap.add_argument("scenario", choices=["clones", "errors", "daemon", "shared", "daemon_shared"])
+    ap.add_argument("scenario", choices=["clones", "errors", "daemon", "shared", "daemon_shared", "resume"])
     a = ap.parse_args()
     work = os.path.join(a.work, a.scenario)
     env = DaemonEnv(a.tools, work) if a.scenario.startswith("daemon") else Env(a.tools, work)
     try:
         env.setup()
         {"clones": scenario_clones, "errors": scenario_errors, "daemon": scenario_daemon,
-         "shared": scenario_shared, "daemon_shared": scenario_daemon_shared}[a.scenario](env)
+         "shared": scenario_shared, "daemon_shared": scenario_daemon_shared,
+         "resume": scenario_resume}[a.scenario](env)
         return 0
     except Skip as e:
         print("*" * 70 + f"\nlibvirt_guest_test: SKIPPED: {e}\n" + "*" * 70, flush=True)

@@ -70,4 +70,26 @@ Status MigrationBlocker::Remove() {
   return Status::Ok();
 }
 
+Status MigrationBlocker::RemoveLeftOver(QmpClient& qmp) {
+  // The node, if it is there (a restore that died may not have got as far as adding it)...
+  Result<Json> del = qmp.Execute("blockdev-del", Json::Obj({{"node-name", kRestoreBlockerNode}}));
+  if (!del && del.error().message().find(kRestoreBlockerNode) == std::string::npos) {
+    return del.error().WithContext("removing the migration blocker");
+  }
+  // ... and its descriptor set, found by the opaque string Install gave it.
+  HLT_ASSIGN_OR_RETURN(Json sets, qmp.Execute("query-fdsets"));
+  for (const Json& set : sets.items()) {
+    const Json* id = set.Find("fdset-id");
+    const Json* fds = set.Find("fds");
+    if (id == nullptr || fds == nullptr) continue;
+    bool ours = false;
+    for (const Json& fd : fds->items()) {
+      const Json* opaque = fd.Find("opaque");
+      ours = ours || (opaque != nullptr && opaque->as_string() == kRestoreBlockerNode);
+    }
+    if (ours) (void)qmp.Execute("remove-fd", Json::Obj({{"fdset-id", id->as_int()}}));
+  }
+  return Status::Ok();
+}
+
 }  // namespace halite::qemu

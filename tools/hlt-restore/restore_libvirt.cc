@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 
 #include <fmt/format.h>
@@ -19,6 +20,9 @@
 #include "halite/libvirt/libvirt_checkpoint.h"
 #include "hlt-restore/lazy_restore_flags.h"
 #include "hlt-restore/restore_modes.h"
+#include "hlt-restore/restore_record.h"
+#include "hlt-restore/restore_status_file.h"
+#include "hlt-restore/restore_supervisor.h"
 #ifdef HALITE_TOOLS_WITH_IMAGE_SERVER
 #include "halite/image_server/ram_dir_server.h"
 #include "hlt-restore/libvirt_ram_dir.h"
@@ -32,6 +36,7 @@ const char* kLibvirtUsage =
     "usage: hlt-restore libvirt CKPT [--connect URI] [--name NAME] [--clone] [--disk-dir DIR] [--paused]\n"
     "                               [--detach] [--status-file FILE] [--memory copy|shared [--ram-dir DIR]]\n"
     "                               [lazy options]\n"
+    "       hlt-restore libvirt CKPT --resume DOMAIN [--connect URI] [lazy options]\n"
     "Creates the checkpoint's domain under libvirt (transient: `virsh list`, `dominfo`, `destroy` and the\n"
     "console work as for any domain) and restores its memory lazily: the guest runs at once and its pages are\n"
     "served from the checkpoint. Each writable disk gets a qcow2 overlay of its own over the frozen image\n"
@@ -59,33 +64,12 @@ const char* kLibvirtUsage =
     "                         qemu:///embed?root=R, /var/lib/libvirt/qemu/ram for qemu:///system,\n"
     "                         ~/.config/libvirt/qemu/ram for qemu:///session, or memory_backing_dir/libvirt/qemu\n"
     "                         when qemu.conf sets it)\n"
-    "  --image-dir DIR        where image servers mount (default /run/halite/images)\n";
+    "  --image-dir DIR        where image servers mount (default /run/halite/images)\n"
+    "  --resume DOMAIN        take over the lazy restore of DOMAIN whose hlt-restore died: its QEMU waits in\n"
+    "                         postcopy-paused; the restore's record ($HALITE_RUN_DIR or /run/halite/restores/\n"
+    "                         qemu-PID.json) must name CKPT's file_id; then the rest is served as before\n";
 
 double Ms(uint64_t us) { return double(us) / 1e3; }
-
-// The status file a broker polls: written to a temporary name and renamed, so a reader never sees half of it.
-class StatusFile {
- public:
-  explicit StatusFile(std::string path) : path_(std::move(path)) {}
-  void Write(const std::string& state, const std::string& error = "") {
-    if (path_.empty()) return;
-    nlohmann::ordered_json j = {{"state", state}, {"domain", domain_}, {"uuid", uuid_}, {"pid", int(getpid())}};
-    if (!error.empty()) j["error"] = error;
-    const std::string tmp = path_ + ".tmp";
-    FILE* f = std::fopen(tmp.c_str(), "w");
-    if (f == nullptr) return;
-    const std::string text = cli::JsonText(j);
-    const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size() && fflush(f) == 0 && fsync(fileno(f)) == 0;
-    if (std::fclose(f) == 0 && ok) std::rename(tmp.c_str(), path_.c_str());
-  }
-  void SetDomain(const std::string& name, const std::string& uuid) {
-    domain_ = name;
-    uuid_ = uuid;
-  }
-
- private:
-  std::string path_, domain_, uuid_;
-};
 
 // --detach: the restore runs in a child that outlives us. Forked before any thread exists. The parent returns
 // the child's first line ("running ..." or "failed ...") and its verdict; the child gets the write end, and its
@@ -128,9 +112,9 @@ int Detach(const std::string& tool, const std::string& log, int* report_fd) {
 
 int RestoreLibvirt(cli::Args& args) {
   const std::string tool = "hlt-restore libvirt";
-  const auto tool_start = std::chrono::steady_clock::now();
+  auto tool_start = std::chrono::steady_clock::now();  // reset by a supervised resume (its own start)
   std::string usage = std::string(kLibvirtUsage) + kLazyRestoreFlagsHelp + cli::kReaderFlagsHelp;
-  std::string ckpt, uri, status_path, error, v, ram_dir, image_dir = "/run/halite/images";
+  std::string ckpt, uri, status_path, error, v, ram_dir, image_dir = "/run/halite/images", resume_domain;
   bool detach = false, shared_memory = false, lazy_flags = false;
   ReaderOptions ropts;
   libvirt::LibvirtRestoreOptions opt;
@@ -158,6 +142,8 @@ int RestoreLibvirt(cli::Args& args) {
       shared_memory = v == "shared";
     } else if (args.Option("--ram-dir", &v, &error)) {
       ram_dir = v;
+    } else if (args.Option("--resume", &v, &error)) {
+      resume_domain = v;
     } else if (args.Option("--image-dir", &v, &error)) {
       image_dir = v;
     } else if (ParseLazyRestoreFlag(args, &opt.qemu, &error)) {
@@ -177,107 +163,193 @@ int RestoreLibvirt(cli::Args& args) {
     return cli::UsageError(tool, "--ram-dir and --image-dir go with --memory shared", usage);
   }
   if (std::string bad = CheckLazyRestoreFlags(opt.qemu); !bad.empty()) return cli::UsageError(tool, bad, usage);
+  if (!resume_domain.empty() && (shared_memory || detach || opt.clone || !opt.name.empty() || !opt.qemu.lazy)) {
+    return cli::UsageError(tool, "--resume continues a lazy restore as it was: no --memory shared, --detach, --clone, "
+                                 "--name or --eager", usage);
+  }
   if (detach && status_path.empty()) status_path = ckpt + "." + (opt.name.empty() ? "restore" : opt.name) + ".status";
 
   int report_fd = STDOUT_FILENO;
-  if (detach) {
-    const int rc = Detach(tool, status_path + ".log", &report_fd);
-    if (rc >= 0) return rc;  // the parent
-  }
-  auto report = [&](const std::string& line) {
-    (void)!write(report_fd, line.data(), line.size());
-    if (detach && report_fd != STDOUT_FILENO && line.rfind("running", 0) == 0) {
-      // The parent has what it waits for: it returns, we go on quietly.
-      close(report_fd);
-      report_fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
+  // The restore itself, or with `resume` a domain's restore taken over (--resume, or a detached restore's
+  // supervisor after its worker died).
+  auto run = [&](const std::string& resume) -> int {
+    auto report = [&](const std::string& line) {
+      if (report_fd < 0) return;
+      (void)!write(report_fd, line.data(), line.size());
+      if (detach && report_fd != STDOUT_FILENO && line.rfind("running", 0) == 0) {
+        // The parent has what it waits for: it returns, we go on quietly.
+        close(report_fd);
+        report_fd = -1;
+      }
+    };
+    StatusFile status(status_path);
+    if (resume.empty()) {
+      status.Write("starting");
+    } else {
+      const StatusFile::Contents before = StatusFile::Read(status_path);
+      status.SetDomain(resume, before.domain == resume ? before.uuid : "");
+      status.Write("resuming");
     }
-  };
-  StatusFile status(status_path);
-  status.Write("starting");
-  auto fail = [&](const Status& s) {
-    status.Write("failed", s.ToString());
-    if (detach) report("failed: " + s.ToString() + "\n");
-    return cli::Fail(tool, s);
-  };
+    auto fail = [&](const Status& s) {
+      status.Write("failed", s.ToString());
+      if (detach) report("failed: " + s.ToString() + "\n");
+      return cli::Fail(tool, s);
+    };
 
-  auto conn = libvirt::Connection::Open(uri);
-  if (!conn) return fail(conn.error());
-  auto reader = CheckpointReader::Open(ckpt, ropts);
-  if (!reader) return fail(reader.error());
-#ifdef HALITE_TOOLS_WITH_IMAGE_SERVER
-  // --memory shared: registered before libvirt starts the domain, removed once its QEMU maps the image.
-  RamDirRegistration registration;
-  if (shared_memory) {
-    if (ram_dir.empty()) {
-      auto d = DefaultLibvirtRamDir(uri);
-      if (!d) return fail(d.error());
-      ram_dir = *d;
-    }
-    char self[PATH_MAX] = {0};
-    if (readlink("/proc/self/exe", self, sizeof self - 1) < 0) return fail(Status::IoError("/proc/self/exe", errno));
-    auto plan = PrepareSharedMemory(self, ckpt, **reader, image_dir, ropts.parent_dirs);
-    if (!plan) return fail(plan.error());
-    const uint64_t ram_size = (*reader)->regions()[*(*reader)->FindRegion(kSharedRamRegion)].size;
-    std::printf("memory shared: the domain maps %s privately (image server %s); libvirt's RAM directory %s\n",
-                plan->image_path.c_str(), plan->started_server ? "started" : "already serving", ram_dir.c_str());
-    std::fflush(stdout);
-    opt.private_file_memory = true;
-    opt.qemu.lazy = false;
-    opt.qemu.shared_regions = plan->shared_regions;
-    const std::string image = plan->image_path;
-    opt.before_start = [&, self_path = std::string(self), image](const std::string& name) -> Status {
-      auto r = RamDirRegistration::Register(self_path, ram_dir, image_server::LibvirtShortName(name), image);
-      if (!r) return r.error();
-      registration = std::move(*r);
-      if (registration.started_server()) std::printf("memory shared: RAM directory server started at %s\n", ram_dir.c_str());
-      return Status::Ok();
-    };
-    opt.on_qemu_up = [&, image, ram_size](int pid) -> Status {
-      // Never a guest on memory that is not the checkpoint's: QEMU must map the image itself.
-      HLT_RETURN_IF_ERROR(CheckQemuMapsImage(pid, image, ram_size));
-      registration.Remove();  // QEMU holds the file: the name may serve another domain now
-      std::printf("memory shared: QEMU (pid %d) maps %s as its guest RAM\n", pid, image.c_str());
+    auto conn = libvirt::Connection::Open(uri);
+    if (!conn) return fail(conn.error());
+    auto reader = CheckpointReader::Open(ckpt, ropts);
+    if (!reader) return fail(reader.error());
+    const std::string file_id = cli::HexBytes((*reader)->file_id());
+    if (!resume.empty()) {
+      libvirt::LibvirtResumeOptions ro;
+      ro.qemu = opt.qemu;
+      std::string record_path;
+      ro.check_qemu = [&](int pid) -> Status {
+        record_path = RecordPathForPid(pid);
+        HLT_ASSIGN_OR_RETURN(RestoreRecord prior, ReadRestoreRecord(record_path));
+        auto started = ProcessStartTime(pid);
+        if (!started || *started != prior.qemu_start_time) {
+          return Status::InvalidArgument(record_path + " is the record of an earlier process with pid " +
+                                         std::to_string(pid));
+        }
+        if (prior.file_id != file_id) {
+          return Status::InvalidArgument(fmt::format("{} has file_id {}, but domain {} was being restored from {} "
+                                                     "(file_id {}): resume with that checkpoint",
+                                                     ckpt, file_id, resume, prior.checkpoint, prior.file_id));
+        }
+        std::printf("resuming the restore of %s into domain %s (QEMU pid %d)\n", ckpt.c_str(), resume.c_str(), pid);
+        std::fflush(stdout);
+        return Status::Ok();
+      };
+      ro.qemu.on_resumed = [&](uint64_t) {
+        const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - tool_start).count();
+        status.Write("running", "resumed");
+        std::printf("guest resumed: domain %s gets its pages again %.1f ms after hlt-restore started\n", resume.c_str(),
+                    ms);
+        std::fflush(stdout);
+      };
+      libvirt::LibvirtRestoreResult res;
+      Status s = libvirt::ResumeLibvirtDomain(**conn, **reader, resume, ro, &res);
+      if (!s.ok()) return fail(s);
+      if (!record_path.empty()) unlink(record_path.c_str());
+      status.SetDomain(resume, res.uuid);
+      status.Write("completed", "resumed");
+      std::printf("resumed the restore of domain %s: QEMU held %llu pages already\n", resume.c_str(),
+                  (unsigned long long)res.qemu.resume_present_pages);
+      PrintRestoreSummary(res.qemu, 0);
       std::fflush(stdout);
-      return Status::Ok();
-    };
-  }
-#else
-  if (shared_memory) return fail(Status::Unsupported("--memory shared: this hlt-restore was built without the image server"));
-#endif
-  std::string started_name;
-  double running_ms = 0;
-  opt.on_started = [&](const std::string& name, const std::string& uuid) {
-    started_name = name;
-    status.SetDomain(name, uuid);
-  };
-  opt.qemu.on_running = [&](uint64_t) {
-    running_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - tool_start).count();
-    status.Write("running");
-    std::string line = fmt::format("running {} {:.1f} ms after hlt-restore started\n", started_name, running_ms);
-    if (detach) {
-      line += "  the restore goes on detached (pid " + std::to_string(getpid()) + "); its outcome: " + status_path +
-              " (its output: " + status_path + ".log)\n";
+      return cli::kExitOk;
     }
-    report(line);
+#ifdef HALITE_TOOLS_WITH_IMAGE_SERVER
+    // --memory shared: registered before libvirt starts the domain, removed once its QEMU maps the image.
+    RamDirRegistration registration;
+    if (shared_memory) {
+      if (ram_dir.empty()) {
+        auto d = DefaultLibvirtRamDir(uri);
+        if (!d) return fail(d.error());
+        ram_dir = *d;
+      }
+      char self[PATH_MAX] = {0};
+      if (readlink("/proc/self/exe", self, sizeof self - 1) < 0) return fail(Status::IoError("/proc/self/exe", errno));
+      auto plan = PrepareSharedMemory(self, ckpt, **reader, image_dir, ropts.parent_dirs);
+      if (!plan) return fail(plan.error());
+      const uint64_t ram_size = (*reader)->regions()[*(*reader)->FindRegion(kSharedRamRegion)].size;
+      std::printf("memory shared: the domain maps %s privately (image server %s); libvirt's RAM directory %s\n",
+                  plan->image_path.c_str(), plan->started_server ? "started" : "already serving", ram_dir.c_str());
+      std::fflush(stdout);
+      opt.private_file_memory = true;
+      opt.qemu.lazy = false;
+      opt.qemu.shared_regions = plan->shared_regions;
+      const std::string image = plan->image_path;
+      opt.before_start = [&, self_path = std::string(self), image](const std::string& name) -> Status {
+        auto r = RamDirRegistration::Register(self_path, ram_dir, image_server::LibvirtShortName(name), image);
+        if (!r) return r.error();
+        registration = std::move(*r);
+        if (registration.started_server()) std::printf("memory shared: RAM directory server started at %s\n", ram_dir.c_str());
+        return Status::Ok();
+      };
+      opt.on_qemu_up = [&, image, ram_size](int pid) -> Status {
+        // Never a guest on memory that is not the checkpoint's: QEMU must map the image itself.
+        HLT_RETURN_IF_ERROR(CheckQemuMapsImage(pid, image, ram_size));
+        registration.Remove();  // QEMU holds the file: the name may serve another domain now
+        std::printf("memory shared: QEMU (pid %d) maps %s as its guest RAM\n", pid, image.c_str());
+        std::fflush(stdout);
+        return Status::Ok();
+      };
+    }
+#else
+    if (shared_memory) return fail(Status::Unsupported("--memory shared: this hlt-restore was built without the image server"));
+#endif
+    // A lazy restore leaves a record for --resume, written once its QEMU is up (before any page moves).
+    std::string record_path;
+    if (opt.qemu.lazy && !opt.on_qemu_up) {
+      opt.on_qemu_up = [&](int pid) -> Status {
+        RestoreRecord rec;
+        std::error_code ec;
+        const auto abs = std::filesystem::absolute(ckpt, ec);
+        rec.checkpoint = ec ? ckpt : abs.string();
+        rec.file_id = file_id;
+        rec.qemu_pid = pid;
+        if (auto started = ProcessStartTime(pid)) rec.qemu_start_time = *started;
+        record_path = RecordPathForPid(pid);
+        if (Status w = WriteRestoreRecord(rec, record_path); !w.ok()) {
+          std::fprintf(stderr, "%s: warning: %s (this restore cannot be resumed)\n", tool.c_str(), w.message().c_str());
+          record_path.clear();
+        }
+        return Status::Ok();
+      };
+    }
+    std::string started_name;
+    double running_ms = 0;
+    opt.on_started = [&](const std::string& name, const std::string& uuid) {
+      started_name = name;
+      status.SetDomain(name, uuid);
+    };
+    opt.qemu.on_running = [&](uint64_t) {
+      running_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - tool_start).count();
+      status.Write("running");
+      std::string line = fmt::format("running {} {:.1f} ms after hlt-restore started\n", started_name, running_ms);
+      if (detach) {
+        line += "  the restore goes on detached (pid " + std::to_string(getpid()) + "); its outcome: " + status_path +
+                " (its output: " + status_path + ".log)\n";
+      }
+      report(line);
+    };
+    libvirt::LibvirtRestoreResult res;
+    Status s = libvirt::RestoreLibvirtDomain(**conn, **reader, ckpt, opt, &res);
+    if (!s.ok()) return fail(s);
+    if (!record_path.empty()) unlink(record_path.c_str());
+    status.Write("completed");
+    const auto& q = res.qemu;
+    const uint64_t tool_to_running = uint64_t(running_ms * 1000);
+    std::printf("restored %s as domain %s (uuid %s)%s\n", ckpt.c_str(), res.domain.c_str(), res.uuid.c_str(),
+                opt.clone ? ", a clone" : "");
+    std::printf("  libvirt          domain started (waiting for its memory) %.1f ms after the call\n", Ms(res.define_us));
+    for (const auto& o : res.overlays) std::printf("  disk overlay     %s\n", o.c_str());
+    for (const auto& m : res.replugged) std::printf("  nic              %s unplugged and plugged again: the guest probes it with its new MAC\n", m.c_str());
+    if (opt.clone && !res.had_genid) {
+      std::printf("  note             the saved domain has no <genid>: the clone's kernel is not told it was cloned "
+                  "(its RNG is not reseeded); add <genid/> to the domain before saving\n");
+    }
+    PrintRestoreSummary(q, tool_to_running);
+    std::fflush(stdout);
+    return cli::kExitOk;
+  };  // run
+
+  if (!detach) return run(resume_domain);
+  if (const int rc = Detach(tool, status_path + ".log", &report_fd); rc >= 0) return rc;  // the parent
+  // The detached process: it supervises the worker that restores, and resumes the restore when that dies.
+  SupervisedRestore job;
+  job.status_path = status_path;
+  job.report_fd = report_fd;
+  job.restore = [&] { return run(""); };
+  job.resume = [&](const std::string& domain) {
+    report_fd = -1;  // the parent is gone
+    tool_start = std::chrono::steady_clock::now();
+    return run(domain);
   };
-  libvirt::LibvirtRestoreResult res;
-  Status s = libvirt::RestoreLibvirtDomain(**conn, **reader, ckpt, opt, &res);
-  if (!s.ok()) return fail(s);
-  status.Write("completed");
-  const auto& q = res.qemu;
-  const uint64_t tool_to_running = uint64_t(running_ms * 1000);
-  std::printf("restored %s as domain %s (uuid %s)%s\n", ckpt.c_str(), res.domain.c_str(), res.uuid.c_str(),
-              opt.clone ? ", a clone" : "");
-  std::printf("  libvirt          domain started (waiting for its memory) %.1f ms after the call\n", Ms(res.define_us));
-  for (const auto& o : res.overlays) std::printf("  disk overlay     %s\n", o.c_str());
-  for (const auto& m : res.replugged) std::printf("  nic              %s unplugged and plugged again: the guest probes it with its new MAC\n", m.c_str());
-  if (opt.clone && !res.had_genid) {
-    std::printf("  note             the saved domain has no <genid>: the clone's kernel is not told it was cloned "
-                "(its RNG is not reseeded); add <genid/> to the domain before saving\n");
-  }
-  PrintRestoreSummary(q, tool_to_running);
-  std::fflush(stdout);
-  return cli::kExitOk;
+  return SuperviseRestore(job);
 }
 
 }  // namespace halite::restore

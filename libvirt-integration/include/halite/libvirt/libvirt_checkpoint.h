@@ -116,6 +116,21 @@ Status RestoreLibvirtDomain(const Connection& connection, const CheckpointReader
                             const std::string& checkpoint_path, LibvirtRestoreOptions options,
                             LibvirtRestoreResult* result);
 
+struct LibvirtResumeOptions {
+  qemu::CheckpointRestoreOptions qemu;  // lazy options (resume is set here)
+  // Called with the domain's QEMU pid before anything is asked of it: the caller checks that this QEMU was
+  // restoring this checkpoint (its record); a failure stops the resume.
+  std::function<Status(int qemu_pid)> check_qemu;
+};
+
+// Takes over the lazy restore of domain `domain_name` (started by RestoreLibvirtDomain) whose restorer died:
+// finds its QEMU by the domain's UUID and the restore's private QMP socket on QEMU's command line, then resumes
+// it (qemu::CheckpointRestoreOptions::resume) and, once every page is in, removes the migration blocker and the
+// private socket as the restore would have. Errors: kNotFound (no such domain, or no QEMU for it),
+// kInvalidArgument (a domain hlt-restore did not start), then those of the resume.
+Status ResumeLibvirtDomain(const Connection& connection, const CheckpointReader& reader, const std::string& domain_name,
+                           LibvirtResumeOptions options, LibvirtRestoreResult* result);
+
 }  // namespace halite::libvirt
 
 #endif  // HALITE_LIBVIRT_LIBVIRT_CHECKPOINT_H_

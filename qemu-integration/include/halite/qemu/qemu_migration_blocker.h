@@ -37,6 +37,8 @@ class MigrationBlocker {
   MigrationBlocker& operator=(const MigrationBlocker&) = delete;
   // Removes the blocker if still installed (errors ignored: QEMU may be gone).
   ~MigrationBlocker();
+  // Removes a blocker an earlier process installed (a restore that died and was resumed); ok when there is none.
+  static Status RemoveLeftOver(QmpClient& qmp);
 
   // Deletes the node and its descriptor set: migrations work again.
   Status Remove();

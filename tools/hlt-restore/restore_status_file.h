@@ -1,0 +1,33 @@
+// The status file a broker polls for a libvirt restore (--status-file, and always with --detach): one JSON object
+// {"state", "domain", "uuid", "pid", and "error" when failed or "note"}, written to a temporary name, synced and
+// renamed, so a reader never sees half of it. States: starting, running, resuming, completed, failed.
+#ifndef HALITE_TOOLS_RESTORE_STATUS_FILE_H_
+#define HALITE_TOOLS_RESTORE_STATUS_FILE_H_
+
+#include <string>
+
+namespace halite::restore {
+
+class StatusFile {
+ public:
+  struct Contents {
+    std::string state, domain, uuid;
+  };
+
+  explicit StatusFile(std::string path) : path_(std::move(path)) {}
+  // `detail` goes under "error" for the state "failed", under "note" otherwise. Nothing when the path is empty.
+  void Write(const std::string& state, const std::string& detail = "") const;
+  void SetDomain(const std::string& name, const std::string& uuid) {
+    domain_ = name;
+    uuid_ = uuid;
+  }
+  // What the file says now; empty fields when it is missing or not JSON.
+  static Contents Read(const std::string& path);
+
+ private:
+  std::string path_, domain_, uuid_;
+};
+
+}  // namespace halite::restore
+
+#endif  // HALITE_TOOLS_RESTORE_STATUS_FILE_H_

@@ -1,0 +1,88 @@
+#include "hlt-restore/restore_supervisor.h"
+
+#include <signal.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <thread>
+
+#include <fmt/format.h>
+#include "common/cli.h"
+#include "hlt-restore/restore_status_file.h"
+
+namespace halite::restore {
+namespace {
+
+pid_t StartWorker(const std::function<int()>& body) {
+  std::fflush(nullptr);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    const int rc = body();
+    std::fflush(nullptr);
+    _exit(rc);
+  }
+  return pid;
+}
+
+int WaitWorker(pid_t pid) {
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR) return -1;
+  }
+  return status;
+}
+
+}  // namespace
+
+int SuperviseRestore(const SupervisedRestore& job) {
+  pid_t worker = StartWorker(job.restore);
+  if (worker < 0) {
+    std::fprintf(stderr, "hlt-restore: fork: %s\n", strerror(errno));
+    return cli::kExitIo;
+  }
+  if (job.report_fd >= 0) close(job.report_fd);
+  for (int resumes = 0;; ++resumes) {
+    const int status = WaitWorker(worker);
+    if (status < 0) return cli::kExitIo;
+    if (WIFEXITED(status)) return WEXITSTATUS(status);  // the worker's own verdict, in the status file too
+    const int sig = WTERMSIG(status);
+    const StatusFile::Contents st = StatusFile::Read(job.status_path);
+    StatusFile file(job.status_path);
+    file.SetDomain(st.domain, st.uuid);
+    const std::string death = fmt::format("the restore's worker (pid {}) died of signal {} ({})", worker, sig,
+                                          strsignal(sig));
+    std::printf("%s while the restore was %s\n", death.c_str(), st.state.empty() ? "starting" : st.state.c_str());
+    // "running" (or "resuming": a resume died): QEMU waits in postcopy-paused for a new source. Before that the
+    // guest never ran; what is left of the domain is reported, not guessed at.
+    if ((st.state != "running" && st.state != "resuming") || st.domain.empty()) {
+      file.Write("failed", death + " before its guest ran: restore again");
+      return cli::kExitIo;
+    }
+    if (resumes == job.max_resumes) {
+      file.Write("failed",
+                  fmt::format("{}; {} resumes already: not again (resume by hand with --resume {})", death, resumes,
+                              st.domain));
+      return cli::kExitIo;
+    }
+    // The first resume at once (the guest waits); a worker that keeps dying is replaced more and more slowly.
+    if (resumes > 0) std::this_thread::sleep_for(std::chrono::milliseconds(100 << std::min(resumes - 1, 4)));
+    file.Write("resuming",
+                fmt::format("{}; its supervisor (pid {}) resumes it (resume {} of at most {})", death, getpid(),
+                            resumes + 1, job.max_resumes));
+    std::printf("resuming the restore of domain %s in a new worker (resume %d of at most %d)\n", st.domain.c_str(),
+                resumes + 1, job.max_resumes);
+    const std::string domain = st.domain;
+    worker = StartWorker([&] { return job.resume(domain); });
+    if (worker < 0) {
+      file.Write("failed", std::string("fork: ") + strerror(errno));
+      return cli::kExitIo;
+    }
+  }
+}
+
+}  // namespace halite::restore

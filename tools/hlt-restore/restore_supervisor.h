@@ -1,0 +1,34 @@
+// A detached restore keeps its guest alive when its worker dies: the detached process forks the worker that
+// serves the pages and stays behind as its supervisor. When the worker dies of a signal (killed, crashed, out of
+// memory) after its guest ran, the supervisor forks a new worker that takes the restore over with QEMU's
+// postcopy recovery (--resume), as a broker would; nothing of the guest is lost while it waits.
+#ifndef HALITE_TOOLS_RESTORE_SUPERVISOR_H_
+#define HALITE_TOOLS_RESTORE_SUPERVISOR_H_
+
+#include <functional>
+#include <string>
+
+namespace halite::restore {
+
+struct SupervisedRestore {
+  // The status file both workers keep (state, domain, pid); the supervisor reads the domain from it and marks
+  // the hand-over ("resuming") and a death it cannot repair ("failed").
+  std::string status_path;
+  // Runs the restore in the first worker; returns its exit code.
+  std::function<int()> restore;
+  // Runs `hlt-restore ... --resume DOMAIN` in a later worker; returns its exit code.
+  std::function<int(const std::string& domain)> resume;
+  // The write end of the pipe the detaching parent reads until its end: the first worker reports on it, and
+  // the supervisor closes its own copy once that worker runs, so the parent returns when the worker says so.
+  int report_fd = -1;
+  // Workers started after the first at most: a worker that dies again and again is not retried for ever.
+  int max_resumes = 5;
+};
+
+// Call in a process without threads (forks). Returns the exit code of the last worker, or kExitIo when a worker
+// died and could not be resumed (before its guest ran, or too many times); the status file then says why.
+int SuperviseRestore(const SupervisedRestore& job);
+
+}  // namespace halite::restore
+
+#endif  // HALITE_TOOLS_RESTORE_SUPERVISOR_H_
