@@ -206,22 +206,27 @@ int main(int argc, char** argv) {
   struct FaultPath {
     std::string name;
     uint32_t cut;  // WriterOptions::zstd_block_pages
+    uint32_t frames;  // WriterOptions::frame_pages
     bool stream;
     SavedCheckpoint ck;
     BlockCosts bc;
     ReplayResult eng;
     std::vector<FaultToWake> wake;  // isolated faults at slots 0, 24, 32, 63 of 64
   };
-  std::vector<FaultPath> paths = {{"old", 0, false, {}, {}, {}, {}},
-                                  {"uncut,stream", 0, true, {}, {}, {}, {}},
-                                  {"cut16,stream", 16, true, {}, {}, {}, {}},
-                                  {"cut8,stream", 8, true, {}, {}, {}, {}},
-                                  {"cut4,stream", 4, true, {}, {}, {}, {}}};
+  std::vector<FaultPath> paths = {{"old", 0, 0, false, {}, {}, {}, {}},
+                                  {"uncut,stream", 0, 0, true, {}, {}, {}, {}},
+                                  {"cut16,stream", 16, 0, true, {}, {}, {}, {}},
+                                  {"cut8,stream", 8, 0, true, {}, {}, {}, {}},
+                                  {"cut4,stream", 4, 0, true, {}, {}, {}, {}},
+                                  {"f16cut8,stream", 8, 16, true, {}, {}, {}, {}},
+                                  {"f8cut4,stream", 4, 8, true, {}, {}, {}, {}}};
   for (FaultPath& fp : paths) {
-    fp.ck = fp.cut == WriterOptions{}.zstd_block_pages
+    const WriterOptions defaults;
+    fp.ck = fp.cut == defaults.zstd_block_pages && fp.frames == defaults.frame_pages
                 ? ck["halite"]
-                : SaveCheckpoint(image, bytes, dir.File("cut" + std::to_string(fp.cut) + ".hlt"),
-                                 {64, 3, LayoutPolicy::kHalite, true, fp.cut}, save_trace, va);
+                : SaveCheckpoint(image, bytes,
+                                 dir.File("cut" + std::to_string(fp.cut) + "f" + std::to_string(fp.frames) + ".hlt"),
+                                 {64, 3, LayoutPolicy::kHalite, true, fp.cut, fp.frames}, save_trace, va);
     RestoreEngineOptions o = Options(false);
     o.stream_faults = fp.stream;
     o.record_timeline = true;
@@ -264,7 +269,7 @@ int main(int argc, char** argv) {
   std::printf("\nPer-fault cost, halite layout, 64-page blocks, zstd 3, loader off, warm cache, microseconds unless "
               "named\n(steps and isolated faults: best of 3 per block, median over blocks, best of 3 rounds taken in "
               "turn; engine and thread: the median replay)\n");
-  std::printf("  %-46s", "path (zstd blocks cut every N pages)");
+  std::printf("  %-46s", "path (fN: frames of N pages; cutN: zstd blocks)");
   for (const FaultPath& fp : paths) std::printf(" %13s", fp.name.c_str());
   std::printf("\n");
   auto line = [&](const char* what, const std::function<double(const FaultPath&)>& f) {
@@ -312,6 +317,7 @@ int main(int argc, char** argv) {
     rows.push_back({"fault_path",
                     fp.name,
                     {{"zstd_block_pages", double(fp.cut)},
+                     {"frame_pages", double(fp.frames)},
                      {"stream_faults", double(fp.stream)},
                      {"file_bytes", double(fp.ck.file_bytes)},
                      {"stored_kib", k.stored_kib},

@@ -157,7 +157,10 @@ BlockCosts MeasureBlockCosts(const std::string& ckpt, size_t sample) {
       volatile uint64_t h = codec::Xxh3_64(payloads[i], blocks[i]);
       (void)h;
       auto t2 = Clock::now();
-      if (b.compressed()) {
+      if (b.framed()) {
+        s = dec.DecompressFrames(payloads[i], nullptr, raw, 0, {});
+        if (!s.ok()) Die("decompress", s);
+      } else if (b.compressed()) {
         s = dec.DecompressExact(payloads[i], nullptr, raw);
         if (!s.ok()) Die("decompress", s);
       } else {
@@ -174,10 +177,12 @@ BlockCosts MeasureBlockCosts(const std::string& ckpt, size_t sample) {
       uint64_t n = 0;
       double first = 0;
       auto t0 = Clock::now();
-      Status s = dec.DecompressExact(payloads[i], nullptr, raw, [&](size_t) {
+      auto piece = [&] {
         if (n++ == 0) first = Us(Clock::now() - t0).count();
         return Status::Ok();
-      });
+      };
+      Status s = b.framed() ? dec.DecompressFrames(payloads[i], nullptr, raw, 0, [&](size_t, size_t) { return piece(); })
+                            : dec.DecompressExact(payloads[i], nullptr, raw, [&](size_t) { return piece(); });
       double all = Us(Clock::now() - t0).count();
       if (!s.ok()) Die("decompress", s);
       best_first = std::min(best_first, first);

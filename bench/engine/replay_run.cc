@@ -40,6 +40,7 @@ SavedCheckpoint SaveCheckpoint(const std::string& image, uint64_t bytes, const s
   o.level = spec.level;
   o.policy = spec.policy;
   o.zstd_block_pages = spec.zstd_block_pages;
+  o.frame_pages = spec.frame_pages;
   // The dictionary is off so every checkpoint of the comparison is built the same way (on these images `auto`
   // measures no gain and turns it off anyway).
   o.dictionary = DictionaryMode::kOff;

@@ -22,6 +22,7 @@ struct SaveSpec {
   LayoutPolicy policy = LayoutPolicy::kHalite;
   bool hints = true;  // give the save-time access trace and VA hints
   uint32_t zstd_block_pages = WriterOptions{}.zstd_block_pages;  // 0: uncut frames (files before the cut)
+  uint32_t frame_pages = WriterOptions{}.frame_pages;  // independent frames of this many pages (0: one frame)
 };
 
 // Incremental saves (format-spec 12; bench/chain): a child of `parent` when set.

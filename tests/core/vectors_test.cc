@@ -28,7 +28,7 @@ std::string ReadString(const std::string& path) {
 TEST_CASE("valid vectors regenerate byte for byte and decode to their expected content", "[vectors]") {
   auto valid = vectors::BuildValidVectors();
   REQUIRE(valid.has_value());
-  REQUIRE(valid->size() == 7);
+  REQUIRE(valid->size() == 8);
   for (const auto& v : *valid) {
     INFO(v.name);
     auto committed = ReadBytes(VectorDir() + "/valid/" + v.name);
@@ -57,19 +57,20 @@ TEST_CASE("cut-frames.hlt decodes piece by piece, each piece final when reported
     std::vector<uint8_t> whole(r.blocks()[b].raw_length()), pieces(whole.size(), 0xee);
     REQUIRE(r.ReadBlock(b, whole).ok());
     std::vector<size_t> ready;
-    bool prefix_final = true;
-    Status s = r.ReadBlock(b, pieces, nullptr, [&](size_t n) {
-      // What is reported ready must already be the final content.
-      prefix_final = prefix_final && std::equal(pieces.begin(), pieces.begin() + ptrdiff_t(n), whole.begin());
-      ready.push_back(n);
+    bool prefix_final = true, in_order = true;
+    Status s = r.ReadBlock(b, pieces, nullptr, [&](size_t begin, size_t end) {
+      // What is reported ready must already be the final content; one frame comes out in order.
+      in_order = in_order && begin == (ready.empty() ? 0 : ready.back()) && end > begin;
+      prefix_final = prefix_final && std::equal(pieces.begin(), pieces.begin() + ptrdiff_t(end), whole.begin());
+      ready.push_back(end);
       return Status::Ok();
     });
     REQUIRE(s.ok());
     CHECK(prefix_final);
+    CHECK(in_order);
     CHECK(pieces == whole);
     REQUIRE_FALSE(ready.empty());
     CHECK(ready.back() == whole.size());
-    CHECK(std::is_sorted(ready.begin(), ready.end()));
     if (r.blocks()[b].compressed()) {
       ++compressed;
       // 16 pages cut every 4: one report per zstd block.
@@ -77,6 +78,48 @@ TEST_CASE("cut-frames.hlt decodes piece by piece, each piece final when reported
     }
   }
   CHECK(compressed > 0);
+}
+
+TEST_CASE("framed-blocks.hlt decodes from any frame first, each range final when reported", "[vectors]") {
+  auto committed = ReadBytes(VectorDir() + "/valid/framed-blocks.hlt");
+  REQUIRE_FALSE(committed.empty());
+  auto reader = CheckpointReader::Open(NewMemoryFile("framed-blocks.hlt", committed));
+  REQUIRE(reader.has_value());
+  const CheckpointReader& r = **reader;
+  CHECK(r.format_minor() == 3);
+  size_t framed = 0;
+  for (uint32_t b = 0; b < r.blocks().size(); ++b) {
+    if (!r.blocks()[b].framed()) continue;
+    ++framed;
+    std::vector<uint8_t> whole(r.blocks()[b].raw_length());
+    REQUIRE(r.ReadBlock(b, whole).ok());
+    for (size_t page : {size_t(0), size_t(5), size_t(9), size_t(15)}) {
+      INFO("block " << b << ", page " << page << " first");
+      std::vector<uint8_t> pieces(whole.size(), 0xee), covered(whole.size() / 4096, 0);
+      std::vector<std::pair<size_t, size_t>> ranges;
+      bool final_when_reported = true;
+      Status s = r.ReadBlock(
+          b, pieces, nullptr,
+          [&](size_t begin, size_t end) {
+            final_when_reported = final_when_reported && end > begin &&
+                                  std::equal(pieces.begin() + ptrdiff_t(begin), pieces.begin() + ptrdiff_t(end),
+                                             whole.begin() + ptrdiff_t(begin));
+            for (size_t p = begin / 4096; p < end / 4096; ++p) covered[p]++;
+            ranges.emplace_back(begin, end);
+            return Status::Ok();
+          },
+          page * 4096);
+      REQUIRE(s.ok());
+      CHECK(final_when_reported);
+      CHECK(pieces == whole);
+      // Frames of 4 pages cut every 2: the page's frame comes first, from its start; every page exactly once.
+      REQUIRE_FALSE(ranges.empty());
+      CHECK(ranges.front().first == page / 4 * 4 * 4096);
+      CHECK(ranges.size() == 8);
+      CHECK(std::all_of(covered.begin(), covered.end(), [](uint8_t c) { return c == 1; }));
+    }
+  }
+  CHECK(framed == r.blocks().size());
 }
 
 TEST_CASE("invalid vectors fail with their expected error", "[vectors]") {

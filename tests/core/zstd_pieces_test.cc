@@ -120,3 +120,49 @@ TEST_CASE("a progress callback's error stops decoding and comes back unchanged",
   REQUIRE(d.DecompressExact(frame, nullptr, out).ok());
   CHECK(out == raw);
 }
+
+TEST_CASE("independent frames decode from any frame first; a bad frame anywhere is refused before any range",
+          "[codec]") {
+  const std::vector<uint8_t> raw = testing::SyntheticBytes(64 * kPage, 5);
+  codec::Compressor c;
+  std::vector<uint8_t> payload;
+  REQUIRE(c.CompressFrames(raw, 3, nullptr, &payload, 16 * kPage, 8 * kPage).ok());
+  auto frames = codec::SplitFrames(payload, nullptr, raw.size(), kPage);
+  REQUIRE(frames.has_value());
+  REQUIRE(frames->size() == 4);
+  for (size_t first_page : {0u, 17u, 40u, 63u}) {
+    INFO("page " << first_page << " first");
+    codec::Decompressor d;
+    std::vector<uint8_t> out(raw.size(), 0xee);
+    std::vector<std::pair<size_t, size_t>> ranges;
+    bool final_when_reported = true;
+    Status s = d.DecompressFrames(payload, nullptr, out, first_page * kPage, [&](size_t b, size_t e) {
+      final_when_reported = final_when_reported && std::equal(out.begin() + ptrdiff_t(b), out.begin() + ptrdiff_t(e),
+                                                               raw.begin() + ptrdiff_t(b));
+      ranges.emplace_back(b, e);
+      return Status::Ok();
+    });
+    REQUIRE(s.ok());
+    CHECK(out == raw);
+    CHECK(final_when_reported);
+    REQUIRE(ranges.size() == 8);  // 4 frames of 2 pieces
+    CHECK(ranges[0].first == first_page / 16 * 16 * kPage);
+    CHECK(ranges[1].first == ranges[0].second);  // the faulting page's frame whole before any other
+  }
+  // The last frame cut short: SplitFrames fails on it, so nothing is decoded or reported, whichever frame first.
+  std::vector<uint8_t> cut(payload.begin(), payload.end() - 7);
+  codec::Decompressor d;
+  std::vector<uint8_t> out(raw.size());
+  size_t reported = 0;
+  Status s = d.DecompressFrames(cut, nullptr, out, 0, [&](size_t, size_t) {
+    ++reported;
+    return Status::Ok();
+  });
+  CHECK(s.code() == StatusCode::kCorrupt);
+  CHECK_THAT(s.message(), Catch::Contains("frame 3"));
+  CHECK(reported == 0);
+  // One frame where two are required.
+  std::vector<uint8_t> one;
+  REQUIRE(c.Compress(raw, 3, nullptr, &one, 8 * kPage).ok());
+  CHECK_THAT(codec::SplitFrames(one, nullptr, raw.size(), kPage).error().message(), Catch::Contains("expected at least 2"));
+}

@@ -19,14 +19,16 @@ namespace {
 
 constexpr uint64_t kPage = 4096;
 
-// 512 pages of synthetic memory (a few zero pages and duplicates), 64-page blocks cut every `cut` pages.
-MemCheckpoint Checkpoint(uint32_t cut) {
+// 512 pages of synthetic memory (a few zero pages and duplicates), 64-page blocks cut every `cut` pages, stored as
+// independent frames of `frames` pages when not 0 (FRAMED).
+MemCheckpoint Checkpoint(uint32_t cut, uint32_t frames = 0) {
   std::vector<std::vector<uint8_t>> content = {SyntheticBytes(512 * kPage, 21)};
   std::memset(content[0].data() + 70 * kPage, 0, kPage);
   std::memcpy(content[0].data() + 200 * kPage, content[0].data() + 3 * kPage, kPage);
   WriterOptions o;
   o.block_pages = 64;
   o.zstd_block_pages = cut;
+  o.frame_pages = frames;
   o.dictionary = DictionaryMode::kOff;
   return BuildCheckpoint({{"ram", 512}}, std::move(content), o);
 }
@@ -136,12 +138,50 @@ TEST_CASE("a streamed fault installs its page alone first, then the block piece 
   }
 }
 
+TEST_CASE("a streamed fault in a block of independent frames decodes its page's frame before any other",
+          "[engine][stream]") {
+  MemCheckpoint m = Checkpoint(4, 16);
+  auto reader = OpenMem(m);
+  const uint32_t b = 1;
+  REQUIRE(reader->blocks()[b].framed());
+  std::map<uint64_t, uint32_t> slot_of;
+  for (const auto& mb : reader->BlockMembers(b)) slot_of.emplace(mb.page, mb.slot);
+  for (uint32_t slot : {0u, 21u, 37u, 63u}) {
+    INFO("faulting slot " << slot);
+    OrderSink sink(m.regions, m);
+    auto engine = RestoreEngine::Create(*reader, sink, Demand(true));
+    REQUIRE(engine.has_value());
+    const uint64_t g = PageInSlot(*reader, b, slot);
+    REQUIRE((*engine)->HandleFault(reader->PageOf(g)).has_value());
+    auto calls = sink.calls();
+    REQUIRE(calls.size() >= 2);
+    CHECK(calls[0] == std::vector<uint64_t>{g});
+    // Every page of the faulting page's frame goes in before a page of another frame.
+    const uint32_t frame = slot / 16;
+    bool other_seen = false, late = false;
+    size_t pages = 0;
+    for (const auto& call : calls) {
+      for (uint64_t p : call) {
+        const bool ours = slot_of[p] / 16 == frame;
+        late = late || (ours && other_seen);
+        other_seen = other_seen || !ours;
+        ++pages;
+      }
+    }
+    CHECK_FALSE(late);
+    CHECK(other_seen);
+    CHECK(pages == slot_of.size());
+    CHECK(sink.double_installs() == 0);
+    CHECK(sink.wrong() == 0);
+  }
+}
+
 TEST_CASE("streamed and whole-block faults install the same content, cut or uncut frames", "[engine][stream]") {
-  for (uint32_t cut : {0u, 4u, 8u}) {
-    MemCheckpoint m = Checkpoint(cut);
+  for (auto [cut, frames] : {std::pair{0u, 0u}, {4u, 0u}, {8u, 0u}, {4u, 16u}, {0u, 8u}}) {
+    MemCheckpoint m = Checkpoint(cut, frames);
     auto reader = OpenMem(m);
     for (bool stream : {false, true}) {
-      INFO("cut " << cut << " stream " << stream);
+      INFO("cut " << cut << " frames " << frames << " stream " << stream);
       OrderSink sink(m.regions, m);
       auto engine = RestoreEngine::Create(*reader, sink, Demand(stream));
       REQUIRE(engine.has_value());

@@ -33,6 +33,7 @@ WriterOptions DeterministicOptions() {
   o.deterministic = true;
   o.threads = 2;
   o.dictionary = DictionaryMode::kOff;
+  o.frame_pages = 0;  // one frame a block, as the vectors before 1.3 were written; framed-blocks.hlt sets it
   o.sink.use_io_uring = false;
   o.metadata.creator = "libhalite test vectors";
   return o;
@@ -346,6 +347,14 @@ Result<std::vector<ValidVector>> BuildValidVectors() {
   o.dictionary = DictionaryMode::kOff;
   HLT_ASSIGN_OR_RETURN(auto cut, Build("cut-frames.hlt", o, FillDictionary));
   out.push_back(std::move(cut));
+
+  // 5.4, since 1.3: 16-page blocks stored as independent frames of 4 pages (FRAMED), each cut every 2 pages.
+  o = DeterministicOptions();
+  o.block_pages = 16;
+  o.frame_pages = 4;
+  o.zstd_block_pages = 2;
+  HLT_ASSIGN_OR_RETURN(auto framed, Build("framed-blocks.hlt", o, FillDictionary));
+  out.push_back(std::move(framed));
   return out;
 }
 
@@ -377,7 +386,7 @@ Result<std::vector<InvalidVector>> BuildInvalidVectors(const std::vector<ValidVe
     f[20] ^= 1;
     add("bad-header-checksum.hlt", f, kC, kOk, "header at offset 0x38: checksum mismatch", "a file_id byte flipped");
   }
-  add("version-1.3.hlt", RewriteHeader(m, 3, 1), StatusCode::kUnsupported, kOk, "format version 1.3",
+  add("version-1.4.hlt", RewriteHeader(m, 4, 1), StatusCode::kUnsupported, kOk, "format version 1.4",
       "a newer minor version (re-checksummed): unsupported, not corrupt");
   add("version-2.0.hlt", RewriteHeader(m, 0, 2), StatusCode::kUnsupported, kOk, "format version 2.0",
       "a newer major version");
@@ -592,6 +601,44 @@ Result<std::vector<InvalidVector>> BuildInvalidVectors(const std::vector<ValidVe
         "a valid frame followed by one more byte");
     add("zstd-dictionary-id-without-flag.hlt", WithBlockPayload(m, block, ZstdRleFrame(raw, true, 42)), kOk, kC,
         "zstd frame needs a dictionary but none applies", "a frame naming dictionary 42 on a block without DICTIONARY");
+  }
+  // --- blocks of independent frames (5.4, FRAMED, since 1.3); frames hand-made, checksums recomputed ---
+  {
+    auto [block, raw] = FirstCompressedBlock(m);
+    const uint32_t framed = format::kBlockCompressed | format::kBlockFramed;
+    auto frames = [](std::initializer_list<std::vector<uint8_t>> parts) {
+      std::vector<uint8_t> f;
+      for (const auto& p : parts) f.insert(f.end(), p.begin(), p.end());
+      return f;
+    };
+    const auto page = ZstdRleFrame(uint32_t(kPage), true, 0);
+    add("framed-flag-on-raw-block.hlt",
+        RewriteHeader(WithBlockPayload(m, block, std::vector<uint8_t>(raw, 0x41), format::kBlockFramed), 3, 1), kC, kOk,
+        "FRAMED flag on an uncompressed block", "a raw (not COMPRESSED) block flagged FRAMED");
+    add("framed-in-version-1.2.hlt", RewriteHeader(WithBlockPayload(m, block, frames({page, page}), framed), 2, 1), kC,
+        kOk, "format version 1.2 but the index uses version 1.3 features",
+        "a FRAMED block in a file that declares 1.2");
+    add("framed-one-frame.hlt", RewriteHeader(WithBlockPayload(m, block, ZstdRleFrame(raw, true, 0), framed), 3, 1), kOk,
+        kC, "holds 1 frame (expected at least 2)", "a FRAMED block whose payload is a single frame");
+    add("framed-partial-page.hlt",
+        RewriteHeader(WithBlockPayload(m, block,
+                                       frames({ZstdRleFrame(uint32_t(kPage) - 1, true, 0),
+                                               ZstdRleFrame(uint32_t(kPage) + 1, true, 0)}),
+                                       framed),
+                      3, 1),
+        kOk, kC, "declares 4095 bytes (expected a non-zero multiple of 4096",
+        "frames of 4095 and 4097 bytes: a frame must hold whole pages");
+    add("framed-extra-frame.hlt",
+        RewriteHeader(WithBlockPayload(m, block, frames({page, page, page}), framed), 3, 1), kOk, kC,
+        "frame 2 (payload byte 26): more frames than pages", "three one-page frames in a two-page block");
+    add("framed-short.hlt",
+        RewriteHeader(WithBlockPayload(m, block, frames({page, ZstdRleFrame(uint32_t(kPage), false, 0)}), framed), 3, 1),
+        kOk, kC, "frame 1 (payload byte 13) does not declare its content size",
+        "the second frame does not declare its content size");
+    add("framed-dictionary-id-without-flag.hlt",
+        RewriteHeader(WithBlockPayload(m, block, frames({page, ZstdRleFrame(uint32_t(kPage), true, 42)}), framed), 3,
+                      1),
+        kOk, kC, "needs a dictionary but none applies", "a frame naming dictionary 42 in a block without DICTIONARY");
   }
   // --- skippable sections (5.9) ---
   {

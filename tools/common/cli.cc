@@ -145,10 +145,12 @@ void Progress::Finish() {
 std::string VersionText(const std::string& tool) {
   return fmt::format(
       "{} {} (libhalite)\n"
-      "checkpoint format: reads {}.0 to {}.{}; writes {}.0 ({}.{} when a file carries skippable sections, {}.{} for an "
+      "checkpoint format: reads {}.0 to {}.{}; writes {}.{} when blocks are stored as independent frames (by default "
+      "for blocks of more than 16 pages), else {}.0 ({}.{} when a file carries skippable sections, {}.{} for an "
       "incremental child)\n",
       tool, LibraryVersion(), format::kFormatMajor, format::kFormatMajor, format::kFormatMinor, format::kFormatMajor,
-      format::kFormatMajor, format::kFormatMinorSkippableSections, format::kFormatMajor, format::kFormatMinorParent);
+      format::kFormatMinorFramedBlocks, format::kFormatMajor, format::kFormatMajor,
+      format::kFormatMinorSkippableSections, format::kFormatMajor, format::kFormatMinorParent);
 }
 
 std::string FindExecutable(const std::string& arg) {

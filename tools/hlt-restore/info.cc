@@ -16,7 +16,7 @@ namespace {
 
 struct Counts {
   uint64_t absent = 0, zero = 0, stored = 0, duplicates = 0, slots = 0;
-  uint64_t block_bytes = 0, blob_bytes = 0, compressed_blocks = 0, dict_blocks = 0, hot_blocks = 0;
+  uint64_t block_bytes = 0, blob_bytes = 0, compressed_blocks = 0, dict_blocks = 0, framed_blocks = 0, hot_blocks = 0;
   uint32_t min_stored = UINT32_MAX, max_stored = 0, min_pages = UINT32_MAX, max_pages = 0;
 };
 
@@ -38,6 +38,7 @@ Counts Count(const CheckpointReader& r) {
     c.block_bytes += b.stored_length;
     c.compressed_blocks += b.compressed();
     c.dict_blocks += b.uses_dictionary();
+    c.framed_blocks += b.framed();
     c.hot_blocks += b.hot();
     c.min_stored = std::min(c.min_stored, b.stored_length);
     c.max_stored = std::max(c.max_stored, b.stored_length);
@@ -99,9 +100,10 @@ void PrintText(const CheckpointReader& r, const Counts& c) {
               (unsigned long long)c.zero, (unsigned long long)c.absent);
   std::printf("size         raw %s, file %s, ratio %.2f\n", cli::HumanBytes(raw).c_str(),
               cli::HumanBytes(r.file_size()).c_str(), r.file_size() ? double(raw) / double(r.file_size()) : 0.0);
-  std::printf("blocks       %zu (%llu compressed, %llu with dictionary, %llu hot); pages per block %u..%u; "
-              "stored bytes %u..%u, mean %.0f\n",
-              r.blocks().size(), (unsigned long long)c.compressed_blocks, (unsigned long long)c.dict_blocks,
+  std::printf("blocks       %zu (%llu compressed, %llu of independent frames, %llu with dictionary, %llu hot); pages "
+              "per block %u..%u; stored bytes %u..%u, mean %.0f\n",
+              r.blocks().size(), (unsigned long long)c.compressed_blocks, (unsigned long long)c.framed_blocks,
+              (unsigned long long)c.dict_blocks,
               (unsigned long long)c.hot_blocks, c.min_pages, c.max_pages, c.min_stored, c.max_stored,
               r.blocks().empty() ? 0.0 : double(c.block_bytes) / double(r.blocks().size()));
   std::printf("dictionary   %zu bytes\n", r.dictionary_size());
@@ -170,6 +172,7 @@ void PrintJson(const CheckpointReader& r, const Counts& c) {
       {"blocks", r.blocks().size()},
       {"compressed_blocks", c.compressed_blocks},
       {"dictionary_blocks", c.dict_blocks},
+      {"framed_blocks", c.framed_blocks},
       {"hot_blocks", c.hot_blocks},
       {"block_bytes", c.block_bytes},
       {"min_block_pages", c.min_pages},

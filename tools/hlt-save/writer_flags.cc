@@ -22,6 +22,10 @@ bool ParseWriterFlag(cli::Args& args, WriterFlags* f, std::string* error) {
     if (error->empty() && number("--block-pages", 4096)) f->options.block_pages = uint32_t(n);
     return true;
   }
+  if (args.Option("--frame-pages", &v, error)) {
+    if (error->empty() && number("--frame-pages", 4096)) f->options.frame_pages = uint32_t(n);
+    return true;
+  }
   if (args.Option("--level", &v, error)) {
     if (error->empty()) {
       try {

@@ -21,6 +21,8 @@ struct WriterFlags {
 inline constexpr const char* kWriterFlagsHelp =
     "writer options:\n"
     "  --block-pages N        pages per locality block (1..4096, default 64)\n"
+    "  --frame-pages N        store a block of more pages as independent zstd frames of N pages, so a fault\n"
+    "                         decodes only its page's frame first (format 1.3; 0 = one frame a block)\n"
     "  --level L              zstd level (default 3)\n"
     "  --threads N            compression threads (default: one per CPU)\n"
     "  --rate-limit BYTES_PER_S  throttle compression to this many raw bytes a second (K/M/G suffixes)\n"

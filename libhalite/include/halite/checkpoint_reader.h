@@ -140,16 +140,18 @@ class HALITE_EXPORT CheckpointReader {
   // The same; `*reread` (when not null) is set to true when the first read failed verification and the second
   // verified, and left alone otherwise.
   Status ReadBlock(uint32_t block, std::span<uint8_t> out, bool* reread) const;
-  // Called while a block is decoded with the number of leading bytes of `out` that hold their final content
-  // (non-decreasing, the last call with out.size()), so a fault can install its page before the rest of the block
-  // is decoded. A non-ok return stops the read and is returned as it is. Runs on the calling thread.
-  using BlockProgress = std::function<Status(size_t ready)>;
+  // Called while a block is decoded with a range [begin, end) of `out` whose bytes now hold their final content;
+  // the ranges never overlap and together cover `out`. So a fault can install its page before the rest of the
+  // block is decoded. A non-ok return stops the read and is returned as it is. Runs on the calling thread.
+  using BlockProgress = std::function<Status(size_t begin, size_t end)>;
   // The same, decoding the block a zstd block at a time (format-spec 5.4: writers cut frames every 8 pages) and
-  // calling `progress` after each. Bytes are reported only after the payload's checksum (and MAC) verified, so a
-  // damaged payload never reports any; a frame that verifies but fails to decode later (only a faulty or
-  // hostile writer makes one) has already reported the bytes before the failure, and the read then fails with
-  // kCorrupt as ReadBlock does.
-  Status ReadBlock(uint32_t block, std::span<uint8_t> out, bool* reread, const BlockProgress& progress) const;
+  // calling `progress` after each. A block of independent frames (FRAMED) is decoded from the frame holding byte
+  // `first` of `out`, then the other frames in order; any other block in order from its start. Bytes are
+  // reported only after the payload's checksum (and MAC) verified, so a damaged payload never reports any; a
+  // payload that verifies but fails to decode later (only a faulty or hostile writer makes one) has already
+  // reported the bytes before the failure, and the read then fails with kCorrupt as ReadBlock does.
+  Status ReadBlock(uint32_t block, std::span<uint8_t> out, bool* reread, const BlockProgress& progress,
+                   size_t first = 0) const;
   // The same for several blocks, with the payload reads submitted as one batch (io_uring when available).
   // Returns the first error; `statuses` (same length as `blocks`) receives each block's own result. A payload
   // that fails verification is re-read on its own, as in ReadBlock.

@@ -52,6 +52,7 @@ struct HALITE_EXPORT BlockInfo {
   bool compressed() const { return flags & format::kBlockCompressed; }
   bool uses_dictionary() const { return flags & format::kBlockDictionary; }
   bool hot() const { return flags & format::kBlockHot; }
+  bool framed() const { return flags & format::kBlockFramed; }
   uint64_t raw_length() const { return uint64_t{page_count} * format::kPageSize; }
   bool operator==(const BlockInfo&) const = default;
 };

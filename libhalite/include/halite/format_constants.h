@@ -10,9 +10,10 @@ namespace halite::format {
 // Section 9: versions. kFormatMinor is the highest minor this code reads; a writer writes the lowest minor whose
 // features the file uses (a file without skippable sections is a 1.0 file).
 inline constexpr uint16_t kFormatMajor = 1;
-inline constexpr uint16_t kFormatMinor = 2;
+inline constexpr uint16_t kFormatMinor = 3;
 inline constexpr uint16_t kFormatMinorSkippableSections = 1;  // 1.1 added skippable sections (5.9)
 inline constexpr uint16_t kFormatMinorParent = 2;             // 1.2 added PARENT and IN_PARENT (5.10, 12)
+inline constexpr uint16_t kFormatMinorFramedBlocks = 3;       // 1.3 added the block flag FRAMED (5.4)
 
 // Section 1: a format page is always 4096 bytes.
 inline constexpr uint32_t kPageSize = 4096;
@@ -83,7 +84,9 @@ inline constexpr uint32_t kPageMapInParent = 0xFFFFFFFFu;
 inline constexpr uint32_t kBlockCompressed = 1u << 0;
 inline constexpr uint32_t kBlockDictionary = 1u << 1;
 inline constexpr uint32_t kBlockHot = 1u << 2;
-inline constexpr uint32_t kBlockKnownFlags = kBlockCompressed | kBlockDictionary | kBlockHot;
+// Since 1.3: a compressed block's payload is several independent zstd frames, each holding whole pages.
+inline constexpr uint32_t kBlockFramed = 1u << 3;
+inline constexpr uint32_t kBlockKnownFlags = kBlockCompressed | kBlockDictionary | kBlockHot | kBlockFramed;
 // 5.5: blob flags.
 inline constexpr uint32_t kBlobCompressed = 1u << 0;
 

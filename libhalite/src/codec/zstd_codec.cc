@@ -98,6 +98,51 @@ Status Compressor::CompressInBlocks(std::span<const uint8_t> in, int level, cons
   return Status::Ok();
 }
 
+Status Compressor::CompressFrames(std::span<const uint8_t> in, int level, const Dictionary* dict,
+                                  std::vector<uint8_t>* out, size_t frame_bytes, size_t block_bytes) {
+  if (frame_bytes == 0) return Status::InvalidArgument("zstd: frames of 0 bytes");
+  out->clear();
+  std::vector<uint8_t> frame;
+  for (size_t at = 0; at < in.size(); at += frame_bytes) {
+    HLT_RETURN_IF_ERROR(Compress(in.subspan(at, std::min(frame_bytes, in.size() - at)), level, dict, &frame, block_bytes));
+    out->insert(out->end(), frame.begin(), frame.end());
+  }
+  return Status::Ok();
+}
+
+Result<std::vector<FrameExtent>> SplitFrames(std::span<const uint8_t> payload, const Dictionary* dict,
+                                             size_t content_size, size_t unit) {
+  std::vector<FrameExtent> frames;
+  size_t content = 0;
+  for (size_t at = 0; at < payload.size();) {
+    const std::string which = "frame " + std::to_string(frames.size()) + " (payload byte " + std::to_string(at) + ")";
+    if (frames.size() == content_size / unit) return Status::Corrupt(which + ": more frames than pages");
+    const std::span<const uint8_t> rest = payload.subspan(at);
+    const unsigned long long declared = ZSTD_getFrameContentSize(rest.data(), rest.size());
+    if (declared == ZSTD_CONTENTSIZE_ERROR) return Status::Corrupt(which + " is not a zstd frame");
+    if (declared == ZSTD_CONTENTSIZE_UNKNOWN) return Status::Corrupt(which + " does not declare its content size");
+    if (declared == 0 || declared % unit != 0 || declared > content_size - content) {
+      return Status::Corrupt(which + " declares " + std::to_string(declared) + " bytes (expected a non-zero multiple of " +
+                             std::to_string(unit) + ", at most the " + std::to_string(content_size - content) +
+                             " bytes left of the block)");
+    }
+    const size_t size = ZSTD_findFrameCompressedSize(rest.data(), rest.size());
+    if (ZSTD_isError(size)) return Status::Corrupt(which + " is malformed: " + ZstdError(size));
+    if (!dict && ZSTD_getDictID_fromFrame(rest.data(), rest.size()) != 0) {
+      return Status::Corrupt(which + " needs a dictionary but none applies");
+    }
+    frames.push_back({at, size, content, size_t(declared)});
+    at += size;
+    content += size_t(declared);
+  }
+  if (content != content_size) {
+    return Status::Corrupt("frames hold " + std::to_string(content) + " bytes, expected " + std::to_string(content_size));
+  }
+  if (frames.size() < 2) return Status::Corrupt("a payload of independent frames holds " + std::to_string(frames.size()) +
+                                                " frame (expected at least 2)");
+  return frames;
+}
+
 Decompressor::Decompressor() : dctx_(ZSTD_createDCtx()) {}
 Decompressor::~Decompressor() { ZSTD_freeDCtx(static_cast<ZSTD_DCtx*>(dctx_)); }
 
@@ -158,6 +203,29 @@ Status Decompressor::DecompressExact(std::span<const uint8_t> in, const Dictiona
   if (out_pos != out.size()) return Status::Corrupt("zstd frame decompressed to " + std::to_string(out_pos) + " bytes");
   if (in_pos != in.size()) return Status::Corrupt("bytes after the zstd frame");
   return progress(out_pos);
+}
+
+Status Decompressor::DecompressFrames(std::span<const uint8_t> in, const Dictionary* dict, std::span<uint8_t> out,
+                                      size_t first, const RangeProgress& progress) {
+  HLT_ASSIGN_OR_RETURN(std::vector<FrameExtent> frames, SplitFrames(in, dict, out.size(), 4096));
+  size_t lead = 0;
+  while (lead + 1 < frames.size() && frames[lead + 1].content_offset <= first) ++lead;
+  auto decode = [&](const FrameExtent& f) -> Status {
+    const auto frame_in = in.subspan(f.payload_offset, f.payload_size);
+    const auto frame_out = out.subspan(f.content_offset, f.content_size);
+    if (!progress) return DecompressExact(frame_in, dict, frame_out);
+    size_t done = 0;  // of this frame
+    return DecompressExact(frame_in, dict, frame_out, [&](size_t ready) {
+      const size_t begin = done;
+      done = ready;
+      return ready > begin ? progress(f.content_offset + begin, f.content_offset + ready) : Status::Ok();
+    });
+  };
+  HLT_RETURN_IF_ERROR(decode(frames[lead]));
+  for (size_t i = 0; i < frames.size(); ++i) {
+    if (i != lead) HLT_RETURN_IF_ERROR(decode(frames[i]));
+  }
+  return Status::Ok();
 }
 
 Result<uint64_t> FrameContentSize(std::span<const uint8_t> frame) {

@@ -46,12 +46,31 @@ class Compressor {
   // (Decompressor::DecompressExact with a progress callback); 0 leaves the cut to zstd (128 KiB blocks).
   Status Compress(std::span<const uint8_t> in, int level, const Dictionary* dict, std::vector<uint8_t>* out,
                   size_t block_bytes = 0);
+  // Compresses `in` as independent frames of `frame_bytes` of input each (the last may be shorter), one after
+  // another in *out (cleared first), each as Compress with `block_bytes` would: a reader can decode any frame
+  // without the ones before it (format-spec 5.4, FRAMED). `frame_bytes` > 0.
+  Status CompressFrames(std::span<const uint8_t> in, int level, const Dictionary* dict, std::vector<uint8_t>* out,
+                        size_t frame_bytes, size_t block_bytes);
 
  private:
   Status CompressInBlocks(std::span<const uint8_t> in, int level, const Dictionary* dict, std::vector<uint8_t>* out,
                           size_t block_bytes);
   void* cctx_;
 };
+
+// One frame of a payload made of independent frames (format-spec 5.4, FRAMED): where it lies in the payload and
+// which bytes of the block's raw content it holds.
+struct FrameExtent {
+  size_t payload_offset = 0, payload_size = 0;
+  size_t content_offset = 0, content_size = 0;
+};
+
+// The frames of a FRAMED payload, checked before anything is decoded: at least two; each a zstd frame that declares
+// its content size, a non-zero multiple of `unit`; no dictionary named unless `dict` (then the rule of
+// DecompressExact); no bytes after the last; contents adding up to exactly `content_size`. kCorrupt naming the
+// frame otherwise. At most content_size / unit frames, so a hostile payload cannot make this allocate more.
+Result<std::vector<FrameExtent>> SplitFrames(std::span<const uint8_t> payload, const Dictionary* dict,
+                                             size_t content_size, size_t unit);
 
 class Decompressor {
  public:
@@ -71,6 +90,14 @@ class Decompressor {
   // leaves the bytes before it decoded: the caller decides what the ones it already used are worth.
   Status DecompressExact(std::span<const uint8_t> in, const Dictionary* dict, std::span<uint8_t> out,
                          const Progress& progress);
+  // Called with a range [begin, end) of `out` whose bytes now hold their final content; ranges never overlap and
+  // together cover `out`. A non-ok return stops decoding and is returned.
+  using RangeProgress = std::function<Status(size_t begin, size_t end)>;
+  // Decodes a payload of independent frames (SplitFrames' checks first, on all of them): the frame holding byte
+  // `first` of `out` first, then the others in order, each piece by piece when `progress` is set (ranges in
+  // zstd-block steps). So the frame a fault needs is decoded before any other.
+  Status DecompressFrames(std::span<const uint8_t> in, const Dictionary* dict, std::span<uint8_t> out, size_t first,
+                          const RangeProgress& progress);
 
  private:
   // The checks both decoders make before decoding a byte.

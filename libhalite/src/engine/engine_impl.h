@@ -80,7 +80,8 @@ class HALITE_HIDDEN RestoreEngine::Impl {
   Status LoadBlock(uint32_t b, Cause cause, uint64_t fault_page, uint64_t fault_ns);
   // With `progress`, the block is decoded piece by piece (CheckpointReader::BlockProgress); a read that has
   // reported progress is never retried (its pages may be in).
-  Status ReadWithRetries(uint32_t b, std::span<uint8_t> out, const CheckpointReader::BlockProgress* progress = nullptr);
+  Status ReadWithRetries(uint32_t b, std::span<uint8_t> out, const CheckpointReader::BlockProgress* progress = nullptr,
+                         size_t first = 0);
   // The bookkeeping of a block read that failed: records it, leaves the block not loaded (transient) or failed,
   // and returns the error naming the block.
   Status BlockReadFailed(uint32_t b, const Status& s);

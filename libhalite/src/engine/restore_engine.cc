@@ -94,21 +94,21 @@ void RestoreEngine::Impl::RecordFailure(uint32_t b, const Status& s) {
 }
 
 Status RestoreEngine::Impl::ReadWithRetries(uint32_t b, std::span<uint8_t> out,
-                                            const CheckpointReader::BlockProgress* progress) {
+                                            const CheckpointReader::BlockProgress* progress, size_t first) {
   auto wait = options_.retry_backoff;
   unsigned attempts = std::max(1u, options_.max_read_attempts);
   bool progressed = false;
   CheckpointReader::BlockProgress watched;
   if (progress) {
-    watched = [&](size_t ready) {
+    watched = [&](size_t begin, size_t end) {
       progressed = true;
-      return (*progress)(ready);
+      return (*progress)(begin, end);
     };
   }
   Status s;
   for (unsigned a = 1;; ++a) {
     bool reread = false;
-    s = progress ? reader_.ReadBlock(b, out, &reread, watched) : reader_.ReadBlock(b, out, &reread);
+    s = progress ? reader_.ReadBlock(b, out, &reread, watched, first) : reader_.ReadBlock(b, out, &reread);
     if (reread) c_.blocks_reread.fetch_add(1, std::memory_order_relaxed);
     if (s.ok() || !s.retryable() || a >= attempts || progressed) return s;
     c_.read_retries.fetch_add(1, std::memory_order_relaxed);

@@ -21,22 +21,27 @@ constexpr uint64_t kPage = 4096;
 Status RestoreEngine::Impl::StreamBlock(uint32_t b, uint64_t fault_page, uint64_t fault_ns) {
   const BlockInfo& info = reader_.blocks()[b];
   thread_local std::vector<uint8_t> raw;
-  thread_local std::vector<Todo> todo;     // this call's pages, in slot (decode) order
-  thread_local std::vector<Todo> batch;    // one Install call's pages, in page order
+  thread_local std::vector<Todo> todo;      // this call's pages, in slot (decode) order
+  thread_local std::vector<uint8_t> offered;  // per todo entry: offered to the sink (or skipped as present)
+  thread_local std::vector<uint16_t> slot_bytes;  // per slot of the block: bytes decoded so far (4096 = ready)
+  thread_local std::vector<Todo> batch;     // one Install call's pages, in page order
   thread_local std::vector<uint8_t> staging;
   raw.resize(info.raw_length());
+  slot_bytes.assign(info.page_count, 0);
   todo.clear();
   size_t fault_at = SIZE_MAX;  // index in todo of the faulting page
+  uint64_t fault_slot = 0;
   for (const BlockMember& m : reader_.BlockMembers(b)) {
+    if (m.page == fault_page) fault_slot = m.slot;
     if (!claimed_.TrySet(m.page)) continue;  // installed or being installed through another path
     if (m.page == fault_page) fault_at = todo.size();
     todo.push_back({m.page, m.slot});
   }
-  size_t next = 0;  // todo[0, next) were offered to the sink (except the faulting page, offered on its own)
+  offered.assign(todo.size(), 0);
   bool fault_offered = fault_at == SIZE_MAX;
   bool sink_failed = false;
   bool counted = false;
-  uint64_t install_ns = 0;
+  uint64_t decoded = 0, install_ns = 0;
   // Pages the sink already has are counted as installed, never offered (asked just before each piece).
   auto take = [&](const Todo& t) {
     if (!sink_.IsPresent(RefOf(t.g))) return true;
@@ -51,9 +56,14 @@ Status RestoreEngine::Impl::StreamBlock(uint32_t b, uint64_t fault_page, uint64_
     sink_failed = !s.ok();
     return s;
   };
-  CheckpointReader::BlockProgress progress = [&](size_t ready) -> Status {
-    const uint64_t ready_slots = ready / kPage;
-    if (ready >= raw.size() && !counted) {
+  auto ready = [&](const Todo& t) { return slot_bytes[t.slot] == kPage; };
+  CheckpointReader::BlockProgress progress = [&](size_t begin, size_t end) -> Status {
+    // A range need not end on a page boundary (zstd's own blocks in files of other writers): count bytes per slot.
+    for (uint64_t slot = begin / kPage; slot * kPage < end; ++slot) {
+      slot_bytes[slot] += uint16_t(std::min<uint64_t>(end, (slot + 1) * kPage) - std::max<uint64_t>(begin, slot * kPage));
+    }
+    decoded += end - begin;
+    if (decoded >= raw.size() && !counted) {
       // Decoded whole: count the read before the last pages go in, as LoadBlock does before installing, so that
       // a thread woken by those pages never sees its block missing from the statistics.
       CountBlockRead(b, Cause::kDemand);
@@ -61,16 +71,19 @@ Status RestoreEngine::Impl::StreamBlock(uint32_t b, uint64_t fault_page, uint64_
     }
     if (!fault_offered) {
       // Nothing goes in before the faulting page: each install before it would delay its thread's wake-up.
-      if (todo[fault_at].slot >= ready_slots) return Status::Ok();
+      if (!ready(todo[fault_at])) return Status::Ok();
       fault_offered = true;
+      offered[fault_at] = 1;
       batch.clear();
       if (take(todo[fault_at])) batch.push_back(todo[fault_at]);
       HLT_RETURN_IF_ERROR(install(batch));
       wake_hist_.Record(NowNs() - fault_ns);
     }
     batch.clear();
-    for (; next < todo.size() && todo[next].slot < ready_slots; ++next) {
-      if (next != fault_at && take(todo[next])) batch.push_back(todo[next]);
+    for (size_t k = 0; k < todo.size(); ++k) {
+      if (offered[k] || !ready(todo[k])) continue;
+      offered[k] = 1;
+      if (take(todo[k])) batch.push_back(todo[k]);
     }
     // In page order, so that pages adjacent in guest memory go in one run.
     std::sort(batch.begin(), batch.end(), [](const Todo& x, const Todo& y) { return x.g < y.g; });
@@ -78,15 +91,16 @@ Status RestoreEngine::Impl::StreamBlock(uint32_t b, uint64_t fault_page, uint64_
   };
 
   uint64_t t_read = NowNs();
-  Status s = ReadWithRetries(b, raw, &progress);
+  // A block of independent frames decodes the faulting page's frame first.
+  Status s = ReadWithRetries(b, raw, &progress, size_t(fault_slot) * kPage);
   uint64_t t_end = NowNs();
   c_.read_ns.fetch_add(t_end - t_read - install_ns, std::memory_order_relaxed);
   c_.install_ns.fetch_add(install_ns, std::memory_order_relaxed);
   if (!s.ok()) {
     // Release the claims never offered (InstallRuns released those of a failed call itself), so a later load of
     // the block offers them again.
-    for (size_t k = next; k < todo.size(); ++k) {
-      if (k != fault_at || !fault_offered) claimed_.Clear(todo[k].g);
+    for (size_t k = 0; k < todo.size(); ++k) {
+      if (!offered[k]) claimed_.Clear(todo[k].g);
     }
     if (sink_failed) {
       SetBlockState(b, kNotLoaded);

@@ -344,7 +344,9 @@ Status Decoder::DecodeBlocks(std::span<const uint8_t> body, uint64_t at) {
         return Err(eat + 8, es, "raw stored_length " + std::to_string(b.stored_length) + " (expected " + std::to_string(raw) + ")");
       }
       if (b.uses_dictionary()) return Err(eat + 16, es, "DICTIONARY flag on an uncompressed block");
+      if (b.framed()) return Err(eat + 16, es, "FRAMED flag on an uncompressed block");
     }
+    if (b.framed() && b.page_count < 2) return Err(eat + 16, es, "FRAMED flag on a block of one page");
     b.first_slot = total_slots_;
     total_slots_ += b.page_count;
     expect_offset += b.stored_length;
@@ -781,6 +783,9 @@ std::vector<uint8_t> EncodeIndex(const IndexModel& m) {
 }
 
 uint16_t MinimumMinorVersion(const IndexModel& model) {
+  for (const BlockInfo& b : model.blocks) {
+    if (b.framed()) return kFormatMinorFramedBlocks;
+  }
   if (model.parent) return kFormatMinorParent;
   if (!model.skippable_sections.empty() || !model.page_hashes.empty()) return kFormatMinorSkippableSections;
   return 0;

@@ -90,8 +90,8 @@ Result<IndexModel> DecodeIndex(std::span<const uint8_t> index, uint64_t index_of
 // 5.9: a section type with the high bit set may be skipped by a reader that does not know it.
 inline bool IsSkippableSection(uint32_t type) { return (type & kSkippableSectionBit) != 0; }
 
-// Section 9: the lowest minor version whose features `model` uses (2 with a PARENT section, else 1 with a
-// skippable section, else 0).
+// Section 9: the lowest minor version whose features `model` uses (3 with a FRAMED block, else 2 with a PARENT
+// section, else 1 with a skippable section, else 0).
 uint16_t MinimumMinorVersion(const IndexModel& model);
 
 // 5.10: a path hint is 1..1024 printable ASCII bytes, relative (no leading '/'), with no empty component.

@@ -4,6 +4,7 @@
 #include <mutex>
 #include <atomic>
 #include <cstring>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -38,13 +39,16 @@ class HALITE_HIDDEN CheckpointReader::Impl {
   // again. *reread is set when the second read verified.
   Status VerifyOrReread(uint32_t block, std::span<uint8_t> payload, bool* reread) const;
   // Decompresses a verified payload into `out` (copies it when the block is stored raw).
-  // With `progress`, decodes zstd block by block and reports each prefix of `out` that is final.
+  // With `progress`, decodes zstd block by block and reports each range of `out` that is final, the frame holding
+  // byte `first` first (FRAMED blocks).
   Status Decompress(uint32_t block, std::span<const uint8_t> payload, std::span<uint8_t> out,
-                    const BlockProgress* progress = nullptr) const;
+                    const BlockProgress* progress = nullptr, size_t first = 0) const;
   // A block of the chain's view, from whichever file holds it.
-  Status ReadBlock(uint32_t block, std::span<uint8_t> out, bool* reread, const BlockProgress* progress = nullptr) const;
+  Status ReadBlock(uint32_t block, std::span<uint8_t> out, bool* reread, const BlockProgress* progress = nullptr,
+                   size_t first = 0) const;
   // A block of this file, in its own numbering.
-  Status ReadOwnBlock(uint32_t block, std::span<uint8_t> out, bool* reread, const BlockProgress* progress = nullptr) const;
+  Status ReadOwnBlock(uint32_t block, std::span<uint8_t> out, bool* reread, const BlockProgress* progress = nullptr,
+                      size_t first = 0) const;
   Status ReadBlocks(std::span<const uint32_t> blocks, std::span<const std::span<uint8_t>> outs,
                     std::span<Status> statuses) const;
   Status ReadOwnBlocks(std::span<const uint32_t> blocks, std::span<const std::span<uint8_t>> outs,
@@ -416,42 +420,50 @@ Status CheckpointReader::Impl::VerifyOrReread(uint32_t block, std::span<uint8_t>
 }
 
 Status CheckpointReader::Impl::Decompress(uint32_t block, std::span<const uint8_t> payload, std::span<uint8_t> out,
-                                          const BlockProgress* progress) const {
+                                          const BlockProgress* progress, size_t first) const {
   const BlockInfo& b = model_.blocks[block];
   if (!b.compressed()) {
     if (payload.data() != out.data()) std::memcpy(out.data(), payload.data(), out.size());
-    return progress ? (*progress)(out.size()) : Status::Ok();
+    return progress ? (*progress)(0, out.size()) : Status::Ok();
   }
   thread_local codec::Decompressor decompressor;
   const codec::Dictionary* dict = b.uses_dictionary() ? dictionary_.get() : nullptr;
   Status s;
-  if (progress) {
-    // The caller's own errors pass through unchanged; only the decoder's are the block's corruption.
-    bool caller_failed = false;
+  // The caller's own errors pass through unchanged; only the decoder's are the block's corruption.
+  bool caller_failed = false;
+  auto report = [&](size_t begin, size_t end) {
+    Status p = (*progress)(begin, end);
+    caller_failed = !p.ok();
+    return p;
+  };
+  if (b.framed()) {
+    s = decompressor.DecompressFrames(payload, dict, out, first, progress ? codec::Decompressor::RangeProgress(report)
+                                                                          : codec::Decompressor::RangeProgress());
+  } else if (progress) {
+    size_t done = 0;
     s = decompressor.DecompressExact(payload, dict, out, [&](size_t ready) {
-      Status p = (*progress)(ready);
-      caller_failed = !p.ok();
-      return p;
+      const size_t begin = std::exchange(done, ready);
+      return ready > begin ? report(begin, ready) : Status::Ok();
     });
-    if (caller_failed) return s;
   } else {
     s = decompressor.DecompressExact(payload, dict, out);
   }
+  if (caller_failed) return s;
   if (!s.ok()) return Status::Corrupt(BlockWhere(block) + ": " + s.message());
   return Status::Ok();
 }
 
 Status CheckpointReader::Impl::ReadBlock(uint32_t block, std::span<uint8_t> out, bool* reread,
-                                         const BlockProgress* progress) const {
+                                         const BlockProgress* progress, size_t first) const {
   if (block >= view_blocks_.size()) return Status::InvalidArgument(file_->name() + ": no block " + std::to_string(block));
   if (block >= model_.blocks.size()) {
-    return parent_->impl_->ReadBlock(view_to_parent_[block - model_.blocks.size()], out, reread, progress);
+    return parent_->impl_->ReadBlock(view_to_parent_[block - model_.blocks.size()], out, reread, progress, first);
   }
-  return ReadOwnBlock(block, out, reread, progress);
+  return ReadOwnBlock(block, out, reread, progress, first);
 }
 
 Status CheckpointReader::Impl::ReadOwnBlock(uint32_t block, std::span<uint8_t> out, bool* reread,
-                                            const BlockProgress* progress) const {
+                                            const BlockProgress* progress, size_t first) const {
   const BlockInfo& b = model_.blocks[block];
   if (out.size() != b.raw_length()) return Status::InvalidArgument(BlockWhere(block) + ": output buffer has the wrong size");
   // A raw block is read straight into the caller's buffer, then verified.
@@ -464,7 +476,7 @@ Status CheckpointReader::Impl::ReadOwnBlock(uint32_t block, std::span<uint8_t> o
   Status s = file_->ReadAt(b.offset, payload);
   if (!s.ok()) return s.WithContext("block " + std::to_string(block));
   HLT_RETURN_IF_ERROR(VerifyOrReread(block, payload, reread));
-  return Decompress(block, payload, out, progress);
+  return Decompress(block, payload, out, progress, first);
 }
 
 Status CheckpointReader::Impl::ReadBlocks(std::span<const uint32_t> blocks, std::span<const std::span<uint8_t>> outs,
@@ -643,8 +655,8 @@ Status CheckpointReader::ReadBlock(uint32_t block, std::span<uint8_t> out, bool*
   return impl_->ReadBlock(block, out, reread);
 }
 Status CheckpointReader::ReadBlock(uint32_t block, std::span<uint8_t> out, bool* reread,
-                                   const BlockProgress& progress) const {
-  return impl_->ReadBlock(block, out, reread, progress ? &progress : nullptr);
+                                   const BlockProgress& progress, size_t first) const {
+  return impl_->ReadBlock(block, out, reread, progress ? &progress : nullptr, first);
 }
 uint64_t CheckpointReader::blocks_reread() const {
   return impl_->blocks_reread_.load(std::memory_order_relaxed) + (impl_->parent_ ? impl_->parent_->blocks_reread() : 0);

@@ -331,10 +331,14 @@ BlockPayload CheckpointWriter::Impl::EncodeBlock(const writer::PlannedBlock& b, 
   std::vector<uint8_t> raw;
   out.status = ReadSlotPages(b, &raw);
   if (!out.status.ok()) return out;
-  out.status = compressor.Compress(raw, opt_.level, dict, &out.bytes, size_t(opt_.zstd_block_pages) * kPageSize);
+  const size_t cut_bytes = size_t(opt_.zstd_block_pages) * kPageSize;
+  const bool framed = opt_.frame_pages > 0 && b.pages > opt_.frame_pages;
+  out.status = framed ? compressor.CompressFrames(raw, opt_.level, dict, &out.bytes, size_t(opt_.frame_pages) * kPageSize,
+                                                  cut_bytes)
+                      : compressor.Compress(raw, opt_.level, dict, &out.bytes, cut_bytes);
   if (!out.status.ok()) return out;
   if (out.bytes.size() < raw.size()) {
-    out.flags = format::kBlockCompressed | (dict ? format::kBlockDictionary : 0);
+    out.flags = format::kBlockCompressed | (dict ? format::kBlockDictionary : 0) | (framed ? format::kBlockFramed : 0);
   } else {
     out.bytes = std::move(raw);  // does not compress: stored raw
     out.flags = 0;
@@ -589,6 +593,12 @@ Result<WriteSummary> CheckpointWriter::Impl::Finish() {
   format::Header header;
   header.file_id = file_id_;
   header.minor = format::MinimumMinorVersion(model);
+  // The header goes out before any block is compressed: a file that may hold FRAMED blocks says 1.3 even when
+  // each of them turns out not to compress (then stored raw, not FRAMED).
+  const bool may_frame = opt_.frame_pages > 0 && std::any_of(plan.blocks.begin(), plan.blocks.end(), [&](const auto& b) {
+                           return b.pages > opt_.frame_pages;
+                         });
+  if (may_frame) header.minor = std::max(header.minor, format::kFormatMinorFramedBlocks);
   if (opt_.mac_key) header.flags |= format::kHeaderAuthenticated;
   auto hb = format::EncodeHeader(header);
   HLT_RETURN_IF_ERROR(Append(hb));
