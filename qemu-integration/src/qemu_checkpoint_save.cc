@@ -71,6 +71,9 @@ class CheckpointStreamHandler final : public MigrationStreamHandler {
     wo.metadata.vmm_kind = VmmKind::kQemu;
     wo.metadata.machine_type = machine_type_;
     if (wo.metadata.creator.empty()) wo.metadata.creator = "libhalite hlt-save qemu";
+    // The guest runs while its checkpoint is compressed (a live save, or a stopped one continued after the
+    // stream): the compression workers take only the CPU time the guest leaves.
+    if (options_.live || options_.then == SaveOptions::Then::kContinue) wo.low_priority_workers = true;
     HLT_ASSIGN_OR_RETURN(writer_, CheckpointWriter::Create(path_, std::move(wo)));
     memory_map_ = MemoryMapOf(ram_ranges_, blocks);
     for (uint32_t i = 0; i < blocks.size(); ++i) {

@@ -73,6 +73,10 @@ struct HALITE_EXPORT WriterOptions {
   // (bench/engine/README.md). 0: one frame per block, as before (a 1.2 file).
   uint32_t frame_pages = 16;
   unsigned threads = 0;                 // compression workers; 0 = one per CPU
+  // Compression workers at nice 10: on a CPU shared with a normal thread they get about a tenth of it, so a guest
+  // that runs while its checkpoint is compressed (hlt-save --live, or --then cont) keeps its CPUs, and the save
+  // takes longer only when the host has no idle CPU. hlt-save qemu and libvirt set it when the guest runs.
+  bool low_priority_workers = false;
   uint64_t rate_limit_bytes_per_s = 0;  // raw page bytes compressed per second; 0 = unlimited
   LayoutPolicy policy = LayoutPolicy::kHalite;
   DictionaryMode dictionary = DictionaryMode::kAuto;

@@ -1,5 +1,10 @@
 #include "common/worker_pool.h"
 
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+
 namespace halite {
 
 unsigned WorkerPool::ResolveThreads(unsigned requested) {
@@ -8,9 +13,16 @@ unsigned WorkerPool::ResolveThreads(unsigned requested) {
   return n > 0 ? n : 1;
 }
 
-WorkerPool::WorkerPool(unsigned threads) {
+WorkerPool::WorkerPool(unsigned threads, bool low_priority) {
   threads = ResolveThreads(threads);
-  for (unsigned i = 0; i < threads; ++i) threads_.emplace_back([this] { Run(); });
+  for (unsigned i = 0; i < threads; ++i) {
+    threads_.emplace_back([this, low_priority] {
+      // Linux: a thread id names one thread for setpriority, not the process. Never raised back above the
+      // caller's own niceness.
+      if (low_priority) (void)setpriority(PRIO_PROCESS, id_t(gettid()), std::max(10, getpriority(PRIO_PROCESS, 0)));
+      Run();
+    });
+  }
 }
 
 WorkerPool::~WorkerPool() {

@@ -14,7 +14,10 @@ namespace halite {
 
 class WorkerPool {
  public:
-  explicit WorkerPool(unsigned threads);
+  // `low_priority`: the workers run at nice 10 (their own threads only), so next to a normal thread on one CPU
+  // they get about a tenth of it (a save of a running guest leaves the guest's vCPU threads their CPUs) but still
+  // progress on a busy host. Best effort: a refusal leaves them as they were.
+  explicit WorkerPool(unsigned threads, bool low_priority = false);
   ~WorkerPool();  // finishes queued tasks, then joins
   WorkerPool(const WorkerPool&) = delete;
   WorkerPool& operator=(const WorkerPool&) = delete;

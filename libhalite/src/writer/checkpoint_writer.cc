@@ -566,7 +566,7 @@ Result<WriteSummary> CheckpointWriter::Impl::Finish() {
   if (regions_.empty()) return Status::InvalidArgument("a checkpoint needs at least one region");
   HLT_RETURN_IF_ERROR(store_.Seal());  // stage
 
-  WorkerPool pool(opt_.threads);
+  WorkerPool pool(opt_.threads, opt_.low_priority_workers);
   uint64_t parent_blocks_read = 0;
   uint64_t stored_again = 0;
   if (opt_.parent) {  // incremental (format-spec 12)
