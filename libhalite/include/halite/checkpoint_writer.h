@@ -66,6 +66,11 @@ struct HALITE_EXPORT WriterOptions {
   // ~8% more decoding instructions for a whole block at 8 pages (bench/engine/README.md), no file size. 0:
   // zstd's own 128 KiB blocks, as writers did before; readers decode both.
   uint32_t zstd_block_pages = 8;
+  // A region whose host pages are larger than 4 KiB (hugetlbfs) is planned a host page at a time, none split
+  // between blocks, so that a restore reads one block per host page (format-spec 10). false: such pages are
+  // planned like any others, as writers did before (a restore then gathers a host page from every block holding
+  // one of its pages; bench/engine/bench_hugepage compares the two).
+  bool keep_host_pages_whole = true;
   unsigned threads = 0;                 // compression workers; 0 = one per CPU
   uint64_t rate_limit_bytes_per_s = 0;  // raw page bytes compressed per second; 0 = unlimited
   LayoutPolicy policy = LayoutPolicy::kHalite;

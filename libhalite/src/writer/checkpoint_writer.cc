@@ -435,7 +435,8 @@ std::vector<writer::PlannedPageKind> CheckpointWriter::Impl::Kinds(bool zero_ref
 std::vector<writer::PlannerRegion> CheckpointWriter::Impl::PlannerRegions() const {
   std::vector<writer::PlannerRegion> out;
   for (const Region& r : regions_) {
-    out.push_back({r.first_page, r.page_count(), uint32_t(std::max<uint64_t>(1, r.host_page_size / kPageSize))});
+    const uint64_t unit = opt_.keep_host_pages_whole ? std::max<uint64_t>(1, r.host_page_size / kPageSize) : 1;
+    out.push_back({r.first_page, r.page_count(), uint32_t(unit)});
   }
   return out;
 }
