@@ -21,6 +21,9 @@ usage: qemu_guest_test.py --tools DIR --work DIR SCENARIO
   placement_channel   lazy with --placement channel: every page in QEMU's stream, the summary says so
   placement_fallback  hlt-restore --qmp as another user (nobody) than QEMU's (root): no ptrace permission, so
                       pidfd_getfd is refused and --placement auto falls back to the channel, saying why
+  hugepages           a 512 MiB guest whose RAM is on hugetlbfs (2 MiB pages; the test reserves them and gives them
+                      back): saved, restored lazily; QEMU asks for and places whole 2 MiB host pages, memcheck
+                      continues
 
 The lazy scenarios check which placement was used (--stats-json): directly through QEMU's userfaultfd when
 hlt-restore may take it (it launched QEMU as the same user), else the channel.
@@ -45,6 +48,9 @@ import time
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(REPO, "guest"))
 import launch  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import hugepages_host  # noqa: E402
 
 MEM = "1G"
 MIB = "256"
@@ -86,9 +92,9 @@ def check_prerequisites(need_uffd):
         os.close(fd)
 
 
-def guest_argv(serial, mem=MEM, qmp=None, incoming=None):
+def guest_argv(serial, mem=MEM, qmp=None, incoming=None, extra=()):
     return launch.qemu_argv(mem=mem, workload="memcheck", workload_args=["--mib", MIB], serial_log=serial, qmp=qmp,
-                            incoming=incoming)
+                            incoming=incoming, extra=extra)
 
 
 def run_tool(cmd, out_path, timeout):
@@ -183,7 +189,7 @@ class Env:
                 json.dump({"last_pass": last}, f)
             return ckpt, last
 
-    def restore(self, ckpt, name, extra=(), mem=MEM, timeout=120, qmp=None):
+    def restore(self, ckpt, name, extra=(), mem=MEM, timeout=120, qmp=None, qemu_extra=()):
         serial = self.path(name + ".serial.log")
         for p in (serial, qmp):
             if p and os.path.exists(p):
@@ -191,7 +197,7 @@ class Env:
         stats = self.path(name + ".stats.json")
         if os.path.exists(stats):
             os.unlink(stats)
-        argv = guest_argv(serial, mem=mem, qmp=qmp)
+        argv = guest_argv(serial, mem=mem, qmp=qmp, extra=qemu_extra)
         cmd = [self.restore_bin, "qemu", ckpt, "--stats-json", stats, *extra, "--qemu", argv[0],
                "--qemu-dir", self.path(name + ".qemu"), "--", *argv[1:]]
         log("$ " + " ".join(cmd))
@@ -960,6 +966,104 @@ def scenario_incremental_shared(env):
         stop_image_server(images)
 
 
+HUGE_MEM_MIB = 512
+HUGE_PAGE = 2 << 20
+
+
+def hugepage_memory(mount):
+    """QEMU options that put the guest's RAM (still named pc.ram) on hugetlbfs, 2 MiB pages, no preallocation."""
+    return ["-object", f"memory-backend-file,id=pc.ram,size={HUGE_MEM_MIB}M,mem-path={mount},share=on,prealloc=off",
+            "-machine", "memory-backend=pc.ram"]
+
+
+def ram_on_huge_pages(pid):
+    """True when QEMU `pid` maps a guest-RAM-sized region with 2 MiB kernel pages (its smaps)."""
+    size_kb, text = None, read(f"/proc/{pid}/smaps")
+    for line in text.splitlines():
+        if line.startswith("Size:"):
+            size_kb = int(line.split()[1])
+        elif line.startswith("KernelPageSize:") and size_kb == HUGE_MEM_MIB * 1024:
+            if int(line.split()[1]) == HUGE_PAGE // 1024:
+                return True
+    return False
+
+
+def scenario_hugepages(env):
+    """A hugetlbfs-backed guest: hlt-save records pc.ram's 2 MiB host pages; hlt-restore restores it lazily, each
+    page request of QEMU's asks for a whole 2 MiB host page and gets it (its zero pages as ZERO records), and the
+    guest continues."""
+    pages = HUGE_MEM_MIB * (1 << 20) // HUGE_PAGE + 8
+    try:
+        reservation = hugepages_host.HugePages(pages, env.work)
+        reservation.__enter__()
+    except hugepages_host.Unavailable as e:
+        raise Skip(f"no huge pages for a {HUGE_MEM_MIB} MiB hugetlbfs guest: {e}")
+    try:
+        extra = hugepage_memory(reservation.mount)
+        log(f"{pages} huge pages of 2 MiB free on hugetlbfs at {reservation.mount}")
+        serial, qmp = env.path("huge-src.serial.log"), env.path("huge-src.qmp")
+        for p in (serial, qmp):
+            if os.path.exists(p):
+                os.unlink(p)
+        g = launch.Guest.start(serial, stderr_path=env.path("huge-src.qemu-stderr.log"), mem=f"{HUGE_MEM_MIB}M",
+                               workload="memcheck", workload_args=["--mib", MIB], qmp=qmp, extra=extra)
+        env.pids.append(g.proc.pid)
+        ckpt = env.path("huge.hlt")
+        try:
+            log(f"source QEMU pid {g.proc.pid}, RAM on hugetlbfs, waiting for memcheck's first OK")
+            g.wait_for(OK_RX, 1, 150, fail=FAIL_RX)
+            if not ram_on_huge_pages(g.proc.pid):
+                raise Fail("the source QEMU's guest RAM is not mapped with 2 MiB pages")
+            _, last = env.save_from(g, qmp, ckpt)
+        finally:
+            g.stop()
+        rc, out, err = run_tool([env.restore_bin, "info", ckpt, "--json"], ckpt + ".info.json", 60)
+        regions = {r["name"]: r for r in json.loads(out)["regions"]}
+        if regions["pc.ram"]["host_page_size"] != HUGE_PAGE:
+            raise Fail(f"the checkpoint records pc.ram's host page size as {regions['pc.ram']['host_page_size']}")
+        # hugetlbfs RAM goes in QEMU's stream (which places each 2 MiB page whole): --placement direct refuses
+        # before anything is sent, saying why.
+        rc, out, err, _ = env.restore(ckpt, "huge-direct", ["--placement", "direct"], mem=f"{HUGE_MEM_MIB}M",
+                                      qemu_extra=extra, timeout=60)
+        if rc == 0 or "hugetlbfs" not in err:
+            raise Fail(f"--placement direct of a hugetlbfs guest: exit {rc}, expected a refusal naming hugetlbfs")
+        env.cleanup()
+        env.pids = []
+        name = "huge"
+        rc, out, err, serial = env.restore(ckpt, name, mem=f"{HUGE_MEM_MIB}M", qemu_extra=extra)
+        if rc != 0:
+            raise Fail(f"hlt-restore qemu of the hugetlbfs guest exited {rc}")
+        m = re.search(r"QEMU \(pid (\d+)\)", out)
+        if not m or not ram_on_huge_pages(int(m.group(1))):
+            raise Fail("the restored QEMU's guest RAM is not mapped with 2 MiB pages")
+        with open(env.path(name + ".stats.json")) as f:
+            st = json.load(f)
+        sizes = {int(k): v for k, v in st["request_sizes"].items()}
+        if sizes.get(HUGE_PAGE, 0) == 0:
+            raise Fail(f"QEMU asked for no 2 MiB host page: request sizes {sizes}")
+        if st["host_pages_installed"] == 0:
+            raise Fail("the engine installed no whole host page")
+        if st["placement"] != "channel" or "hugetlbfs" not in st["placement_reason"]:
+            raise Fail(f"placement {st['placement']!r} ({st['placement_reason']}): expected the channel, for hugetlbfs")
+        env.expect_continues(serial, last)
+        stderr_text = "".join(read(os.path.join(env.path(name + ".qemu"), f))
+                              for f in os.listdir(env.path(name + ".qemu")) if f.endswith(".log"))
+        for bad in ("Non-same host page", "postcopy_place_page", "File exists"):
+            if bad in stderr_text:
+                raise Fail(f"QEMU reports {bad!r}: {stderr_text[-800:]}")
+        log(f"hugepages: running {st['tool_to_running_us'] / 1e3:.1f} ms after hlt-restore started; "
+            f"{st['requests']} requests ({sizes.get(HUGE_PAGE, 0)} of 2 MiB, {sizes.get(4096, 0)} of 4 KiB), "
+            f"answered in p50 {st['request_latency_p50_us'] / 1e3:.2f} ms, p99 {st['request_latency_p99_us'] / 1e3:.2f}"
+            f" ms; {st['faults_blocking']} blocking faults (p50 {st['blocking_p50_us']:.0f} us); "
+            f"{st['host_pages_installed']} host pages installed whole; placement {st['placement']} "
+            f"({st['placement_reason'] or 'direct'})")
+    finally:
+        env.cleanup()
+        env.pids = []
+        time.sleep(0.5)  # the killed QEMUs' huge pages go back before the pool shrinks
+        reservation.__exit__(None, None, None)
+
+
 SCENARIOS = {
     "lazy": (scenario_lazy, True),
     "live": (scenario_live, True),
@@ -977,6 +1081,7 @@ SCENARIOS = {
     "incremental_shared": (scenario_incremental_shared, True),
     "resume": (scenario_resume, True),
     "resume_storage": (scenario_resume_storage, True),
+    "hugepages": (scenario_hugepages, True),
 }
 
 
