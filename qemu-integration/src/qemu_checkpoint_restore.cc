@@ -145,22 +145,14 @@ DirectPlan PlanDirectPlacement(const CheckpointReader& reader, QmpClient& qmp, c
     const Region& region = reader.regions()[r];
     if (region.size < kMinDirectBlockBytes) continue;  // small ROM/firmware blocks stay on the channel
     if (shared[r]) continue;                            // QEMU maps it from the image server: nothing is sent
-    if (region.host_page_size != kTargetPageSize) {
-      // hugetlbfs: QEMU's shared file mapping takes only whole, aligned huge pages through UFFDIO_COPY and no
-      // UFFDIO_ZEROPAGE; the stream places each host page whole (QEMU gathers its 4 KiB records).
-      if (first_error.empty()) {
-        first_error = fmt::format("RAMBlock {} is backed by {} KiB host pages (hugetlbfs): its pages go in QEMU's "
-                                  "stream, which places each host page whole",
-                                  region.name, region.host_page_size >> 10);
-      }
-      continue;
-    }
-    auto address = RamBlockHostAddress(qmp, plan.pid, region.name, region.guest_phys_base, region.size);
+    // hugetlbfs-backed blocks too: DirectUffdSink places each of their host pages whole, one UFFDIO_COPY each.
+    auto address =
+        RamBlockHostAddress(qmp, plan.pid, region.name, region.guest_phys_base, region.size, region.host_page_size);
     if (!address) {
       if (first_error.empty()) first_error = address.error().message();
       continue;
     }
-    plan.regions[r] = DirectRegion{*address, region.size / kTargetPageSize};
+    plan.regions[r] = DirectRegion{*address, region.size / kTargetPageSize, region.host_page_size};
     plan.direct_regions[r] = true;
     plan.blocks[block_of_region[r]] = true;
     plan.names.push_back(region.name);
@@ -172,8 +164,9 @@ DirectPlan PlanDirectPlacement(const CheckpointReader& reader, QmpClient& qmp, c
 }
 
 // Resume: QEMU's page map of each RAMBlock of at least kMinDirectBlockBytes (per region; empty for the small
-// ones and the huge-page-backed ones, whose pages only ever travel in the stream and so are all in QEMU's received
-// bitmaps). Taken before this process places anything: while QEMU is paused nobody else places pages.
+// ones, whose pages only ever travel in the stream and so are all in QEMU's received bitmaps; a hugetlbfs block's
+// map shows each huge page in QEMU as present in all of its pages). Taken before this process places anything:
+// while QEMU is paused nobody else places pages.
 Result<std::vector<std::vector<bool>>> PagesQemuHolds(const CheckpointReader& reader, QmpClient& qmp, pid_t pid) {
   std::vector<std::vector<bool>> held(reader.regions().size());
   if (pid <= 0) {
@@ -182,9 +175,9 @@ Result<std::vector<std::vector<bool>>> PagesQemuHolds(const CheckpointReader& re
   }
   for (uint32_t r = 0; r < reader.regions().size(); ++r) {
     const Region& region = reader.regions()[r];
-    if (region.size < kMinDirectBlockBytes || region.host_page_size != kTargetPageSize) continue;
-    HLT_ASSIGN_OR_RETURN(uint64_t address,
-                         RamBlockHostAddress(qmp, pid, region.name, region.guest_phys_base, region.size));
+    if (region.size < kMinDirectBlockBytes) continue;
+    HLT_ASSIGN_OR_RETURN(uint64_t address, RamBlockHostAddress(qmp, pid, region.name, region.guest_phys_base,
+                                                               region.size, region.host_page_size));
     auto pages = PopulatedPages(pid, address, region.size / kTargetPageSize);
     if (!pages) {
       return Status::Unsupported("resuming needs QEMU's page map, to know which pages it holds: " +

@@ -22,8 +22,8 @@ usage: qemu_guest_test.py --tools DIR --work DIR SCENARIO
   placement_fallback  hlt-restore --qmp as another user (nobody) than QEMU's (root): no ptrace permission, so
                       pidfd_getfd is refused and --placement auto falls back to the channel, saying why
   hugepages           a 512 MiB guest whose RAM is on hugetlbfs (2 MiB pages; the test reserves them and gives them
-                      back): saved, restored lazily; QEMU asks for and places whole 2 MiB host pages, memcheck
-                      continues
+                      back): saved, restored lazily twice, placed directly (a 2 MiB UFFDIO_COPY per host page) and
+                      through QEMU's stream; QEMU asks for whole 2 MiB host pages, memcheck continues
 
 The lazy scenarios check which placement was used (--stats-json): directly through QEMU's userfaultfd when
 hlt-restore may take it (it launched QEMU as the same user), else the channel.
@@ -988,10 +988,99 @@ def ram_on_huge_pages(pid):
     return False
 
 
+def restore_hugepage_guest(env, ckpt, name, flags, placement, extra, last):
+    """One lazy restore of the hugetlbfs checkpoint with `flags`, expected to use `placement`; the guest must
+    continue."""
+    rc, out, err, serial = env.restore(ckpt, name, flags, mem=f"{HUGE_MEM_MIB}M", qemu_extra=extra)
+    if rc != 0:
+        raise Fail(f"hlt-restore qemu {' '.join(flags)} of the hugetlbfs guest exited {rc}")
+    m = re.search(r"QEMU \(pid (\d+)\)", out)
+    if not m or not ram_on_huge_pages(int(m.group(1))):
+        raise Fail("the restored QEMU's guest RAM is not mapped with 2 MiB pages")
+    with open(env.path(name + ".stats.json")) as f:
+        st = json.load(f)
+    sizes = {int(k): v for k, v in st["request_sizes"].items()}
+    if sizes.get(HUGE_PAGE, 0) == 0:
+        raise Fail(f"QEMU asked for no 2 MiB host page: request sizes {sizes}")
+    if st["host_pages_installed"] == 0:
+        raise Fail("the engine installed no whole host page")
+    if st["placement"] != placement:
+        raise Fail(f"placement {st['placement']!r} ({st['placement_reason']}), expected {placement!r}")
+    unit = HUGE_PAGE // 4096
+    if placement == "direct":
+        # Every huge page in one UFFDIO_COPY (zero ones copied from zeros: hugetlbfs has no UFFDIO_ZEROPAGE).
+        if st["direct_pages_copied"] == 0 or st["direct_pages_copied"] != unit * st["direct_copy_ioctls"] or \
+                st["direct_zero_ioctls"] != 0:
+            raise Fail(f"direct placement did not place whole 2 MiB pages: {st['direct_pages_copied']} pages in "
+                       f"{st['direct_copy_ioctls']} copies, {st['direct_zero_ioctls']} zero-page ioctls")
+    env.expect_continues(serial, last)
+    qdir = env.path(name + ".qemu")
+    stderr_text = "".join(read(os.path.join(qdir, f)) for f in os.listdir(qdir) if f.endswith(".log"))
+    for bad in ("Non-same host page", "postcopy_place_page", "File exists"):
+        if bad in stderr_text:
+            raise Fail(f"QEMU reports {bad!r}: {stderr_text[-800:]}")
+    log(f"hugepages, {placement}: running {st['tool_to_running_us'] / 1e3:.1f} ms after hlt-restore started, all "
+        f"pages in at {st['start_to_loaded_us'] / 1e3:.0f} ms; {st['requests']} requests ({sizes.get(HUGE_PAGE, 0)} "
+        f"of 2 MiB, {sizes.get(4096, 0)} of 4 KiB) answered in p50 {st['request_latency_p50_us'] / 1e3:.2f} ms, "
+        f"p99 {st['request_latency_p99_us'] / 1e3:.2f} ms; {st['faults_blocking']} blocking faults (p50 "
+        f"{st['blocking_p50_us']:.0f} us); {st['host_pages_installed']} host pages installed whole; "
+        f"{st['direct_copy_ioctls']} UFFDIO_COPYs of 2 MiB")
+    env.cleanup()
+    env.pids = []
+
+
+def resume_hugepage_guest(env, ckpt, extra, last):
+    """hlt-restore SIGKILLed while it serves the hugetlbfs guest, then --resume: what QEMU holds (its page map of the
+    hugetlbfs mapping, where pages were placed directly) is never placed again, the rest comes whole."""
+    name = "huge-resume"
+    serial, qdir, stats = env.path(name + ".serial.log"), env.path(name + ".qemu"), env.path(name + ".stats.json")
+    shutil.rmtree(qdir, ignore_errors=True)
+    for p in (serial, stats):
+        if os.path.exists(p):
+            os.unlink(p)
+    env_vars = dict(os.environ, HALITE_RUN_DIR=env.path(name + ".run"))
+    argv = guest_argv(serial, mem=f"{HUGE_MEM_MIB}M", extra=extra)
+    out_path = env.path(name + ".0.log")
+    # The loader at 1 MiB/s: when the restorer dies, QEMU holds what the guest asked for and little else.
+    p = start_logged([env.restore_bin, "qemu", ckpt, "--rate-limit", "1M", "--qemu", argv[0], "--qemu-dir", qdir,
+                      "--", *argv[1:]], out_path, env_vars)
+    try:
+        wait_for_line(p, out_path, r"guest running", 60)
+        env.pids.append(int(re.search(r"QEMU \(pid (\d+)\)", read(out_path)).group(1)))
+        time.sleep(0.3)
+        if p.poll() is not None:
+            raise Fail(f"the restore ended ({p.returncode}) before it could be killed:\n{read(out_path)}")
+        os.kill(p.pid, signal.SIGKILL)
+        p.wait()
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    rc, out, err = run_tool([env.restore_bin, "qemu", ckpt, "--resume", "--qemu-dir", qdir, "--stats-json", stats],
+                            env.path(name + ".1.log"), 120)
+    print(out + err, flush=True)
+    if rc != 0:
+        raise Fail(f"hlt-restore --resume of the hugetlbfs guest exited {rc}")
+    with open(stats) as f:
+        st = json.load(f)
+    if st["resume_present_pages"] == 0 or st["resume_present_pages"] % (HUGE_PAGE // 4096) != 0:
+        raise Fail(f"the resume found {st['resume_present_pages']} pages in QEMU: expected whole 2 MiB host pages")
+    env.expect_continues(serial, last)
+    stderr_text = "".join(read(os.path.join(qdir, f)) for f in os.listdir(qdir) if f.endswith(".log"))
+    for bad in ("Non-same host page", "postcopy_place_page", "File exists"):
+        if bad in stderr_text:
+            raise Fail(f"QEMU reports {bad!r} after the resume: {stderr_text[-800:]}")
+    log(f"hugepages, resume: hlt-restore killed 0.3 s after the guest ran; --resume found "
+        f"{st['resume_present_pages'] // (HUGE_PAGE // 4096)} host pages in QEMU (placement {st['placement']}), "
+        f"RESUME_ACK {st['tool_to_resumed_us'] / 1e3:.1f} ms after it started, guest continues")
+    env.cleanup()
+    env.pids = []
+
+
 def scenario_hugepages(env):
-    """A hugetlbfs-backed guest: hlt-save records pc.ram's 2 MiB host pages; hlt-restore restores it lazily, each
-    page request of QEMU's asks for a whole 2 MiB host page and gets it (its zero pages as ZERO records), and the
-    guest continues."""
+    """A hugetlbfs-backed guest: hlt-save records pc.ram's 2 MiB host pages; hlt-restore restores it lazily, placing
+    whole host pages directly and, the second time, through QEMU's stream (zero pages as ZERO records); each page
+    request of QEMU's asks for a whole 2 MiB host page, and the guest continues."""
     pages = HUGE_MEM_MIB * (1 << 20) // HUGE_PAGE + 8
     try:
         reservation = hugepages_host.HugePages(pages, env.work)
@@ -1021,42 +1110,11 @@ def scenario_hugepages(env):
         regions = {r["name"]: r for r in json.loads(out)["regions"]}
         if regions["pc.ram"]["host_page_size"] != HUGE_PAGE:
             raise Fail(f"the checkpoint records pc.ram's host page size as {regions['pc.ram']['host_page_size']}")
-        # hugetlbfs RAM goes in QEMU's stream (which places each 2 MiB page whole): --placement direct refuses
-        # before anything is sent, saying why.
-        rc, out, err, _ = env.restore(ckpt, "huge-direct", ["--placement", "direct"], mem=f"{HUGE_MEM_MIB}M",
-                                      qemu_extra=extra, timeout=60)
-        if rc == 0 or "hugetlbfs" not in err:
-            raise Fail(f"--placement direct of a hugetlbfs guest: exit {rc}, expected a refusal naming hugetlbfs")
-        env.cleanup()
-        env.pids = []
-        name = "huge"
-        rc, out, err, serial = env.restore(ckpt, name, mem=f"{HUGE_MEM_MIB}M", qemu_extra=extra)
-        if rc != 0:
-            raise Fail(f"hlt-restore qemu of the hugetlbfs guest exited {rc}")
-        m = re.search(r"QEMU \(pid (\d+)\)", out)
-        if not m or not ram_on_huge_pages(int(m.group(1))):
-            raise Fail("the restored QEMU's guest RAM is not mapped with 2 MiB pages")
-        with open(env.path(name + ".stats.json")) as f:
-            st = json.load(f)
-        sizes = {int(k): v for k, v in st["request_sizes"].items()}
-        if sizes.get(HUGE_PAGE, 0) == 0:
-            raise Fail(f"QEMU asked for no 2 MiB host page: request sizes {sizes}")
-        if st["host_pages_installed"] == 0:
-            raise Fail("the engine installed no whole host page")
-        if st["placement"] != "channel" or "hugetlbfs" not in st["placement_reason"]:
-            raise Fail(f"placement {st['placement']!r} ({st['placement_reason']}): expected the channel, for hugetlbfs")
-        env.expect_continues(serial, last)
-        stderr_text = "".join(read(os.path.join(env.path(name + ".qemu"), f))
-                              for f in os.listdir(env.path(name + ".qemu")) if f.endswith(".log"))
-        for bad in ("Non-same host page", "postcopy_place_page", "File exists"):
-            if bad in stderr_text:
-                raise Fail(f"QEMU reports {bad!r}: {stderr_text[-800:]}")
-        log(f"hugepages: running {st['tool_to_running_us'] / 1e3:.1f} ms after hlt-restore started; "
-            f"{st['requests']} requests ({sizes.get(HUGE_PAGE, 0)} of 2 MiB, {sizes.get(4096, 0)} of 4 KiB), "
-            f"answered in p50 {st['request_latency_p50_us'] / 1e3:.2f} ms, p99 {st['request_latency_p99_us'] / 1e3:.2f}"
-            f" ms; {st['faults_blocking']} blocking faults (p50 {st['blocking_p50_us']:.0f} us); "
-            f"{st['host_pages_installed']} host pages installed whole; placement {st['placement']} "
-            f"({st['placement_reason'] or 'direct'})")
+        # Placed directly by default (a whole 2 MiB page per UFFDIO_COPY through QEMU's userfaultfd), then through
+        # QEMU's stream (which gathers the 512 records of a host page and places it whole).
+        for name, flags, placement in (("huge", [], "direct"), ("huge-channel", ["--placement", "channel"], "channel")):
+            restore_hugepage_guest(env, ckpt, name, flags, placement, extra, last)
+        resume_hugepage_guest(env, ckpt, extra, last)
     finally:
         env.cleanup()
         env.pids = []
