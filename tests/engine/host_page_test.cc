@@ -295,7 +295,7 @@ TEST_CASE("a host page whose pages lie in several blocks is gathered from all of
   }
 }
 
-TEST_CASE("a sink failure before a host page went in lets it go; part way through breaks it", "[engine][hugepage]") {
+TEST_CASE("a sink failure before a host page went in lets it go, and part way through breaks it", "[engine][hugepage]") {
   Layout l = HugeCheckpoint();
   auto reader = OpenMem(l.m);
   HostPageSink sink(l.m.regions);
