@@ -41,6 +41,7 @@ SavedCheckpoint SaveCheckpoint(const std::string& image, uint64_t bytes, const s
   o.policy = spec.policy;
   o.zstd_block_pages = spec.zstd_block_pages;
   o.frame_pages = spec.frame_pages;
+  o.keep_host_pages_whole = spec.keep_host_pages_whole;
   // The dictionary is off so every checkpoint of the comparison is built the same way (on these images `auto`
   // measures no gain and turns it off anyway).
   o.dictionary = DictionaryMode::kOff;
@@ -51,7 +52,7 @@ SavedCheckpoint SaveCheckpoint(const std::string& image, uint64_t bytes, const s
   auto t0 = Clock::now();
   auto w = CheckpointWriter::Create(path, o);
   if (!w) Die("create " + path, w.error());
-  auto region = (*w)->AddRegion("ram", 0, bytes);
+  auto region = (*w)->AddRegion("ram", 0, bytes, spec.host_page_size);
   if (!region) Die("region", region.error());
   Status s = (*w)->AttachImage(*region, image);
   if (!s.ok()) Die("attach", s);

@@ -23,6 +23,8 @@ struct SaveSpec {
   bool hints = true;  // give the save-time access trace and VA hints
   uint32_t zstd_block_pages = WriterOptions{}.zstd_block_pages;  // 0: uncut frames (files before the cut)
   uint32_t frame_pages = WriterOptions{}.frame_pages;  // independent frames of this many pages (0: one frame)
+  uint32_t host_page_size = 4096;  // region "ram"'s (2 MiB: hugetlbfs-backed memory; bench_hugepage)
+  bool keep_host_pages_whole = true;  // WriterOptions::keep_host_pages_whole
 };
 
 // Incremental saves (format-spec 12; bench/chain): a child of `parent` when set.

@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 
 #include "halite/page_sink.h"
+#include "halite/qemu/qemu_channel_sink.h"
 #include "halite/qemu/qemu_checkpoint.h"
 #include "halite/qemu/qemu_migration_control.h"
 #include "halite/qemu/qemu_ram_mapping.h"
@@ -21,38 +22,6 @@
 
 namespace halite::qemu {
 namespace {
-
-// The engine's sink: each batch (one block, or one fault's zero pages) is one RAM section on the channel.
-class ChannelSink final : public PageSink {
- public:
-  ChannelSink(PushRestoreChannel* channel, std::vector<uint32_t> block_of_region)
-      : channel_(channel), block_of_region_(std::move(block_of_region)) {}
-
-  Status Install(std::span<const PageInstall> batch, InstallPriority priority, size_t* runs_installed) override {
-    *runs_installed = 0;
-    HLT_ASSIGN_OR_RETURN(std::unique_ptr<RamSection> section, channel_->OpenSection(priority));
-    for (const PageInstall& run : batch) {
-      if (run.first.region >= block_of_region_.size() ||
-          (!run.zero() && run.data.size() != run.count * kTargetPageSize)) {
-        return Status::InvalidArgument("install of region " + std::to_string(run.first.region) + " pages " +
-                                       std::to_string(run.first.page) + "+" + std::to_string(run.count));
-      }
-      const PageId id{block_of_region_[run.first.region], run.first.page};
-      HLT_RETURN_IF_ERROR(run.zero() ? section->AddZeroPages(id, run.count)
-                                     : section->AddPages(id, run.count, run.data.data()));
-      ++*runs_installed;
-    }
-    return section->Close();
-  }
-
-  // Nothing is on the destination before the engine sends it: POSTCOPY_ADVISE discarded all of its RAM (lazy),
-  // and an eager restore sends every page.
-  bool IsPresent(PageRef) const override { return false; }
-
- private:
-  PushRestoreChannel* channel_;
-  std::vector<uint32_t> block_of_region_;
-};
 
 // Routes each run to the channel or to a direct sink (QEMU's userfaultfd when lazy, process_vm_writev when
 // eager). Lazy, before LISTEN every run goes on the channel (placed
@@ -176,12 +145,14 @@ DirectPlan PlanDirectPlacement(const CheckpointReader& reader, QmpClient& qmp, c
     const Region& region = reader.regions()[r];
     if (region.size < kMinDirectBlockBytes) continue;  // small ROM/firmware blocks stay on the channel
     if (shared[r]) continue;                            // QEMU maps it from the image server: nothing is sent
-    auto address = RamBlockHostAddress(qmp, plan.pid, region.name, region.guest_phys_base, region.size);
+    // hugetlbfs-backed blocks too: DirectUffdSink places each of their host pages whole, one UFFDIO_COPY each.
+    auto address =
+        RamBlockHostAddress(qmp, plan.pid, region.name, region.guest_phys_base, region.size, region.host_page_size);
     if (!address) {
       if (first_error.empty()) first_error = address.error().message();
       continue;
     }
-    plan.regions[r] = DirectRegion{*address, region.size / kTargetPageSize};
+    plan.regions[r] = DirectRegion{*address, region.size / kTargetPageSize, region.host_page_size};
     plan.direct_regions[r] = true;
     plan.blocks[block_of_region[r]] = true;
     plan.names.push_back(region.name);
@@ -193,8 +164,9 @@ DirectPlan PlanDirectPlacement(const CheckpointReader& reader, QmpClient& qmp, c
 }
 
 // Resume: QEMU's page map of each RAMBlock of at least kMinDirectBlockBytes (per region; empty for the small
-// ones, whose pages only ever travel in the stream and so are all in QEMU's received bitmaps). Taken before this
-// process places anything: while QEMU is paused nobody else places pages.
+// ones, whose pages only ever travel in the stream and so are all in QEMU's received bitmaps; a hugetlbfs block's
+// map shows each huge page in QEMU as present in all of its pages). Taken before this process places anything:
+// while QEMU is paused nobody else places pages.
 Result<std::vector<std::vector<bool>>> PagesQemuHolds(const CheckpointReader& reader, QmpClient& qmp, pid_t pid) {
   std::vector<std::vector<bool>> held(reader.regions().size());
   if (pid <= 0) {
@@ -204,8 +176,8 @@ Result<std::vector<std::vector<bool>>> PagesQemuHolds(const CheckpointReader& re
   for (uint32_t r = 0; r < reader.regions().size(); ++r) {
     const Region& region = reader.regions()[r];
     if (region.size < kMinDirectBlockBytes) continue;
-    HLT_ASSIGN_OR_RETURN(uint64_t address,
-                         RamBlockHostAddress(qmp, pid, region.name, region.guest_phys_base, region.size));
+    HLT_ASSIGN_OR_RETURN(uint64_t address, RamBlockHostAddress(qmp, pid, region.name, region.guest_phys_base,
+                                                               region.size, region.host_page_size));
     auto pages = PopulatedPages(pid, address, region.size / kTargetPageSize);
     if (!pages) {
       return Status::Unsupported("resuming needs QEMU's page map, to know which pages it holds: " +
@@ -295,14 +267,6 @@ Status RestoreCheckpointIntoQemu(const CheckpointReader& reader, QmpClient& qmp,
     }
   }
 
-  for (const Region& region : reader.regions()) {
-    if (region.host_page_size != kTargetPageSize) {
-      // The restore engine installs 4 KiB pages; a hugetlbfs-backed block needs whole huge pages placed at once.
-      return Status::Unsupported(reader.name() + ": RAMBlock " + region.name + " is backed by " +
-                                 std::to_string(region.host_page_size >> 10) +
-                                 " KiB pages: restoring huge-page-backed guest memory is not supported yet");
-    }
-  }
   if (options.resume && !options.lazy) return Status::InvalidArgument("only a lazy restore can be resumed");
   std::vector<bool> shared(reader.regions().size(), false);
   for (const std::string& name : options.shared_regions) {

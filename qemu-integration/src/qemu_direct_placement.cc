@@ -7,6 +7,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cinttypes>
 #include <cstdio>
@@ -97,8 +98,30 @@ Result<UniqueFd> DuplicateUserfaultfd(pid_t pid) {
   return GetFd(pidfd.get(), pid, found[0]);
 }
 
+namespace {
+
+// The kernel page size of the mapping of `pid` that starts at `lo` (its KernelPageSize in /proc/PID/smaps).
+Result<uint64_t> MappingKernelPageSize(pid_t pid, uint64_t lo) {
+  const std::string path = fmt::format("/proc/{}/smaps", pid);
+  std::ifstream smaps(path);
+  if (!smaps) return Status::IoError(path + ": cannot read QEMU's mappings", errno);
+  const std::string header = fmt::format("{:x}-", lo);
+  std::string line;
+  bool in_mapping = false;
+  while (std::getline(smaps, line)) {
+    if (line.rfind(header, 0) == 0) {
+      in_mapping = true;
+    } else if (in_mapping && line.rfind("KernelPageSize:", 0) == 0) {
+      return uint64_t(std::strtoull(line.c_str() + 15, nullptr, 10)) * 1024;
+    }
+  }
+  return Status::NotFound(fmt::format("{}: no KernelPageSize for the mapping at {:#x}", path, lo));
+}
+
+}  // namespace
+
 Result<uint64_t> RamBlockHostAddress(QmpClient& qmp, pid_t pid, const std::string& block, uint64_t gpa,
-                                     uint64_t size) {
+                                     uint64_t size, uint64_t host_page_size) {
   HLT_ASSIGN_OR_RETURN(std::string answer, qmp.HumanMonitorCommand(fmt::format("gpa2hva {:#x}", gpa)));
   // "Host virtual address for 0x0 (pc.ram) is 0x7f8403e00000"
   const std::string named = " (" + block + ") is 0x";
@@ -113,7 +136,8 @@ Result<uint64_t> RamBlockHostAddress(QmpClient& qmp, pid_t pid, const std::strin
     return Status::Corrupt(fmt::format("{}: gpa2hva {:#x}: unexpected answer {}", qmp.name(), gpa, answer));
   }
   if (pid <= 0) return address;
-  // The block must be one private writable mapping of QEMU's (an anonymous RAM allocation), not a file or ROM.
+  // 4 KiB pages: one private writable mapping of QEMU's (an anonymous RAM allocation), not a file or ROM. Larger
+  // pages: a hugetlbfs mapping of that page size (memory-backend-file on hugetlbfs, or memfd with hugetlb=on).
   const std::string maps_path = fmt::format("/proc/{}/maps", pid);
   std::ifstream maps(maps_path);
   if (!maps) return Status::IoError(maps_path + ": cannot read QEMU's mappings", errno);
@@ -126,10 +150,24 @@ Result<uint64_t> RamBlockHostAddress(QmpClient& qmp, pid_t pid, const std::strin
       continue;
     }
     if (address < lo || address >= hi) continue;
-    if (address + size > hi || std::strncmp(perms, "rw-p", 4) != 0 || inode != 0) {
-      return Status::NotFound(fmt::format("{}: RAMBlock {} at {:#x} (+{:#x}) is not inside one private anonymous "
-                                          "writable mapping ({})",
-                                          maps_path, block, address, size, line));
+    if (host_page_size == kPage) {
+      if (address + size > hi || std::strncmp(perms, "rw-p", 4) != 0 || inode != 0) {
+        return Status::NotFound(fmt::format("{}: RAMBlock {} at {:#x} (+{:#x}) is not inside one private anonymous "
+                                            "writable mapping ({})",
+                                            maps_path, block, address, size, line));
+      }
+      return address;
+    }
+    if (address + size > hi || std::strncmp(perms, "rw", 2) != 0 || address % host_page_size != 0) {
+      return Status::NotFound(fmt::format("{}: RAMBlock {} at {:#x} (+{:#x}) is not inside one writable mapping "
+                                          "aligned to its {} KiB pages ({})",
+                                          maps_path, block, address, size, host_page_size >> 10, line));
+    }
+    HLT_ASSIGN_OR_RETURN(uint64_t kernel_page, MappingKernelPageSize(pid, lo));
+    if (kernel_page != host_page_size) {
+      return Status::NotFound(fmt::format("{}: RAMBlock {} at {:#x} is mapped with {} KiB pages, not hugetlbfs {} KiB "
+                                          "pages ({})",
+                                          maps_path, block, address, kernel_page >> 10, host_page_size >> 10, line));
     }
     return address;
   }
@@ -138,6 +176,9 @@ Result<uint64_t> RamBlockHostAddress(QmpClient& qmp, pid_t pid, const std::strin
 
 DirectUffdSink::DirectUffdSink(int uffd, std::vector<DirectRegion> regions)
     : uffd_(uffd), regions_(std::move(regions)) {
+  uint64_t largest = kPage;
+  for (const DirectRegion& r : regions_) largest = std::max(largest, r.host_page_size);
+  if (largest > kPage) zeros_.assign(largest, 0);
   for (const DirectRegion& r : regions_) {
     const uint64_t words = r.host_address != 0 ? (r.pages + 63) / 64 : 0;
     placed_.emplace_back(new std::atomic<uint64_t>[words]);
@@ -150,23 +191,22 @@ bool DirectUffdSink::IsPlaced(PageRef page) const {
   return (placed_[page.region][page.page / 64].load(std::memory_order_acquire) >> (page.page % 64)) & 1;
 }
 
-Status DirectUffdSink::PlaceRun(const PageInstall& run, uint64_t dst) {
-  const uint64_t len = run.count * kPage;
-  const bool zero = run.zero();
+Status DirectUffdSink::Place(uint64_t dst, const uint8_t* src, uint64_t len, uint64_t step) {
+  const bool zero = src == nullptr;
   uint64_t off = 0;
   int idle_retries = 0;
   while (off < len) {
     const uffd::Fill f = zero ? uffd::ZeroPage(uffd_, dst + off, len - off, /*wake=*/false)
-                              : uffd::Copy(uffd_, dst + off, run.data.data() + off, len - off, /*wake=*/false);
+                              : uffd::Copy(uffd_, dst + off, src + off, len - off, /*wake=*/false);
     (zero ? zero_ioctls_ : copy_ioctls_).fetch_add(1, std::memory_order_relaxed);
-    const uint64_t done = f.done / kPage * kPage;
+    const uint64_t done = f.done / step * step;
     (zero ? pages_zeroed_ : pages_copied_).fetch_add(done / kPage, std::memory_order_relaxed);
     off += done;
     if (f.err == 0) break;
     if (f.err == EEXIST) {
-      // The page at `off` is populated already: leave it, go on with the next one.
-      pages_existed_.fetch_add(1, std::memory_order_relaxed);
-      off += kPage;
+      // The page (the huge page, for hugetlbfs) at `off` is populated already: leave it, go on with the next.
+      pages_existed_.fetch_add(step / kPage, std::memory_order_relaxed);
+      off += step;
       continue;
     }
     if (f.err == EAGAIN) {
@@ -196,34 +236,99 @@ Status DirectUffdSink::PlaceRun(const PageInstall& run, uint64_t dst) {
   return Status::Ok();
 }
 
+Status DirectUffdSink::PlaceHostPage(uint32_t region, uint64_t first, std::span<const PageInstall> runs) {
+  const DirectRegion& r = regions_[region];
+  const uint64_t bytes = r.host_page_size, unit = bytes / kPage;
+  const uint64_t dst = r.host_address + first * kPage;
+  // One run covers it: copy from the run itself (zeros for a zero run: hugetlbfs has no UFFDIO_ZEROPAGE).
+  for (const PageInstall& run : runs) {
+    if (run.first.page <= first && first + unit <= run.first.page + run.count) {
+      const uint8_t* src = run.zero() ? zeros_.data() : run.data.data() + (first - run.first.page) * kPage;
+      return Place(dst, src, bytes, bytes);
+    }
+  }
+  // Several runs: put their pages together, zero runs as zeros.
+  thread_local std::vector<uint8_t> staging;
+  staging.resize(bytes);
+  for (const PageInstall& run : runs) {
+    const uint64_t lo = std::max(first, run.first.page), hi = std::min(first + unit, run.first.page + run.count);
+    if (lo >= hi) continue;
+    uint8_t* to = staging.data() + (lo - first) * kPage;
+    if (run.zero()) {
+      std::memset(to, 0, (hi - lo) * kPage);
+    } else {
+      std::memcpy(to, run.data.data() + (lo - run.first.page) * kPage, (hi - lo) * kPage);
+    }
+  }
+  return Place(dst, staging.data(), bytes, bytes);
+}
+
 Status DirectUffdSink::Install(std::span<const PageInstall> batch, InstallPriority, size_t* runs_installed) {
   *runs_installed = 0;
-  Status s;
-  for (const PageInstall& run : batch) {
+  auto check = [&](const PageInstall& run) -> Status {
     const PageRef first = run.first;
     if (!IsDirect(first.region) || run.count == 0 || run.count > regions_[first.region].pages ||
         first.page > regions_[first.region].pages - run.count ||
         (!run.zero() && run.data.size() != run.count * kPage)) {
-      s = Status::InvalidArgument(fmt::format("direct placement: run of region {} pages {}+{} is not placeable",
-                                              first.region, first.page, run.count));
-      break;
+      return Status::InvalidArgument(fmt::format("direct placement: run of region {} pages {}+{} is not placeable",
+                                                 first.region, first.page, run.count));
     }
     // Never a page twice: the engine promises it, and a second copy would be EEXIST-silent here.
     for (uint64_t p = first.page; p < first.page + run.count; ++p) {
       if (IsPlaced(PageRef{first.region, p})) {
-        s = Status::Internal(fmt::format("direct placement: page {} of region {} placed twice", p, first.region));
-        break;
+        return Status::Internal(fmt::format("direct placement: page {} of region {} placed twice", p, first.region));
       }
     }
-    if (!s.ok()) break;
-    const uint64_t dst = regions_[first.region].host_address + first.page * kPage;
-    s = PlaceRun(run, dst);
-    if (!s.ok()) break;
-    std::atomic<uint64_t>* bits = placed_[first.region].get();
-    for (uint64_t p = first.page; p < first.page + run.count; ++p) {
-      bits[p / 64].fetch_or(uint64_t{1} << (p % 64), std::memory_order_acq_rel);
+    return Status::Ok();
+  };
+  auto mark = [&](uint32_t region, uint64_t first, uint64_t end) {
+    std::atomic<uint64_t>* bits = placed_[region].get();
+    for (uint64_t p = first; p < end; ++p) bits[p / 64].fetch_or(uint64_t{1} << (p % 64), std::memory_order_acq_rel);
+  };
+  Status s;
+  for (size_t i = 0; i < batch.size();) {
+    const PageInstall& run = batch[i];
+    if (!(s = check(run)).ok()) break;
+    const uint32_t region = run.first.region;
+    const uint64_t unit = regions_[region].host_page_size / kPage;
+    if (unit <= 1) {
+      s = Place(regions_[region].host_address + run.first.page * kPage, run.zero() ? nullptr : run.data.data(),
+                run.count * kPage, kPage);
+      if (!s.ok()) break;
+      mark(region, run.first.page, run.first.page + run.count);
+      ++*runs_installed;
+      ++i;
+      continue;
     }
-    ++*runs_installed;
+    // Host pages larger than 4 KiB: the runs from here on cover whole ones, one after the other.
+    if (run.first.page % unit != 0) {
+      s = Status::InvalidArgument(fmt::format("direct placement: run of region {} pages {}+{} begins inside a {} KiB "
+                                              "host page",
+                                              region, run.first.page, run.count, unit * 4));
+      break;
+    }
+    size_t j = i + 1;
+    uint64_t end = run.first.page + run.count;
+    while (end % unit != 0 && j < batch.size() && batch[j].first.region == region && batch[j].first.page == end) {
+      if (!(s = check(batch[j])).ok()) break;
+      end += batch[j].count;
+      ++j;
+    }
+    if (!s.ok()) break;
+    if (end % unit != 0) {
+      s = Status::InvalidArgument(fmt::format("direct placement: the {} KiB host page at page {} of region {} is not "
+                                              "covered by the batch (it stops at page {})",
+                                              unit * 4, end / unit * unit, region, end));
+      break;
+    }
+    const std::span<const PageInstall> runs = batch.subspan(i, j - i);
+    for (uint64_t hp = run.first.page; hp < end && s.ok(); hp += unit) {
+      s = PlaceHostPage(region, hp, runs);
+      if (s.ok()) mark(region, hp, hp + unit);
+    }
+    if (!s.ok()) break;
+    *runs_installed += j - i;
+    i = j;
   }
   // Wake once per batch, when every page of it is in: a vCPU waiting on one page of the block resumes when the
   // whole block is there, instead of faulting again on its next page meanwhile. Adjacent runs share a wake.

@@ -182,15 +182,6 @@ std::vector<PageId> PushRestoreChannel::RequestedPages() const {
 Status PushRestoreChannel::Begin() {
   Impl& c = *impl_;
   c.t0 = Clock::now();
-  if (c.options.lazy) {
-    for (const auto& b : c.state.ram_blocks) {
-      if (b.page_size != 0 && b.page_size != kTargetPageSize) {
-        return Status::Unsupported(fmt::format(
-            "RAMBlock {} uses {:#x}-byte pages: lazy restore of huge-page-backed memory is not supported", b.name,
-            b.page_size));
-      }
-    }
-  }
   uint64_t summary = c.options.pagesize_summary;
   if (summary == 0) {
     summary = kTargetPageSize;
@@ -364,6 +355,7 @@ PushRestoreStats PushRestoreChannel::stats(bool latency_percentiles) const {
     out.requests_already_sent = c.workers.already_sent_locked();
     out.requests_after_end = c.workers.after_end_locked();
     out.pages_sent_before_first_request = c.listener.pages_sent_before_first_request_locked();
+    out.request_sizes = c.listener.request_sizes_locked();
     out.resume_handshake_us = c.resume_handshake_us;
   }
   out.requests = c.listener.requests();

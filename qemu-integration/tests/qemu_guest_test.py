@@ -21,6 +21,9 @@ usage: qemu_guest_test.py --tools DIR --work DIR SCENARIO
   placement_channel   lazy with --placement channel: every page in QEMU's stream, the summary says so
   placement_fallback  hlt-restore --qmp as another user (nobody) than QEMU's (root): no ptrace permission, so
                       pidfd_getfd is refused and --placement auto falls back to the channel, saying why
+  hugepages           a 512 MiB guest whose RAM is on hugetlbfs (2 MiB pages; the test reserves them and gives them
+                      back): saved, restored lazily twice, placed directly (a 2 MiB UFFDIO_COPY per host page) and
+                      through QEMU's stream; QEMU asks for whole 2 MiB host pages, memcheck continues
 
 The lazy scenarios check which placement was used (--stats-json): directly through QEMU's userfaultfd when
 hlt-restore may take it (it launched QEMU as the same user), else the channel.
@@ -45,6 +48,9 @@ import time
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(REPO, "guest"))
 import launch  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import hugepages_host  # noqa: E402
 
 MEM = "1G"
 MIB = "256"
@@ -86,9 +92,9 @@ def check_prerequisites(need_uffd):
         os.close(fd)
 
 
-def guest_argv(serial, mem=MEM, qmp=None, incoming=None):
+def guest_argv(serial, mem=MEM, qmp=None, incoming=None, extra=()):
     return launch.qemu_argv(mem=mem, workload="memcheck", workload_args=["--mib", MIB], serial_log=serial, qmp=qmp,
-                            incoming=incoming)
+                            incoming=incoming, extra=extra)
 
 
 def run_tool(cmd, out_path, timeout):
@@ -183,7 +189,7 @@ class Env:
                 json.dump({"last_pass": last}, f)
             return ckpt, last
 
-    def restore(self, ckpt, name, extra=(), mem=MEM, timeout=120, qmp=None):
+    def restore(self, ckpt, name, extra=(), mem=MEM, timeout=120, qmp=None, qemu_extra=()):
         serial = self.path(name + ".serial.log")
         for p in (serial, qmp):
             if p and os.path.exists(p):
@@ -191,7 +197,7 @@ class Env:
         stats = self.path(name + ".stats.json")
         if os.path.exists(stats):
             os.unlink(stats)
-        argv = guest_argv(serial, mem=mem, qmp=qmp)
+        argv = guest_argv(serial, mem=mem, qmp=qmp, extra=qemu_extra)
         cmd = [self.restore_bin, "qemu", ckpt, "--stats-json", stats, *extra, "--qemu", argv[0],
                "--qemu-dir", self.path(name + ".qemu"), "--", *argv[1:]]
         log("$ " + " ".join(cmd))
@@ -960,6 +966,162 @@ def scenario_incremental_shared(env):
         stop_image_server(images)
 
 
+HUGE_MEM_MIB = 512
+HUGE_PAGE = 2 << 20
+
+
+def hugepage_memory(mount):
+    """QEMU options that put the guest's RAM (still named pc.ram) on hugetlbfs, 2 MiB pages, no preallocation."""
+    return ["-object", f"memory-backend-file,id=pc.ram,size={HUGE_MEM_MIB}M,mem-path={mount},share=on,prealloc=off",
+            "-machine", "memory-backend=pc.ram"]
+
+
+def ram_on_huge_pages(pid):
+    """True when QEMU `pid` maps a guest-RAM-sized region with 2 MiB kernel pages (its smaps)."""
+    size_kb, text = None, read(f"/proc/{pid}/smaps")
+    for line in text.splitlines():
+        if line.startswith("Size:"):
+            size_kb = int(line.split()[1])
+        elif line.startswith("KernelPageSize:") and size_kb == HUGE_MEM_MIB * 1024:
+            if int(line.split()[1]) == HUGE_PAGE // 1024:
+                return True
+    return False
+
+
+def restore_hugepage_guest(env, ckpt, name, flags, placement, extra, last):
+    """One lazy restore of the hugetlbfs checkpoint with `flags`, expected to use `placement`; the guest must
+    continue."""
+    rc, out, err, serial = env.restore(ckpt, name, flags, mem=f"{HUGE_MEM_MIB}M", qemu_extra=extra)
+    if rc != 0:
+        raise Fail(f"hlt-restore qemu {' '.join(flags)} of the hugetlbfs guest exited {rc}")
+    m = re.search(r"QEMU \(pid (\d+)\)", out)
+    if not m or not ram_on_huge_pages(int(m.group(1))):
+        raise Fail("the restored QEMU's guest RAM is not mapped with 2 MiB pages")
+    with open(env.path(name + ".stats.json")) as f:
+        st = json.load(f)
+    sizes = {int(k): v for k, v in st["request_sizes"].items()}
+    if sizes.get(HUGE_PAGE, 0) == 0:
+        raise Fail(f"QEMU asked for no 2 MiB host page: request sizes {sizes}")
+    if st["host_pages_installed"] == 0:
+        raise Fail("the engine installed no whole host page")
+    if st["placement"] != placement:
+        raise Fail(f"placement {st['placement']!r} ({st['placement_reason']}), expected {placement!r}")
+    unit = HUGE_PAGE // 4096
+    if placement == "direct":
+        # Every huge page in one UFFDIO_COPY (zero ones copied from zeros: hugetlbfs has no UFFDIO_ZEROPAGE).
+        if st["direct_pages_copied"] == 0 or st["direct_pages_copied"] != unit * st["direct_copy_ioctls"] or \
+                st["direct_zero_ioctls"] != 0:
+            raise Fail(f"direct placement did not place whole 2 MiB pages: {st['direct_pages_copied']} pages in "
+                       f"{st['direct_copy_ioctls']} copies, {st['direct_zero_ioctls']} zero-page ioctls")
+    env.expect_continues(serial, last)
+    qdir = env.path(name + ".qemu")
+    stderr_text = "".join(read(os.path.join(qdir, f)) for f in os.listdir(qdir) if f.endswith(".log"))
+    for bad in ("Non-same host page", "postcopy_place_page", "File exists"):
+        if bad in stderr_text:
+            raise Fail(f"QEMU reports {bad!r}: {stderr_text[-800:]}")
+    log(f"hugepages, {placement}: running {st['tool_to_running_us'] / 1e3:.1f} ms after hlt-restore started, all "
+        f"pages in at {st['start_to_loaded_us'] / 1e3:.0f} ms; {st['requests']} requests ({sizes.get(HUGE_PAGE, 0)} "
+        f"of 2 MiB, {sizes.get(4096, 0)} of 4 KiB) answered in p50 {st['request_latency_p50_us'] / 1e3:.2f} ms, "
+        f"p99 {st['request_latency_p99_us'] / 1e3:.2f} ms; {st['faults_blocking']} blocking faults (p50 "
+        f"{st['blocking_p50_us']:.0f} us); {st['host_pages_installed']} host pages installed whole; "
+        f"{st['direct_copy_ioctls']} UFFDIO_COPYs of 2 MiB")
+    env.cleanup()
+    env.pids = []
+
+
+def resume_hugepage_guest(env, ckpt, extra, last):
+    """hlt-restore SIGKILLed while it serves the hugetlbfs guest, then --resume: what QEMU holds (its page map of the
+    hugetlbfs mapping, where pages were placed directly) is never placed again, the rest comes whole."""
+    name = "huge-resume"
+    serial, qdir, stats = env.path(name + ".serial.log"), env.path(name + ".qemu"), env.path(name + ".stats.json")
+    shutil.rmtree(qdir, ignore_errors=True)
+    for p in (serial, stats):
+        if os.path.exists(p):
+            os.unlink(p)
+    env_vars = dict(os.environ, HALITE_RUN_DIR=env.path(name + ".run"))
+    argv = guest_argv(serial, mem=f"{HUGE_MEM_MIB}M", extra=extra)
+    out_path = env.path(name + ".0.log")
+    # The loader at 1 MiB/s: when the restorer dies, QEMU holds what the guest asked for and little else.
+    p = start_logged([env.restore_bin, "qemu", ckpt, "--rate-limit", "1M", "--qemu", argv[0], "--qemu-dir", qdir,
+                      "--", *argv[1:]], out_path, env_vars)
+    try:
+        wait_for_line(p, out_path, r"guest running", 60)
+        env.pids.append(int(re.search(r"QEMU \(pid (\d+)\)", read(out_path)).group(1)))
+        time.sleep(0.3)
+        if p.poll() is not None:
+            raise Fail(f"the restore ended ({p.returncode}) before it could be killed:\n{read(out_path)}")
+        os.kill(p.pid, signal.SIGKILL)
+        p.wait()
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    rc, out, err = run_tool([env.restore_bin, "qemu", ckpt, "--resume", "--qemu-dir", qdir, "--stats-json", stats],
+                            env.path(name + ".1.log"), 120)
+    print(out + err, flush=True)
+    if rc != 0:
+        raise Fail(f"hlt-restore --resume of the hugetlbfs guest exited {rc}")
+    with open(stats) as f:
+        st = json.load(f)
+    if st["resume_present_pages"] == 0 or st["resume_present_pages"] % (HUGE_PAGE // 4096) != 0:
+        raise Fail(f"the resume found {st['resume_present_pages']} pages in QEMU: expected whole 2 MiB host pages")
+    env.expect_continues(serial, last)
+    stderr_text = "".join(read(os.path.join(qdir, f)) for f in os.listdir(qdir) if f.endswith(".log"))
+    for bad in ("Non-same host page", "postcopy_place_page", "File exists"):
+        if bad in stderr_text:
+            raise Fail(f"QEMU reports {bad!r} after the resume: {stderr_text[-800:]}")
+    log(f"hugepages, resume: hlt-restore killed 0.3 s after the guest ran; --resume found "
+        f"{st['resume_present_pages'] // (HUGE_PAGE // 4096)} host pages in QEMU (placement {st['placement']}), "
+        f"RESUME_ACK {st['tool_to_resumed_us'] / 1e3:.1f} ms after it started, guest continues")
+    env.cleanup()
+    env.pids = []
+
+
+def scenario_hugepages(env):
+    """A hugetlbfs-backed guest: hlt-save records pc.ram's 2 MiB host pages; hlt-restore restores it lazily, placing
+    whole host pages directly and, the second time, through QEMU's stream (zero pages as ZERO records); each page
+    request of QEMU's asks for a whole 2 MiB host page, and the guest continues."""
+    pages = HUGE_MEM_MIB * (1 << 20) // HUGE_PAGE + 8
+    try:
+        reservation = hugepages_host.HugePages(pages, env.work)
+        reservation.__enter__()
+    except hugepages_host.Unavailable as e:
+        raise Skip(f"no huge pages for a {HUGE_MEM_MIB} MiB hugetlbfs guest: {e}")
+    try:
+        extra = hugepage_memory(reservation.mount)
+        log(f"{pages} huge pages of 2 MiB free on hugetlbfs at {reservation.mount}")
+        serial, qmp = env.path("huge-src.serial.log"), env.path("huge-src.qmp")
+        for p in (serial, qmp):
+            if os.path.exists(p):
+                os.unlink(p)
+        g = launch.Guest.start(serial, stderr_path=env.path("huge-src.qemu-stderr.log"), mem=f"{HUGE_MEM_MIB}M",
+                               workload="memcheck", workload_args=["--mib", MIB], qmp=qmp, extra=extra)
+        env.pids.append(g.proc.pid)
+        ckpt = env.path("huge.hlt")
+        try:
+            log(f"source QEMU pid {g.proc.pid}, RAM on hugetlbfs, waiting for memcheck's first OK")
+            g.wait_for(OK_RX, 1, 150, fail=FAIL_RX)
+            if not ram_on_huge_pages(g.proc.pid):
+                raise Fail("the source QEMU's guest RAM is not mapped with 2 MiB pages")
+            _, last = env.save_from(g, qmp, ckpt)
+        finally:
+            g.stop()
+        rc, out, err = run_tool([env.restore_bin, "info", ckpt, "--json"], ckpt + ".info.json", 60)
+        regions = {r["name"]: r for r in json.loads(out)["regions"]}
+        if regions["pc.ram"]["host_page_size"] != HUGE_PAGE:
+            raise Fail(f"the checkpoint records pc.ram's host page size as {regions['pc.ram']['host_page_size']}")
+        # Placed directly by default (a whole 2 MiB page per UFFDIO_COPY through QEMU's userfaultfd), then through
+        # QEMU's stream (which gathers the 512 records of a host page and places it whole).
+        for name, flags, placement in (("huge", [], "direct"), ("huge-channel", ["--placement", "channel"], "channel")):
+            restore_hugepage_guest(env, ckpt, name, flags, placement, extra, last)
+        resume_hugepage_guest(env, ckpt, extra, last)
+    finally:
+        env.cleanup()
+        env.pids = []
+        time.sleep(0.5)  # the killed QEMUs' huge pages go back before the pool shrinks
+        reservation.__exit__(None, None, None)
+
+
 SCENARIOS = {
     "lazy": (scenario_lazy, True),
     "live": (scenario_live, True),
@@ -977,6 +1139,7 @@ SCENARIOS = {
     "incremental_shared": (scenario_incremental_shared, True),
     "resume": (scenario_resume, True),
     "resume_storage": (scenario_resume_storage, True),
+    "hugepages": (scenario_hugepages, True),
 }
 
 

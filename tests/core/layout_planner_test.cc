@@ -22,6 +22,7 @@ struct Guest {
   std::vector<int> content;
   std::vector<codec::Hash128> hashes;
   std::vector<GlobalRun> access, va;
+  std::vector<PlannerRegion> regions;
   int comparisons = 0;
   // Hashes derive from content; `collide` gives every page the same hash, so only the byte check separates them.
   void Hash(bool collide = false) {
@@ -38,6 +39,7 @@ struct Guest {
     in.hashes = hashes;
     in.access = access;
     in.va = va;
+    in.regions = regions;
     return PlanBlocks(in, [this](uint64_t a, uint64_t b) -> Result<bool> {
       ++comparisons;
       return content[a] == content[b];
@@ -224,4 +226,130 @@ TEST_CASE("a child stores again the unchanged pages of blocks that mostly change
   std::vector<uint64_t> by_access = PagesToStoreAgain(in, std::vector<bool>(128), 0.0);
   CHECK(std::find(by_access.begin(), by_access.end(), 64) != by_access.end());
   CHECK(std::find(by_access.begin(), by_access.end(), 41) == by_access.end());
+}
+
+namespace {
+
+// The block holding slot s.
+size_t BlockOfSlot(const BlockPlan& plan, uint64_t s) {
+  for (size_t b = 0; b < plan.blocks.size(); ++b) {
+    if (s >= plan.blocks[b].first_slot && s < plan.blocks[b].first_slot + plan.blocks[b].pages) return b;
+  }
+  FAIL("slot " << s << " is in no block");
+  return SIZE_MAX;
+}
+
+// Every stored page of each host page of `unit` pages in [first, first + count) lives in one block.
+void CheckHostPagesWhole(const BlockPlan& plan, uint64_t first, uint64_t count, uint64_t unit) {
+  for (uint64_t hp = first; hp < first + count; hp += unit) {
+    size_t block = SIZE_MAX;
+    for (uint64_t g = hp; g < hp + unit; ++g) {
+      if (plan.page_map[g] < kPageMapFirstSlot || plan.page_map[g] == format::kPageMapInParent) continue;
+      const size_t b = BlockOfSlot(plan, plan.page_map[g] - kPageMapFirstSlot);
+      INFO("host page at " << hp << ", page " << g);
+      if (block == SIZE_MAX) block = b;
+      CHECK(b == block);
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("planner: a large host page is planned whole and never split between blocks", "[planner][hugepage]") {
+  // Region 0: 8 pages of 4 KiB host pages; region 1: 4 host pages of 8 pages (32 KiB host pages).
+  Guest g = Distinct(40);
+  g.regions = {{0, 8, 1}, {8, 32, 8}};
+  // Host page 0 of region 1 (pages 8..15): 6 stored pages; host page 1 (16..23): 2; host page 2 (24..31): 2;
+  // host page 3 (32..39): all zero.
+  for (uint64_t p : {9u, 12u}) g.kinds[p] = PlannedPageKind::kZero;
+  for (uint64_t p = 16; p < 24; ++p) {
+    g.kinds[p] = p == 17 || p == 22 ? PlannedPageKind::kContent : PlannedPageKind::kZero;
+  }
+  for (uint64_t p = 24; p < 32; ++p) {
+    g.kinds[p] = p == 25 || p == 30 ? PlannedPageKind::kContent : PlannedPageKind::kAbsent;
+  }
+  for (uint64_t p = 32; p < 40; ++p) g.kinds[p] = PlannedPageKind::kZero;
+  g.Hash();
+  SECTION("a hint on one page brings its whole host page, in page order") {
+    g.access = {{22, 1}, {3, 1}};
+    auto plan = g.Plan(LayoutPolicy::kHalite, 4);
+    REQUIRE(plan.has_value());
+    CHECK(std::vector<uint32_t>(plan->slot_page.begin(), plan->slot_page.begin() + 3) ==
+          std::vector<uint32_t>{17, 22, 3});
+    CHECK(plan->accessed_pages == 3);
+    CHECK(plan->working_set_blocks == 1);
+    CheckHostPagesWhole(*plan, 8, 32, 8);
+  }
+  SECTION("blocks end before a host page that does not fit; a bigger one gets a block of its own") {
+    auto plan = g.Plan(LayoutPolicy::kPhysical, 4);
+    REQUIRE(plan.has_value());
+    // Physical: 0..7 (4 + 4), host page 0's six stored pages (one block of 6), host pages 1 and 2 (2 + 2).
+    std::vector<uint32_t> sizes;
+    for (const auto& b : plan->blocks) sizes.push_back(b.pages);
+    CHECK(sizes == std::vector<uint32_t>{4, 4, 6, 4});
+    CheckHostPagesWhole(*plan, 8, 32, 8);
+    // With 3-slot blocks, host pages 1 and 2 no longer fit together.
+    auto three = g.Plan(LayoutPolicy::kPhysical, 3);
+    REQUIRE(three.has_value());
+    sizes.clear();
+    for (const auto& b : three->blocks) sizes.push_back(b.pages);
+    CHECK(sizes == std::vector<uint32_t>{3, 3, 2, 6, 2, 2});
+    CheckHostPagesWhole(*three, 8, 32, 8);
+  }
+  SECTION("4 KiB host pages are cut as before") {
+    g.regions.clear();
+    auto plan = g.Plan(LayoutPolicy::kPhysical, 4);
+    REQUIRE(plan.has_value());
+    std::vector<uint32_t> sizes;
+    for (const auto& b : plan->blocks) sizes.push_back(b.pages);
+    CHECK(sizes == std::vector<uint32_t>{4, 4, 4, 4, 2});
+  }
+}
+
+TEST_CASE("planner: a page of a large host page is a duplicate only of a page of the same host page",
+          "[planner][hugepage]") {
+  Guest g = Distinct(24);
+  g.regions = {{0, 8, 1}, {8, 16, 8}};
+  g.content[2] = 7;    // a 4 KiB page
+  g.content[10] = 7;   // host page 0 of region 1
+  g.content[11] = 7;   // the same host page
+  g.content[20] = 7;   // host page 1
+  g.content[21] = 7;   // host page 1
+  g.Hash();
+  auto plan = g.Plan(LayoutPolicy::kPhysical, 64);
+  REQUIRE(plan.has_value());
+  auto slot = [&](uint32_t p) { return plan->page_map[p] - kPageMapFirstSlot; };
+  CHECK(slot(11) == slot(10));
+  CHECK(slot(21) == slot(20));
+  CHECK(slot(10) != slot(2));
+  CHECK(slot(20) != slot(10));
+  CHECK(plan->duplicate_pages == 2);
+  CheckHostPagesWhole(*plan, 8, 16, 8);
+}
+
+TEST_CASE("planner: a host page larger than a block's limit is split at the limit", "[planner][hugepage]") {
+  const uint64_t unit = 2 * format::kMaxBlockPages + 10;
+  Guest g = Distinct(unit + 3);
+  g.regions = {{0, unit, uint32_t(unit)}, {unit, 3, 1}};
+  auto plan = g.Plan(LayoutPolicy::kPhysical, 64);
+  REQUIRE(plan.has_value());
+  std::vector<uint32_t> sizes;
+  for (const auto& b : plan->blocks) sizes.push_back(b.pages);
+  // The host page's last 10 pages and the 4 KiB pages after it share a block.
+  CHECK(sizes == std::vector<uint32_t>{format::kMaxBlockPages, format::kMaxBlockPages, 13});
+}
+
+TEST_CASE("a child's store-again groups follow host pages too", "[planner][chain][hugepage]") {
+  // Two host pages of 8; one page of the first changed, block_pages 4: the whole first host page is one group.
+  std::vector<PlannedPageKind> kinds(16, PlannedPageKind::kInParent);
+  kinds[3] = PlannedPageKind::kContent;
+  std::vector<PlannerRegion> regions = {{0, 16, 8}};
+  PlannerInput in;
+  in.policy = LayoutPolicy::kPhysical;
+  in.block_pages = 4;
+  in.pages = kinds;
+  in.regions = regions;
+  std::vector<uint64_t> expected = {0, 1, 2, 4, 5, 6, 7};
+  CHECK(PagesToStoreAgain(in, std::vector<bool>(16), 0.1) == expected);
+  CHECK(PagesToStoreAgain(in, std::vector<bool>(16), 0.2).empty());  // 1 of 8 changed
 }

@@ -32,6 +32,7 @@ struct MemCheckpoint {
 struct RegionSpec {
   std::string name;
   uint64_t pages;
+  uint32_t host_page_size = 4096;
 };
 
 // Builds a checkpoint from `content` (one byte vector per region, pages * 4096 each). Pages listed in `absent`
@@ -47,7 +48,7 @@ inline MemCheckpoint BuildCheckpoint(const std::vector<RegionSpec>& specs, std::
   REQUIRE(w.has_value());
   uint64_t g = 0;
   for (size_t r = 0; r < specs.size(); ++r) {
-    auto idx = (*w)->AddRegion(specs[r].name, r << 32, specs[r].pages * 4096);
+    auto idx = (*w)->AddRegion(specs[r].name, r << 32, specs[r].pages * 4096, specs[r].host_page_size);
     REQUIRE(idx.has_value());
     for (uint64_t p = 0; p < specs[r].pages; ++p, ++g) {
       std::span<uint8_t> page(content[r].data() + p * 4096, 4096);

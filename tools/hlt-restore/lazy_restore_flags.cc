@@ -88,6 +88,15 @@ void PrintRestoreSummary(const qemu::CheckpointRestoreResult& res, uint64_t tool
         (unsigned long long)c.requests, (unsigned long long)c.requests_already_sent,
         (unsigned long long)c.requests_after_end, Ms(c.request_latency_p50_us), Ms(c.request_latency_p99_us),
         Ms(c.request_latency_max_us));
+    // Huge-page-backed RAM: QEMU asks for, and places, whole host pages.
+    if (ef.host_pages_installed != 0) {
+      std::string sizes;
+      for (const auto& [bytes, n] : c.request_sizes) {
+        sizes += (sizes.empty() ? "" : ", ") + std::to_string(n) + " of " + cli::HumanBytes(bytes);
+      }
+      std::printf("  host pages       %llu larger than 4 KiB installed whole; requests by size: %s\n",
+                  (unsigned long long)ef.host_pages_installed, sizes.empty() ? "none" : sizes.c_str());
+    }
   }
   std::printf(
       "  pages sent       %llu before the guest started, %llu answering requests, %llu pushed; %llu of them "

@@ -92,6 +92,13 @@ Status WriteFile(const std::string& path, const std::string& text) {
   return ok ? Status::Ok() : Status::IoError(path + ": cannot write", errno);
 }
 
+// {"4096": n, "2097152": m}: how many of QEMU's page requests asked for each length.
+nlohmann::ordered_json RequestSizesJson(const std::map<uint64_t, uint64_t>& sizes) {
+  nlohmann::ordered_json j = nlohmann::ordered_json::object();
+  for (const auto& [bytes, n] : sizes) j[std::to_string(bytes)] = n;
+  return j;
+}
+
 }  // namespace
 
 int RestoreQemu(cli::Args& args) {
@@ -525,6 +532,9 @@ int RestoreQemu(cli::Args& args) {
         {"request_latency_p50_us", c.request_latency_p50_us},
         {"request_latency_p99_us", c.request_latency_p99_us},
         {"request_latency_max_us", c.request_latency_max_us},
+        {"request_sizes", RequestSizesJson(c.request_sizes)},
+        {"host_pages_installed", ef.host_pages_installed},
+        {"host_page_extra_reads", ef.host_page_extra_reads},
         {"faults_blocking", e.faults_blocking},
         {"faults_joined", e.faults_joined},
         {"faults_zero", e.faults_zero},

@@ -72,6 +72,11 @@ struct HALITE_EXPORT WriterOptions {
   // at any slot instead of 104-255 us, for 1.9% more file and 8% more decoding of a whole block
   // (bench/engine/README.md). 0: one frame per block, as before (a 1.2 file).
   uint32_t frame_pages = 16;
+  // A region whose host pages are larger than 4 KiB (hugetlbfs) is planned a host page at a time, none split
+  // between blocks, so that a restore reads one block per host page (format-spec 10). false: such pages are
+  // planned like any others, as writers did before (a restore then gathers a host page from every block holding
+  // one of its pages; bench/engine/bench_hugepage compares the two).
+  bool keep_host_pages_whole = true;
   unsigned threads = 0;                 // compression workers; 0 = one per CPU
   // Compression workers at nice 10: on a CPU shared with a normal thread they get about a tenth of it, so a guest
   // that runs while its checkpoint is compressed (hlt-save --live, or --then cont) keeps its CPUs, and the save

@@ -9,6 +9,11 @@
 //  - every page is installed at most once over the sink's whole life, in one run of one Install() call, and
 //    never after IsPresent() answered true for it;
 //  - a run never crosses the end of its region, and its `data` is empty (zero pages) or exactly count * 4096 bytes;
+//  - in a region whose host pages are larger than 4 KiB (Region::host_page_size), a host page goes in whole, in one
+//    Install() call: consecutive runs of that call, in page order, cover it exactly (zero and absent pages as
+//    zero runs: none is left out), so that a sink can place it at once (QEMU's postcopy, a hugetlbfs
+//    UFFDIO_COPY). If a call fails part way through a host page's runs, the engine never offers that host page
+//    again (its faults fail);
 //  - calls come from several threads at once (demand faults, the background loader), never for the same page;
 //  - buffers are borrowed for the duration of the call only.
 // A call that fails leaves the engine free to offer the same pages again later (after its retry policy), so a

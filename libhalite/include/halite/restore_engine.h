@@ -12,6 +12,14 @@
 // Options add Twinkle's eager preload of the working set and Twinkle's demand prediction (segments of N pages;
 // after P blocking faults in a segment, the rest of the segment is fetched in the background).
 //
+// Regions whose host pages are larger than 4 KiB (Region::host_page_size; hugetlbfs-backed guest memory): a
+// destination may only place such a host page whole (QEMU's postcopy collects all of its 4 KiB pages and places
+// them at once), so the engine installs it whole: a fault on any of its pages installs the entire host page in one
+// Install call, as runs in page order that cover it exactly (stored pages with their bytes, zero and absent pages
+// as zero runs, none left out), and never installs a page of it again. Stored pages of a host page that lie in
+// other blocks than the one being loaded (a checkpoint whose writer split host pages) are read for it; libhalite's
+// writer keeps each such host page in one block.
+//
 // Errors: a block whose payload fails verification is read once more (CheckpointReader::ReadBlock: a bit flipped
 // in transit is not damage on storage; Stats().blocks_reread counts these). One that fails again is never
 // installed; the fault that needed it returns the error (naming the region, page, block and file offset), and so
@@ -141,6 +149,10 @@ struct HALITE_EXPORT RestoreEngineStats {
   uint64_t pages_present_at_start = 0;   // skip_present_at_start: pages the sink already held at Start()
   uint64_t blocks_present_at_start = 0;  // ... and the blocks never read because all their pages were
   uint64_t install_calls = 0;          // runs of adjacent pages given to the sink (a batch holds one or more)
+  uint64_t host_pages_installed = 0;   // host pages larger than 4 KiB installed whole (their pages are counted
+                                       // in pages_installed and zero_pages_installed too)
+  uint64_t host_page_extra_reads = 0;  // blocks read only to complete such a host page whose stored pages lie in
+                                       // several blocks (0 for checkpoints of libhalite's writer)
 
   uint64_t read_ns = 0;     // total time in block reads (read + verify + decompress), all threads
   uint64_t install_ns = 0;  // total time in sink calls, all threads
@@ -186,8 +198,7 @@ struct HALITE_EXPORT BlockFailure {
 class HALITE_EXPORT RestoreEngine {
  public:
   // Borrows `reader` and `sink` (both must outlive the engine). Nothing is read or installed yet.
-  // Errors: kInvalidArgument for inconsistent options; kUnsupported when a region's host page size is not
-  // 4096 (hugepage-backed regions need whole host pages installed at once; not implemented yet).
+  // Errors: kInvalidArgument for inconsistent options.
   static Result<std::unique_ptr<RestoreEngine>> Create(const CheckpointReader& reader, PageSink& sink,
                                                        RestoreEngineOptions options = {});
   ~RestoreEngine();  // stops and joins the background thread

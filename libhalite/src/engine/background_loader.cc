@@ -76,11 +76,15 @@ Status RestoreEngine::Impl::Start() {
 }
 
 void RestoreEngine::Impl::SkipPresentPages() {
+  if (any_large_) SkipPresentHostPages();
   // Pages no fault or block load has claimed yet: Start runs before the loader, faults may already come.
-  for (uint64_t g = 0; g < reader_.total_pages(); ++g) {
-    if (installed_.Test(g) || !sink_.IsPresent(RefOf(g)) || !claimed_.TrySet(g)) continue;
-    installed_.Set(g);
-    c_.pages_present_at_start.fetch_add(1, std::memory_order_relaxed);
+  for (uint32_t r = 0; r < reader_.regions().size(); ++r) {
+    if (region_unit_[r] > 1) continue;  // SkipPresentHostPages
+    for (uint64_t g = region_first_[r]; g < region_first_[r + 1]; ++g) {
+      if (installed_.Test(g) || !sink_.IsPresent(RefOf(g)) || !claimed_.TrySet(g)) continue;
+      installed_.Set(g);
+      c_.pages_present_at_start.fetch_add(1, std::memory_order_relaxed);
+    }
   }
   for (uint32_t b = 0; b < reader_.blocks().size(); ++b) {
     bool all = true;

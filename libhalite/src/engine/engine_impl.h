@@ -9,6 +9,11 @@
 // Per page, two atomic bits: claimed (one thread took the job of installing it) and installed. Every page is
 // claimed at most once unless its install failed (then the claim is released), which is how the engine keeps its
 // promise to the sink that no page is installed twice.
+//
+// Regions whose host pages are larger than 4 KiB (hugetlbfs-backed memory; host_pages.cc) are installed a whole
+// host page at a time: per such host page, one atomic state (free -> claimed -> installed, or back to free when
+// nothing of it went in, or broken when part of it did) takes the place of the pages' claimed bits; their
+// installed bits are set together once the host page is in.
 #ifndef HALITE_ENGINE_ENGINE_IMPL_H_
 #define HALITE_ENGINE_ENGINE_IMPL_H_
 
@@ -64,6 +69,7 @@ class HALITE_HIDDEN RestoreEngine::Impl {
     std::atomic<uint64_t> bytes_read{0}, bytes_decompressed{0};
     std::atomic<uint64_t> pages_installed{0}, zero_pages_installed{0}, pages_skipped_present{0}, install_calls{0};
     std::atomic<uint64_t> pages_present_at_start{0}, blocks_present_at_start{0};
+    std::atomic<uint64_t> host_pages_installed{0}, host_page_extra_reads{0};
     std::atomic<uint64_t> read_ns{0}, install_ns{0};
   };
 
@@ -89,6 +95,39 @@ class HALITE_HIDDEN RestoreEngine::Impl {
   // options_.skip_present_at_start: takes the pages the sink holds already as installed, and every block made
   // only of such pages as loaded (never read).
   void SkipPresentPages();
+
+  // --- host_pages.cc ---
+  // One host page of a region whose host pages are larger than 4 KiB: global pages [first, first + count).
+  struct HostPage {
+    uint64_t first = 0;
+    uint64_t count = 0;
+    uint64_t index = 0;  // into host_page_state_
+  };
+  enum HostPageState : uint8_t { kHpFree = 0, kHpClaimed = 1, kHpInstalled = 2, kHpBroken = 3 };
+  // Sets up the per-host-page state (the constructor calls it).
+  void InitHostPages();
+  bool InLargeHostPage(uint64_t g) const;
+  // Precondition: InLargeHostPage(g).
+  HostPage HostPageOf(uint64_t g) const;
+  bool BlockHasLargeHostPages(uint32_t b) const;
+  // free -> claimed; true when this call won it.
+  bool ClaimHostPage(const HostPage& hp);
+  void SetHostPageState(const HostPage& hp, HostPageState s);
+  void WaitWhileHostPageClaimed(const HostPage& hp);
+  // Installs the host pages `hps` (claimed by this thread, in page order), each whole in one Install call: runs in
+  // page order covering it exactly, stored pages with their bytes and zero or absent pages as zero runs. Bytes of
+  // block `have` come from `have_raw`; other blocks holding some of their pages are read here. Each host page
+  // ends installed, free again (nothing of it went in) or broken (part of it did: its faults fail).
+  Status InstallHostPages(std::span<const HostPage> hps, uint32_t have, std::span<const uint8_t> have_raw,
+                          InstallPriority priority);
+  // A block's pages when some are in large host pages: the faulting host page first on its own, then the 4 KiB
+  // pages, then the other host pages the block touches.
+  Status InstallBlockPages(uint32_t b, std::span<const uint8_t> raw, InstallPriority priority, uint64_t fault_page);
+  // HandleFault for a page of a large host page.
+  Status HandleLargeFault(uint64_t g, uint64_t t, FaultOutcome* out);
+  Status HostPageError(const HostPage& hp) const;
+  // options_.skip_present_at_start for the large host pages: one present page makes the whole host page present.
+  void SkipPresentHostPages();
 
   // --- streamed_fault.cc ---
   // LoadBlock for a demand fault with options_.stream_faults: decodes the block piece by piece, installs the
@@ -128,6 +167,11 @@ class HALITE_HIDDEN RestoreEngine::Impl {
   const RestoreEngineOptions options_;
   const std::chrono::steady_clock::time_point t0_;
   std::vector<uint64_t> region_first_;  // global number of each region's first page, plus the total at the end
+  std::vector<uint64_t> region_unit_;   // pages per host page of each region (1: 4 KiB host pages)
+  std::vector<uint64_t> region_host_page_base_;  // index of each region's first large host page
+  bool any_large_ = false;
+  std::unique_ptr<std::atomic<uint8_t>[]> host_page_state_;
+  std::map<uint64_t, Status> broken_host_pages_;  // under failures_mu_
 
   std::unique_ptr<std::atomic<uint32_t>[]> block_state_;
   static constexpr size_t kStripes = 64;

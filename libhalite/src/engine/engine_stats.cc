@@ -65,6 +65,8 @@ RestoreEngineStats RestoreEngine::Impl::Stats() const {
   s.pages_present_at_start = get(c_.pages_present_at_start);
   s.blocks_present_at_start = get(c_.blocks_present_at_start);
   s.install_calls = get(c_.install_calls);
+  s.host_pages_installed = get(c_.host_pages_installed);
+  s.host_page_extra_reads = get(c_.host_page_extra_reads);
   s.read_ns = get(c_.read_ns);
   s.install_ns = get(c_.install_ns);
   s.fault_latency = fault_hist_.Summary();

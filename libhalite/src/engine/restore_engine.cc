@@ -36,6 +36,7 @@ RestoreEngine::Impl::Impl(const CheckpointReader& reader, PageSink& sink, Restor
       limiter_(options_.loader_rate_bytes_per_s, LoaderBurst(reader, options_.loader_rate_bytes_per_s)) {
   for (const auto& r : reader.regions()) region_first_.push_back(r.first_page);
   region_first_.push_back(reader.total_pages());
+  InitHostPages();
   for (size_t b = 0; b < reader.blocks().size(); ++b) block_state_[b].store(kNotLoaded, std::memory_order_relaxed);
   if (options_.predict_segment_pages > 0) {
     uint64_t n = options_.predict_segment_pages;
@@ -223,7 +224,9 @@ Status RestoreEngine::Impl::InstallRuns(std::span<const Todo> todo, std::span<co
 }
 
 Status RestoreEngine::Impl::LoadBlock(uint32_t b, Cause cause, uint64_t fault_page, uint64_t fault_ns) {
-  if (cause == Cause::kDemand && fault_page != kNoPage && options_.stream_faults) {
+  // A large host page goes in only once every page of it is decoded: nothing to gain from streaming its block.
+  const bool large = BlockHasLargeHostPages(b);
+  if (cause == Cause::kDemand && fault_page != kNoPage && options_.stream_faults && !large) {
     return StreamBlock(b, fault_page, fault_ns);
   }
   const BlockInfo& info = reader_.blocks()[b];
@@ -237,7 +240,8 @@ Status RestoreEngine::Impl::LoadBlock(uint32_t b, Cause cause, uint64_t fault_pa
   CountBlockRead(b, cause);
   // The faulting thread waits for its block and for the blocks predicted on its path; the rest can queue.
   const bool on_fault_path = cause == Cause::kDemand || cause == Cause::kPredicted;
-  s = InstallMembers(b, raw, on_fault_path ? InstallPriority::kUrgent : InstallPriority::kBackground);
+  const InstallPriority priority = on_fault_path ? InstallPriority::kUrgent : InstallPriority::kBackground;
+  s = large ? InstallBlockPages(b, raw, priority, fault_page) : InstallMembers(b, raw, priority);
   const uint64_t t_done = NowNs();
   c_.install_ns.fetch_add(t_done - t_install, std::memory_order_relaxed);
   if (!s.ok()) {
@@ -353,6 +357,8 @@ Result<FaultOutcome> RestoreEngine::Impl::HandleFault(PageRef page) {
   if (installed_.Test(g)) {
     out.kind = FaultKind::kPresent;
     out.block = UINT32_MAX;
+  } else if (InLargeHostPage(g)) {
+    error = HandleLargeFault(g, t, &out);
   } else {
     PageLocation loc = reader_.Locate(g);
     if (loc.kind != PageKind::kStored) {
@@ -407,13 +413,6 @@ RestoreEngine::~RestoreEngine() = default;
 
 Result<std::unique_ptr<RestoreEngine>> RestoreEngine::Create(const CheckpointReader& reader, PageSink& sink,
                                                              RestoreEngineOptions options) {
-  for (const auto& r : reader.regions()) {
-    if (r.host_page_size != kPage) {
-      return Status::Unsupported(reader.name() + ": region \"" + r.name + "\" has host page size " +
-                                 std::to_string(r.host_page_size) +
-                                 ": lazy restore of hugepage-backed regions is not implemented (restore eagerly)");
-    }
-  }
   if (options.predict_segment_pages > 0 &&
       (options.predict_threshold == 0 || options.predict_threshold > options.predict_segment_pages)) {
     return Status::InvalidArgument("demand prediction: the threshold must be 1..segment pages (got " +

@@ -292,6 +292,8 @@ class HALITE_HIDDEN CheckpointWriter::Impl {
  private:
   Status Append(std::span<const uint8_t> bytes) { return sink_->Append(bytes); }
   std::vector<writer::PlannedPageKind> Kinds(bool zero_references_as_zero) const;
+  // The regions for the planner: where host pages larger than 4 KiB keep their pages together.
+  std::vector<writer::PlannerRegion> PlannerRegions() const;
   Result<writer::BlockPlan> Plan() const;
   Status MatchParent(WorkerPool& pool, uint64_t* blocks_read);
   uint64_t StoreAgainForLocality();
@@ -434,6 +436,15 @@ std::vector<writer::PlannedPageKind> CheckpointWriter::Impl::Kinds(bool zero_ref
   return kinds;
 }
 
+std::vector<writer::PlannerRegion> CheckpointWriter::Impl::PlannerRegions() const {
+  std::vector<writer::PlannerRegion> out;
+  for (const Region& r : regions_) {
+    const uint64_t unit = opt_.keep_host_pages_whole ? std::max<uint64_t>(1, r.host_page_size / kPageSize) : 1;
+    out.push_back({r.first_page, r.page_count(), uint32_t(unit)});
+  }
+  return out;
+}
+
 // Incremental saves: the references worth storing again so that no block of the flat layout is split between the
 // child and its parent (WriterOptions::parent_rewrite_fraction). Zero and absent references stay references: a
 // flat checkpoint stores no bytes for them either. Declared pages have no bytes here and stay references.
@@ -445,6 +456,8 @@ uint64_t CheckpointWriter::Impl::StoreAgainForLocality() {
   in.pages = kinds;
   in.access = access_;
   in.va = va_;
+  const std::vector<writer::PlannerRegion> regions = PlannerRegions();
+  in.regions = regions;
   const std::vector<uint64_t> again = writer::PagesToStoreAgain(in, declared_, opt_.parent_rewrite_fraction);
   for (uint64_t g : again) in_parent_[g] = false;
   return again.size();
@@ -462,6 +475,8 @@ Result<writer::BlockPlan> CheckpointWriter::Impl::Plan() const {
   in.hashes = hashes;
   in.access = access_;
   in.va = va_;
+  const std::vector<writer::PlannerRegion> regions = PlannerRegions();
+  in.regions = regions;
   std::vector<uint8_t> a(kPageSize), b(kPageSize);
   return writer::PlanBlocks(in, [&](uint64_t x, uint64_t y) -> Result<bool> {
     HLT_RETURN_IF_ERROR(store_.Read(x, a.data()));

@@ -10,18 +10,26 @@
 namespace halite::writer {
 
 LayoutOrder PlanPageOrder(LayoutPolicy policy, std::span<const PlannedPageKind> pages,
-                          std::span<const GlobalRun> access, std::span<const GlobalRun> va) {
+                          std::span<const GlobalRun> access, std::span<const GlobalRun> va,
+                          const HostPageGroups& groups) {
   LayoutOrder plan;
   std::vector<bool> placed(pages.size());
   auto storable = [&](uint64_t g) { return pages[g] == PlannedPageKind::kContent; };
+  auto place_one = [&](uint64_t g) {
+    if (storable(g) && !placed[g]) {
+      placed[g] = true;
+      plan.order.push_back(uint32_t(g));
+    }
+  };
+  // A page of a large host page brings the whole host page: it is installed at once anyway.
+  auto place = [&](uint64_t g) {
+    if (!storable(g) || placed[g]) return;
+    const HostPageGroups::Group hp = groups.Of(g);
+    for (uint64_t p = hp.first; p < hp.first + hp.count && p < pages.size(); ++p) place_one(p);
+  };
   auto place_runs = [&](std::span<const GlobalRun> runs) {
     for (const auto& r : runs) {
-      for (uint64_t g = r.first; g < r.first + r.count && g < pages.size(); ++g) {
-        if (storable(g) && !placed[g]) {
-          placed[g] = true;
-          plan.order.push_back(uint32_t(g));
-        }
-      }
+      for (uint64_t g = r.first; g < r.first + r.count && g < pages.size(); ++g) place(g);
     }
   };
   if (policy == LayoutPolicy::kHalite || policy == LayoutPolicy::kAccess) {
@@ -29,10 +37,32 @@ LayoutOrder PlanPageOrder(LayoutPolicy policy, std::span<const PlannedPageKind> 
     plan.accessed = plan.order.size();
   }
   if (policy == LayoutPolicy::kHalite || policy == LayoutPolicy::kVa) place_runs(va);
-  for (uint64_t g = 0; g < pages.size(); ++g) {
-    if (storable(g) && !placed[g]) plan.order.push_back(uint32_t(g));
-  }
+  for (uint64_t g = 0; g < pages.size(); ++g) place(g);
   return plan;
+}
+
+std::vector<ItemRange> CutBlocks(size_t n, size_t hot_end, uint32_t block_pages,
+                                 const std::function<bool(size_t)>& joined) {
+  std::vector<ItemRange> out;
+  for (size_t s = 0; s < n;) {
+    const size_t end = s < hot_end ? hot_end : n;
+    size_t cut = std::min<size_t>(s + block_pages, end);
+    if (cut < end && joined(cut)) {
+      // The cut would split a host page: end the block before it, or, when the host page starts the block and
+      // does not fit, give it a block of its own.
+      size_t start = cut;
+      while (start > s && joined(start)) --start;
+      if (start > s) {
+        cut = start;
+      } else {
+        cut = s + 1;
+        while (cut < end && cut - s < format::kMaxBlockPages && joined(cut)) ++cut;
+      }
+    }
+    out.push_back({s, cut - s});
+    s = cut;
+  }
+  return out;
 }
 
 std::vector<uint64_t> PagesToStoreAgain(const PlannerInput& in, const std::vector<bool>& keep, double fraction) {
@@ -42,9 +72,12 @@ std::vector<uint64_t> PagesToStoreAgain(const PlannerInput& in, const std::vecto
   for (auto& k : flat) {
     if (k == PlannedPageKind::kInParent) k = PlannedPageKind::kContent;
   }
-  const LayoutOrder order = PlanPageOrder(in.policy, flat, in.access, in.va);
-  for (size_t first = 0; first < order.order.size(); first += in.block_pages) {
-    const size_t end = std::min(order.order.size(), first + in.block_pages);
+  const HostPageGroups groups(in.regions);
+  const LayoutOrder order = PlanPageOrder(in.policy, flat, in.access, in.va, groups);
+  const auto cuts = CutBlocks(order.order.size(), 0, in.block_pages,
+                              [&](size_t i) { return groups.Together(order.order[i - 1], order.order[i]); });
+  for (const ItemRange& block : cuts) {
+    const size_t first = block.first, end = block.first + block.count;
     size_t changed = 0;
     for (size_t i = first; i < end; ++i) changed += in.pages[order.order[i]] == PlannedPageKind::kContent ? 1 : 0;
     if (changed == 0 || double(changed) < fraction * double(end - first)) continue;
@@ -80,14 +113,26 @@ Result<BlockPlan> PlanBlocks(const PlannerInput& in, const PagesEqual& equal) {
   }
 
   // Order, then deduplicate in that order, so the copy stored is the first one planned.
-  LayoutOrder order = PlanPageOrder(in.policy, in.pages, in.access, in.va);
-  struct HashKey {
-    size_t operator()(const codec::Hash128& h) const { return size_t(h.low ^ (h.high * 0x9E3779B97F4A7C15ull)); }
+  const HostPageGroups groups(in.regions);
+  LayoutOrder order = PlanPageOrder(in.policy, in.pages, in.access, in.va, groups);
+  // A page of a large host page shares a slot only within its host page, which stays in one block: a duplicate
+  // stored elsewhere would make installing the host page read a second block.
+  struct DedupKey {
+    codec::Hash128 hash;
+    uint64_t host_page;  // first page of its large host page; UINT64_MAX for a 4 KiB host page
+    bool operator==(const DedupKey&) const = default;
   };
-  std::unordered_map<codec::Hash128, uint32_t, HashKey> first_slot_with_hash;
+  struct KeyHash {
+    size_t operator()(const DedupKey& k) const {
+      return size_t(k.hash.low ^ (k.hash.high * 0x9E3779B97F4A7C15ull) ^ (k.host_page * 0xC2B2AE3D27D4EB4Full));
+    }
+  };
+  std::unordered_map<DedupKey, uint32_t, KeyHash> first_slot_with_hash;
   for (size_t i = 0; i < order.order.size(); ++i) {
     const uint32_t g = order.order[i];
-    auto [it, inserted] = first_slot_with_hash.try_emplace(in.hashes[g], uint32_t(plan.slot_page.size()));
+    const HostPageGroups::Group hp = groups.Of(g);
+    const DedupKey key{in.hashes[g], hp.count > 1 ? hp.first : UINT64_MAX};
+    auto [it, inserted] = first_slot_with_hash.try_emplace(key, uint32_t(plan.slot_page.size()));
     if (!inserted) {
       // Same hash: confirm byte for byte before sharing the slot (a collision keeps its own copy).
       HLT_ASSIGN_OR_RETURN(bool same, equal(plan.slot_page[it->second], g));
@@ -102,16 +147,13 @@ Result<BlockPlan> PlanBlocks(const PlannerInput& in, const PagesEqual& equal) {
     if (i < order.accessed) ++plan.accessed_pages;
   }
 
-  // Blocks: block_pages slots each, with a forced boundary where the working set ends, so hot blocks hold only
-  // working-set pages.
-  const uint64_t slots = plan.slot_page.size();
-  for (uint64_t s = 0; s < slots;) {
-    const bool hot = s < plan.accessed_pages;
-    const uint64_t end = hot ? plan.accessed_pages : slots;
-    const uint32_t n = uint32_t(std::min<uint64_t>(in.block_pages, end - s));
-    plan.blocks.push_back({s, n, hot});
-    s += n;
-  }
+  // Blocks: up to block_pages slots each, with a forced boundary where the working set ends, so hot blocks hold
+  // only working-set pages, and none inside a large host page (its slots are adjacent: placed together, and
+  // deduplicated only among themselves).
+  const auto cuts = CutBlocks(plan.slot_page.size(), plan.accessed_pages, in.block_pages, [&](size_t s) {
+    return groups.Together(plan.slot_page[s - 1], plan.slot_page[s]);
+  });
+  for (const ItemRange& c : cuts) plan.blocks.push_back({c.first, uint32_t(c.count), c.first < plan.accessed_pages});
   // The restore order is the plan order of blocks; the working set is its hot prefix.
   for (size_t b = 0; b < plan.blocks.size(); ++b) {
     plan.restore_order.push_back(uint32_t(b));

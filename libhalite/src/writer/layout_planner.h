@@ -14,6 +14,7 @@
 #include "codec/hashing.h"
 #include "halite/checkpoint_writer.h"
 #include "halite/status.h"
+#include "writer/host_page_groups.h"
 
 namespace halite::writer {
 
@@ -33,6 +34,9 @@ struct PlannerInput {
   std::span<const codec::Hash128> hashes;      // content hash per page (read for kContent pages only)
   std::span<const GlobalRun> access;           // save-time access order (the working set)
   std::span<const GlobalRun> va;               // virtual-address adjacency
+  // The regions, where some have host pages larger than 4 KiB (their pages are planned a host page at a time);
+  // empty: every page is its own host page.
+  std::span<const PlannerRegion> regions;
 };
 
 // True when pages a and b (both kContent) hold the same bytes. Called only for pages whose hashes are equal.
@@ -47,7 +51,7 @@ struct PlannedBlock {
 struct BlockPlan {
   std::vector<uint32_t> page_map;       // format-spec 5.3: absent, zero, slot + 2 or IN_PARENT, one per page
   std::vector<uint32_t> slot_page;      // slot -> the global page whose bytes fill it (the first in plan order)
-  std::vector<PlannedBlock> blocks;     // block_pages slots each, cut where the working set ends
+  std::vector<PlannedBlock> blocks;     // up to block_pages slots each, cut where the working set ends
   std::vector<uint32_t> restore_order;  // block indices, the order a restorer should load them in
   uint32_t working_set_blocks = 0;      // the hot prefix of restore_order
   uint64_t accessed_pages = 0;          // distinct stored pages of the working set
@@ -62,6 +66,11 @@ struct BlockPlan {
 // each, then physical order); identical pages stored once, the copy stored being the first in plan order
 // (equality confirmed by `equal`, never by the hash alone); blocks of `block_pages` slots in plan order with a
 // forced boundary where the working set ends; the restore order is the plan order of blocks.
+// Host pages larger than 4 KiB (input.regions): the first page of one that the order reaches brings all of its
+// stored pages with it, in page order; a page of one is stored as a duplicate only of a page of the same host
+// page; and a block never ends inside one (it ends before a host page that does not fit, and a host page with
+// more stored pages than block_pages gets a block of its own, of up to 4096 slots), so that installing a host page
+// reads exactly one block.
 // Errors: whatever `equal` returns; kInvalidArgument for block_pages out of range or spans of other lengths.
 Result<BlockPlan> PlanBlocks(const PlannerInput& input, const PagesEqual& equal);
 
@@ -72,7 +81,18 @@ struct LayoutOrder {
   uint64_t accessed = 0;
 };
 LayoutOrder PlanPageOrder(LayoutPolicy policy, std::span<const PlannedPageKind> pages,
-                          std::span<const GlobalRun> access, std::span<const GlobalRun> va);
+                          std::span<const GlobalRun> access, std::span<const GlobalRun> va,
+                          const HostPageGroups& groups = HostPageGroups({}));
+
+// Cuts `n` items in plan order (slots, or pages) into blocks: [first, first + count) each, at most `block_pages`
+// items, a boundary at `hot_end`, and never one between item i - 1 and item i when `joined(i)` (one host page),
+// unless that host page alone has more than format::kMaxBlockPages items.
+struct ItemRange {
+  size_t first = 0;
+  size_t count = 0;
+};
+std::vector<ItemRange> CutBlocks(size_t n, size_t hot_end, uint32_t block_pages,
+                                 const std::function<bool(size_t)>& joined);
 
 // Incremental saves (format-spec 12): the kInParent pages worth storing again. A flat checkpoint of the same
 // content would group pages into blocks of `block_pages` in layout order (PlanPageOrder, kInParent pages counted as

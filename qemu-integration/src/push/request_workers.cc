@@ -59,14 +59,19 @@ void RequestWorkers::Loop() {
 
 bool RequestWorkers::Serve(const PageRequest& r) {
   bool any = false;
-  const bool direct = placed_set_.load(std::memory_order_acquire) && r.block < placed_blocks_.size() &&
-                      placed_blocks_[r.block];
+  // Asked again for every page: a request that came before the placement was decided (QEMU's first faults race
+  // LISTEN's PONG) is answered directly once it is, and then the rest of its host page is in.
+  auto in = [&](const PageId& id) {
+    const bool direct = placed_set_.load(std::memory_order_acquire) && r.block < placed_blocks_.size() &&
+                        placed_blocks_[r.block];
+    return stream_.IsSent(id) || (direct && placed_(id));
+  };
   for (uint64_t p = r.first; p < r.first + r.count; ++p) {
     const PageId id{r.block, p};
-    if (stream_.IsSent(id) || (direct && placed_(id))) continue;
+    if (in(id)) continue;
     any = true;
     Status s = handler_(id);
-    if (s.ok() || stream_.IsSent(id) || (direct && placed_(id))) continue;
+    if (s.ok() || in(id)) continue;
     if (stream_.ended()) {
       // The stream ended meanwhile: a page never sent reads as zero on the destination; nothing to answer.
       auto lock = health_.Lock();

@@ -81,6 +81,7 @@ void ReturnPathListener::Loop() {
               pages_sent_before_first_request_ = stream_.pages_sent();
             }
             requested_.push_back(PageId{static_cast<uint32_t>(block), first});
+            ++request_sizes_[m.length];
             workers_.EnqueueLocked(
                 PageRequest{static_cast<uint32_t>(block), first, count, std::chrono::steady_clock::now()});
           }

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <thread>
@@ -38,6 +39,9 @@ class ReturnPathListener {
   const std::optional<std::chrono::steady_clock::time_point>& package_pong_locked() const { return package_pong_; }
   bool listen_pong_locked() const { return listen_pong_; }
   const std::vector<PageId>& requested_locked() const { return requested_; }
+  // How many requests asked for each length in bytes (QEMU asks for one host page: 4 KiB, or 2 MiB for
+  // hugetlbfs-backed RAM).
+  const std::map<uint64_t, uint64_t>& request_sizes_locked() const { return request_sizes_; }
   // Postcopy recovery: the RECV_BITMAP of each block asked for (by block index; QEMU's bit order, one bit a
   // target page, little-endian 64-bit words), and RESUME_ACK's value once it came.
   const std::vector<std::optional<std::string>>& recv_bitmaps_locked() const { return recv_bitmaps_; }
@@ -68,6 +72,7 @@ class ReturnPathListener {
   std::optional<std::chrono::steady_clock::time_point> package_pong_;
   bool listen_pong_ = false;
   std::vector<PageId> requested_;  // each request's first page, in arrival order
+  std::map<uint64_t, uint64_t> request_sizes_;
   uint64_t pages_sent_before_first_request_ = 0;
   std::vector<std::optional<std::string>> recv_bitmaps_;
   std::optional<uint32_t> resume_ack_;

@@ -150,8 +150,33 @@ RamSection::~RamSection() {
   if (lock_.owns_lock()) (void)Close();
 }
 
+Status RamSection::CheckHostPages(PageId first, uint64_t count) {
+  const auto& blocks = writer_->state_.ram_blocks;
+  auto name = [&](uint32_t b) { return b < blocks.size() ? blocks[b].name : std::to_string(b); };
+  if (open_block_ != UINT32_MAX && (first.block != open_block_ || first.page != open_next_)) {
+    const uint64_t unit = writer_->PagesPerHostPage(open_block_);
+    return Status::Internal(fmt::format(
+        "restore channel: page {} of RAMBlock {} would go inside the {} KiB host page at page {} of RAMBlock {}, "
+        "which needs page {} next (QEMU places a host page only from consecutive records of all of its pages)",
+        first.page, name(first.block), unit * 4, open_next_ / unit * unit, name(open_block_), open_next_));
+  }
+  const uint64_t unit = writer_->PagesPerHostPage(first.block);
+  if (unit == 1 || count == 0) return Status::Ok();
+  if (open_block_ == UINT32_MAX && first.page % unit != 0) {
+    return Status::Internal(fmt::format("restore channel: pages {}+{} of RAMBlock {} begin inside a {} KiB host page "
+                                        "(its first page is {}): QEMU would place that host page incomplete",
+                                        first.page, count, name(first.block), unit * 4, first.page / unit * unit));
+  }
+  const uint64_t end = first.page + count;
+  open_block_ = end % unit == 0 ? UINT32_MAX : first.block;
+  open_next_ = end;
+  return Status::Ok();
+}
+
 Status RamSection::BeforeAdd(PageId first, uint64_t count) {
   if (!lock_.owns_lock()) return Status::Internal("restore channel: pages added to a closed section");
+  // Before MarkSent: a run refused here was never sent.
+  HLT_RETURN_IF_ERROR(CheckHostPages(first, count));
   HLT_RETURN_IF_ERROR(writer_->MarkSent(first, count));
   pages_ += count;
   if (header_written_) return Status::Ok();
@@ -181,6 +206,18 @@ Status RamSection::AddZeroPages(PageId first, uint64_t count) {
 Status RamSection::Close() {
   if (!lock_.owns_lock()) return Status::Internal("restore channel: a section closed twice");
   Status s;
+  if (open_block_ != UINT32_MAX) {
+    // The destination holds part of a host page it can never complete in order: fail the channel (QEMU pauses
+    // with the host page unplaced) rather than send anything else.
+    const uint64_t unit = writer_->PagesPerHostPage(open_block_);
+    s = Status::Internal(fmt::format("restore channel: a section ended inside the {} KiB host page at page {} of "
+                                     "RAMBlock {} (page {} was next)",
+                                     unit * 4, open_next_ / unit * unit, writer_->state_.ram_blocks[open_block_].name,
+                                     open_next_));
+    writer_->Release();
+    lock_.unlock();
+    return writer_->on_write_error_(s);
+  }
   if (header_written_) {
     s = writer_->writer_.EndRamSection();
     if (s.ok()) s = writer_->writer_.Flush();

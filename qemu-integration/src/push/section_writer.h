@@ -52,6 +52,11 @@ class SectionWriter {
   bool IsSent(PageId page) const;
   uint64_t pages_sent() const { return pages_sent_.load(std::memory_order_relaxed); }
   uint64_t total_pages() const { return total_pages_; }
+  // 4 KiB pages per host page of `block` (1 unless it is backed by larger pages, like hugetlbfs).
+  uint64_t PagesPerHostPage(uint32_t block) const {
+    const uint64_t size = block < state_.ram_blocks.size() ? state_.ram_blocks[block].page_size : 0;
+    return size > kTargetPageSize ? size / kTargetPageSize : 1;
+  }
   bool ended() const { return ended_.load(std::memory_order_acquire); }
 
   // From now on no page of a block marked in `direct` may go into the stream (its pages are placed in QEMU's

@@ -12,6 +12,11 @@
 // through the stream after LISTEN, never both (PushRestoreChannel::PlaceBlocksDirectly checks the stream side,
 // DirectUffdSink the other); every stored page is in before RAM END (QEMU's cleanup unregisters the range; a
 // page never placed reads as zero, so zero pages need not be placed).
+//
+// hugetlbfs-backed RAMBlocks (2 MiB host pages): the kernel fills such a mapping only a whole, aligned huge page
+// per UFFDIO_COPY, and has no UFFDIO_ZEROPAGE for it. The engine gives each host page whole in one batch
+// (halite/page_sink.h); DirectUffdSink puts its runs together and places it with one UFFDIO_COPY, zero pages
+// included (an all-zero host page is copied from zeros).
 #ifndef HALITE_QEMU_QEMU_DIRECT_PLACEMENT_H_
 #define HALITE_QEMU_QEMU_DIRECT_PLACEMENT_H_
 
@@ -42,15 +47,19 @@ Status CheckCanDuplicateFds(pid_t pid);
 
 // The host virtual address of RAMBlock `block`'s offset 0 in QEMU, from HMP `gpa2hva` of the guest-physical
 // address where that offset is mapped (`gpa`), checked against /proc/PID/maps: [address, address + size) must
-// lie in one private anonymous writable mapping (pid <= 0 skips that check): not a file, not shared memory. Errors: kNotFound when the address is not
-// mapped or belongs to another block (QEMU names it), kCorrupt for an answer not understood, the QMP errors.
+// lie in one writable mapping of the kind the block's pages need (pid <= 0 skips that check): for 4 KiB host
+// pages a private anonymous one (not a file, not shared memory); for larger ones (`host_page_size`) a hugetlbfs
+// one of that page size (its KernelPageSize in /proc/PID/smaps), shared or private, aligned to it. Errors:
+// kNotFound when the address is not mapped, belongs to another block (QEMU names it) or to another kind of
+// mapping, kCorrupt for an answer not understood, the QMP errors.
 Result<uint64_t> RamBlockHostAddress(QmpClient& qmp, pid_t pid, const std::string& block, uint64_t gpa,
-                                     uint64_t size);
+                                     uint64_t size, uint64_t host_page_size = kTargetPageSize);
 
 // One region of the checkpoint as the direct sink sees it: host_address 0 means "not placed directly".
 struct DirectRegion {
   uint64_t host_address = 0;
   uint64_t pages = 0;
+  uint64_t host_page_size = kTargetPageSize;  // 2 MiB for hugetlbfs: placed a whole host page per UFFDIO_COPY
 };
 
 struct DirectPlacementStats {
@@ -68,10 +77,12 @@ struct DirectPlacementStats {
 
 // A PageSink that places runs of the regions given a host address through `uffd` (borrowed; it must stay open
 // while the sink is used). Each run is one UFFDIO_COPY (or UFFDIO_ZEROPAGE) without waking; the batch's runs
-// are woken at the end. A page placed twice by this sink is a kInternal error (a checked invariant); a page
-// found populated (EEXIST) is counted and left. Errors: kInvalidArgument for a run of a region not placed
-// directly or outside it, kIoError when the owner's memory is gone (QEMU exited: ESRCH) or an ioctl fails.
-// Thread-safe.
+// are woken at the end. In a region with larger host pages, the runs of each host page (which must follow each
+// other in the batch, covering it exactly) are put together and placed with one UFFDIO_COPY. A page placed twice
+// by this sink is a kInternal error (a checked invariant); a page (host page) found populated (EEXIST) is counted
+// and left. Errors: kInvalidArgument for a run of a region not placed directly or outside it, or a host page
+// begun inside or left incomplete by the batch (nothing of it is placed), kIoError when the owner's memory is
+// gone (QEMU exited: ESRCH) or an ioctl fails. Thread-safe.
 class DirectUffdSink final : public PageSink {
  public:
   DirectUffdSink(int uffd, std::vector<DirectRegion> regions);
@@ -86,11 +97,16 @@ class DirectUffdSink final : public PageSink {
   DirectPlacementStats stats() const;
 
  private:
-  // Places one run; *placed_pages counts the pages it put in (or found there) before an error.
-  Status PlaceRun(const PageInstall& run, uint64_t dst);
+  // Places `len` bytes at dst: from `src`, or zero pages when src is null; `step` is the unit the kernel fills
+  // (4 KiB, or the host page size), so EEXIST skips one step.
+  Status Place(uint64_t dst, const uint8_t* src, uint64_t len, uint64_t step);
+  // Places the host page of `region` at page `first` with one UFFDIO_COPY, its bytes put together from `runs`
+  // (which cover it).
+  Status PlaceHostPage(uint32_t region, uint64_t first, std::span<const PageInstall> runs);
 
   const int uffd_;
   const std::vector<DirectRegion> regions_;
+  std::vector<uint8_t> zeros_;  // one largest host page of zeros: an all-zero huge page is copied from it
   std::vector<std::unique_ptr<std::atomic<uint64_t>[]>> placed_;  // per region, one bit a page
   std::atomic<uint64_t> pages_copied_{0}, pages_zeroed_{0}, pages_existed_{0}, copy_ioctls_{0}, zero_ioctls_{0},
       partial_fills_{0}, retries_{0}, wakes_{0};

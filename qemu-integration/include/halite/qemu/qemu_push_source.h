@@ -38,6 +38,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <vector>
 
@@ -80,6 +81,9 @@ struct PushRestoreStats {
   uint64_t request_latency_p50_us = 0;
   uint64_t request_latency_p99_us = 0;
   uint64_t request_latency_max_us = 0;
+  // Requests by the length they asked for, in bytes: QEMU asks for one host page at a time (4 KiB; 2 MiB for
+  // hugetlbfs-backed RAM).
+  std::map<uint64_t, uint64_t> request_sizes;
 };
 
 // Called on a request worker for each page the destination asks for that has not been sent. It must get the

@@ -5,6 +5,14 @@
 //
 // Pages are never sent twice: AddPages / AddZeroPages test-and-set each page's bit before a byte is written, and
 // fail with an internal error (QEMU would pause the migration on "File exists").
+//
+// A RAMBlock whose host pages are larger than 4 KiB (hugetlbfs: RamBlockInfo::page_size) is sent a whole host page
+// at a time: QEMU 7.2 gathers the records of one host page and places it when it has as many as the host page
+// holds, from one channel, with no record of another page in between ("Non-same host page detected"). So in a
+// section, the records of such a block start at a host page's first page, follow each other page after page, and
+// a host page once begun ends before any other page and before the section closes; zero pages go as ZERO records
+// like any other (never left out). A run that breaks this fails with an internal error before it is written; a
+// section closed inside a host page fails the channel.
 #ifndef HALITE_QEMU_QEMU_RAM_SECTION_H_
 #define HALITE_QEMU_QEMU_RAM_SECTION_H_
 
@@ -50,9 +58,15 @@ class RamSection {
       : writer_(writer), lock_(std::move(lock)), kind_(kind) {}
   Status BeforeAdd(PageId first, uint64_t count);
 
+  // The host-page rule above: checks a run before it is written, and follows the host page it leaves open.
+  Status CheckHostPages(PageId first, uint64_t count);
+
   push::SectionWriter* writer_;
   std::unique_lock<std::mutex> lock_;  // the stream; released by Close()
   SectionKind kind_;
+  // The host page the records so far have begun and not finished: its block and the page it needs next.
+  uint32_t open_block_ = UINT32_MAX;
+  uint64_t open_next_ = 0;
   bool header_written_ = false;
   uint64_t pages_ = 0;
   uint64_t zero_pages_ = 0;
