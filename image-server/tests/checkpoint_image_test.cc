@@ -41,7 +41,7 @@ TEST_CASE("an image reads as the region's memory, at any offset and length, cut 
   CHECK(!CheckpointImage::Open(t->reader, "vram").has_value());
 }
 
-TEST_CASE("the first read of a block returns all its pages of the image as runs; the next reads decode nothing") {
+TEST_CASE("the first read of a block returns all its pages of the image as runs, the next reads decode nothing") {
   auto t = MakeCheckpoint(4 << 20, 11);
   auto img = CheckpointImage::Open(t->reader, "ram").value();
   uint32_t block = 0;

@@ -69,7 +69,7 @@ void SettleStores(const FuseImageServer& s) {
 
 }  // namespace
 
-TEST_CASE("the mount lists the images and .stats; the files read as the regions", "[fuse]") {
+TEST_CASE("the mount lists the images and .stats, the files read as the regions", "[fuse]") {
   auto t = MakeCheckpoint(4 << 20, 23);
   auto m = Mount(*t);
   auto names = halite::testing::ListDirectory(m->mountpoint);
@@ -90,7 +90,7 @@ TEST_CASE("the mount lists the images and .stats; the files read as the regions"
         t->ram.size());
 }
 
-TEST_CASE("two private mappings (two clones): the second decodes no block the first brought in; writes stay "
+TEST_CASE("two private mappings (two clones): the second decodes no block the first brought in, writes stay "
           "private", "[fuse]") {
   auto t = MakeCheckpoint(8 << 20, 29);
   auto m = Mount(*t);
@@ -203,7 +203,7 @@ TEST_CASE("the prefetcher brings every block in, in restore order, without a rea
   CHECK(RamStats(*m->server).image.blocks_decoded == blocks);
 }
 
-TEST_CASE("stored pages stay in memory when the kernel drops the file's cache; unpinned ones are decoded again",
+TEST_CASE("stored pages stay in memory when the kernel drops the file's cache, unpinned ones are decoded again",
           "[fuse]") {
   auto t = MakeCheckpoint(4 << 20, 43);
   uint32_t block = 0;

@@ -137,7 +137,7 @@ TEST_CASE("the guest's RAM size and a private file memory backing (--memory shar
   CHECK_FALSE(numa.SetPrivateFileMemoryBacking().ok());
 }
 
-TEST_CASE("a saved clone's private file memory backing is dropped before its restore; the domain's own stays") {
+TEST_CASE("a saved clone's private file memory backing is dropped before its restore, the domain's own stays") {
   auto xml = DomainXml::Parse(kSaved, "saved").value();
   CHECK_FALSE(xml.DropPrivateFileMemoryBacking());  // none there
   REQUIRE(xml.SetPrivateFileMemoryBacking().ok());
@@ -154,7 +154,7 @@ TEST_CASE("a saved clone's private file memory backing is dropped before its res
   }
 }
 
-TEST_CASE("the QEMU arguments an earlier restore added are dropped; the domain's own stay") {
+TEST_CASE("the QEMU arguments an earlier restore added are dropped, the domain's own stay") {
   auto xml = DomainXml::Parse(kSaved, "saved").value();
   CHECK(xml.DropRestoreQemuArgs() == 0);
   xml.AddQemuArgs({"-device", "x", "-incoming", "defer", "-qmp",

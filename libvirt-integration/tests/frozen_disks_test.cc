@@ -11,7 +11,7 @@
 using namespace halite;
 using namespace halite::libvirt;
 
-TEST_CASE("frozen disks: JSON round trip; damaged records are refused", "[frozen_disks]") {
+TEST_CASE("frozen disks: JSON round trip, damaged records are refused", "[frozen_disks]") {
   std::vector<FrozenDisk> in = {{"vda", "/img/a b\"c.qcow2", "qcow2", 1234, "00112233445566778899aabbccddeeff"}};
   auto back = DecodeFrozenDisks(EncodeFrozenDisks(in), "blob");
   REQUIRE(back.has_value());

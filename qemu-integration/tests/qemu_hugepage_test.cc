@@ -303,7 +303,7 @@ Restore RunRestore(const std::vector<Ask>& asks, bool loader) {
 
 }  // namespace
 
-TEST_CASE("huge pages: every host page goes whole, its zero pages as ZERO records, once; QEMU's rules hold",
+TEST_CASE("huge pages: every host page goes whole, its zero pages as ZERO records, once, QEMU's rules hold",
           "[push][hugepage]") {
   // Whole host pages, as QEMU asks; one request inside a host page for one page (rounded up by the source); one
   // for the all-zero host page; one for a pc.bios page.

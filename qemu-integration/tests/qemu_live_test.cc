@@ -281,7 +281,7 @@ TEST_CASE("a stopped guest's migration stream: every page once, blocks, device s
   CHECK((back.has_value() && back->device_state == st.device_state && back->ram_blocks == st.ram_blocks));
 }
 
-TEST_CASE("background snapshot: the guest keeps running; RAM START has no RAM END", "[live_save]") {
+TEST_CASE("background snapshot: the guest keeps running, RAM START has no RAM END", "[live_save]") {
   RequireQemu();
   const Env env = MakeEnv();
   auto src = LaunchSource(env);

@@ -492,7 +492,7 @@ TEST_CASE("push channel: a page sent twice is refused", "[push]") {
   ch.Abort(s);
 }
 
-TEST_CASE("push channel: a block placed directly never goes in the stream; its placed pages are not asked for",
+TEST_CASE("push channel: a block placed directly never goes in the stream, its placed pages are not asked for",
           "[push]") {
   const SavedVmState state = MakeState();
   DrainedChannel dc(state);
@@ -518,7 +518,7 @@ TEST_CASE("push channel: a block placed directly never goes in the stream; its p
   CHECK_FALSE(ch.IsSent(PageId{0, 2}));
 }
 
-TEST_CASE("push channel: a section holds the stream until it closes or goes away; no nesting", "[push]") {
+TEST_CASE("push channel: a section holds the stream until it closes or goes away, no nesting", "[push]") {
   const SavedVmState state = MakeState();
   DrainedChannel dc(state);
   PushRestoreChannel& ch = dc.channel;

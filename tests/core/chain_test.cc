@@ -158,7 +158,7 @@ TEST_CASE("a child whose pages all changed is a full checkpoint", "[chain]") {
   CHECK(r->parent() == nullptr);
 }
 
-TEST_CASE("a moved parent is found with parent_dirs; a lower depth limit is enforced", "[chain]") {
+TEST_CASE("a moved parent is found with parent_dirs, a lower depth limit is enforced", "[chain]") {
   testing::TempDir dir;
   std::vector<uint32_t> base(16, 1), child(16, 1);
   child[3] = 2;

@@ -176,7 +176,7 @@ TEST_CASE("hint file vectors regenerate byte for byte and parse to their expecte
   CHECK(invalid >= 5);
 }
 
-TEST_CASE("chain vectors regenerate byte for byte; valid chains open and verify, invalid ones name both files",
+TEST_CASE("chain vectors regenerate byte for byte, valid chains open and verify, invalid ones name both files",
           "[vectors][chain]") {
   auto chains = vectors::BuildChainVectors();
   REQUIRE(chains.has_value());

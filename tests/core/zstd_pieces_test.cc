@@ -121,7 +121,7 @@ TEST_CASE("a progress callback's error stops decoding and comes back unchanged",
   CHECK(out == raw);
 }
 
-TEST_CASE("independent frames decode from any frame first; a bad frame anywhere is refused before any range",
+TEST_CASE("independent frames decode from any frame first, a bad frame anywhere is refused before any range",
           "[codec]") {
   const std::vector<uint8_t> raw = testing::SyntheticBytes(64 * kPage, 5);
   codec::Compressor c;

@@ -537,7 +537,7 @@ TEST_CASE("statistics and the timeline come from the engine", "[engine][stats]")
   CHECK_THAT(csv, Catch::Contains(",\"vga\",5,"));
 }
 
-TEST_CASE("skip_present_at_start: pages the sink holds are never installed again; whole blocks are never read",
+TEST_CASE("skip_present_at_start: pages the sink holds are never installed again, whole blocks are never read",
           "[engine][resume]") {
   MemCheckpoint m = SmallCheckpoint();
   auto reader = OpenMem(m);
