@@ -5,7 +5,10 @@
 // (modulo the 1 MiB limit + 1), that many dictionary bytes, then the payload. flags bit 0: use the dictionary
 // bytes (they must make a Dictionary, as the reader's DICTIONARY section must); bit 1: also compress the payload
 // bytes as raw content (with the dictionary when there is one) at level (flags >> 2) % 8 - 2 and check they
-// decompress back exactly.
+// decompress back exactly. bit 5: decode the payload as independent frames (format 1.3, FRAMED:
+// codec::Decompressor::DecompressFrames, whole pages), from frame (flags >> 6) of 4 first, reporting ranges that
+// must stay inside the output, never overlap and cover it on success; with bit 1, whole pages of the payload are
+// also compressed as independent frames and decoded back.
 #include <algorithm>
 #include <memory>
 #include <vector>
@@ -40,6 +43,35 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!s.ok()) {
     Status again = decompressor.DecompressExact(payload, dict.get(), std::span<uint8_t>(out.get(), raw_length));
     FUZZ_CHECK(again.code() == s.code());
+  }
+
+  if (flags & 0x20) {
+    const size_t pages_length = raw_length / format::kPageSize * format::kPageSize;
+    size_t reported = 0;
+    const size_t first = pages_length / 4 * size_t(flags >> 6);
+    Status f = decompressor.DecompressFrames(payload, dict.get(), std::span<uint8_t>(out.get(), pages_length), first,
+                                             [&](size_t b, size_t e) {
+                                               FUZZ_CHECK(b < e && e <= pages_length);
+                                               reported += e - b;
+                                               return Status::Ok();
+                                             });
+    FUZZ_CHECK_MSG(f.ok() || f.code() == StatusCode::kCorrupt, f.ToString());
+    FUZZ_CHECK(reported <= pages_length);
+    if (f.ok()) FUZZ_CHECK(reported == pages_length);
+    if ((flags & 2) && payload.size() >= 2 * format::kPageSize) {
+      const auto whole = payload.first(payload.size() / format::kPageSize * format::kPageSize);
+      codec::Compressor compressor;
+      std::vector<uint8_t> packed;
+      Status c = compressor.CompressFrames(whole, 1, dict.get(), &packed, format::kPageSize * (1 + (flags >> 6)),
+                                           format::kPageSize);
+      FUZZ_CHECK_MSG(c.ok(), c.ToString());
+      std::vector<uint8_t> back(whole.size());
+      const size_t frame_bytes = format::kPageSize * (1 + (flags >> 6));
+      Status d = whole.size() > frame_bytes ? decompressor.DecompressFrames(packed, dict.get(), back, whole.size() - 1, {})
+                                            : decompressor.DecompressExact(packed, dict.get(), back);
+      FUZZ_CHECK_MSG(d.ok(), d.ToString());
+      FUZZ_CHECK(std::equal(back.begin(), back.end(), whole.begin(), whole.end()));
+    }
   }
 
   if (flags & 2) {
