@@ -2,12 +2,17 @@
 """Lazy restore from an object store vs a local file (issue 13), in one run.
 
     bench/objstore/bench_objstore.py --tools build/tools --mkimage build/tests/hlt-mkimage [--mib 256]
-        [--accesses 3000] [--runs 3] [--ceph-env DIR/env] [--csv F] [--json F]
+        [--accesses 3000] [--runs 3] [--ceph-env DIR/env] [--baseline-tools DIR] [--csv F] [--json F]
 
 Saves one synthetic image to a local file (the baseline), s3:// (radosgw) and rados://, then replays the same
 random access trace with `hlt-restore replay --json` (userfaultfd, one locality block per fault, background
-loader on) against each, and prints time to first access, total time, blocking faults, blocking-fault p50/p99,
-requests (blocks read) and bytes fetched. The local file is replayed cold (page cache dropped) and warm.
+loader on: from an object store it fetches the restore order in batches) against each, and prints time to first
+access, total time, blocking faults, blocking-fault p50/p99, blocks read, requests sent to storage after open and
+the bytes they brought, and block-cache hits. The local file is replayed cold (page cache dropped) and warm.
+The object stores are replayed without a block cache, with an empty one (cold: every block fetched and written
+to it), and with one a previous restore filled (warm; once more with the page cache dropped, as a restore on the
+same host much later would find it). With --baseline-tools, the local cases are replayed by those tools too (the
+same run: a build of the previous commit), so that a change to the local path shows.
 Without --ceph-env a cluster is started with scripts/ceph-up and stopped after the run.
 """
 import argparse
@@ -15,12 +20,17 @@ import csv
 import json
 import os
 import random
+import shutil
 import subprocess
 import sys
 import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+FIELDS = ("time_to_first_access_us", "seconds", "open_seconds", "faults_blocking", "blocking_p50_us",
+          "blocking_p99_us", "blocks_read", "blocks_read_demand", "bytes_read", "mismatches")
+NEW_FIELDS = ("storage_requests", "storage_bytes", "blocks_fetched", "cache_hits", "loader_batches",
+              "loader_fetched_unused")
 
 
 def load_env(path):
@@ -42,8 +52,8 @@ def drop_caches():
         return False
 
 
-def replay(tools, ckpt, trace, env):
-    out = subprocess.run([f"{tools}/hlt-restore", "replay", ckpt, "--trace", trace, "--json"], env=env,
+def replay(tools, ckpt, trace, env, extra=()):
+    out = subprocess.run([f"{tools}/hlt-restore", "replay", ckpt, "--trace", trace, "--json", *extra], env=env,
                          capture_output=True, text=True)
     if out.returncode != 0:
         sys.exit(f"replay of {ckpt} failed: {out.stderr.strip()}")
@@ -53,6 +63,7 @@ def replay(tools, ckpt, trace, env):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--tools", default=f"{ROOT}/build/tools")
+    ap.add_argument("--baseline-tools", help="tools of another build: its local replays are a row of their own")
     ap.add_argument("--mkimage", default=f"{ROOT}/build/tests/hlt-mkimage")
     ap.add_argument("--mib", type=int, default=256)
     ap.add_argument("--accesses", type=int, default=3000)
@@ -64,13 +75,15 @@ def main():
 
     tmp = tempfile.mkdtemp(prefix="objstore-bench.")
     ceph_dir = None
+    bringup = None
     if a.ceph_env:
         env = load_env(a.ceph_env)
     else:
         ceph_dir = os.path.join(tmp, "ceph")
         t0 = time.time()
         subprocess.run([f"{ROOT}/scripts/ceph-up", ceph_dir], check=True)
-        print(f"ceph-up: {time.time() - t0:.1f} s")
+        bringup = time.time() - t0
+        print(f"ceph-up: {bringup:.1f} s")
         env = load_env(os.path.join(ceph_dir, "env"))
     try:
         img = os.path.join(tmp, "img")
@@ -81,45 +94,75 @@ def main():
         with open(trace, "w") as f:
             f.write("\n".join(str(rng.randrange(pages)) for _ in range(a.accesses)) + "\n")
         tag = f"bench-{os.getpid()}"
-        targets = [("local", os.path.join(tmp, "c.hlt")),
-                   ("s3 (radosgw)", f"s3://{env['HALITE_TEST_S3_BUCKET']}/{tag}.hlt"),
-                   ("rados", f"rados://{env['HALITE_TEST_RADOS_POOL']}/{tag}")]
+        local = os.path.join(tmp, "c.hlt")
+        s3 = f"s3://{env['HALITE_TEST_S3_BUCKET']}/{tag}.hlt"
+        rados = f"rados://{env['HALITE_TEST_RADOS_POOL']}/{tag}"
         saves = {}
-        for name, uri in targets:
+        for name, uri in (("local", local), ("s3", s3), ("rados", rados)):
             t0 = time.time()
             subprocess.run([f"{a.tools}/hlt-save", "raw", img, "-o", uri, "--no-sync"], env=env, check=True,
                            stdout=subprocess.DEVNULL)
             saves[name] = time.time() - t0
+        warm_cache = {"s3": os.path.join(tmp, "cache-s3"), "rados": os.path.join(tmp, "cache-rados")}
+        cold_cache = os.path.join(tmp, "cache-cold")
+        # The warm caches hold every block: a full (raw) restore through them, as a first restore that ran to the
+        # end leaves them.
+        for name, uri in (("s3", s3), ("rados", rados)):
+            subprocess.run([f"{a.tools}/hlt-restore", "raw", uri, "-o", os.path.join(tmp, "fill.img"), "--no-sync",
+                            "--block-cache", warm_cache[name]], env=env, check=True, stdout=subprocess.DEVNULL)
+            os.unlink(os.path.join(tmp, "fill.img"))
+
+        def fresh_cold_cache():
+            shutil.rmtree(cold_cache, ignore_errors=True)
+            return ["--block-cache", cold_cache]
+
+        # (name, tools, checkpoint, drop page cache first, extra arguments (a callable: evaluated per run))
+        cases = [("local cold", a.tools, local, True, lambda: []),
+                 ("local warm", a.tools, local, False, lambda: [])]
+        if a.baseline_tools:
+            cases += [("local cold (baseline build)", a.baseline_tools, local, True, lambda: []),
+                      ("local warm (baseline build)", a.baseline_tools, local, False, lambda: [])]
+        cases += [("s3 (radosgw)", a.tools, s3, False, lambda: []),
+                  ("s3, cold block cache", a.tools, s3, False, fresh_cold_cache),
+                  ("s3, warm block cache", a.tools, s3, False, lambda: ["--block-cache", warm_cache["s3"]]),
+                  ("s3, warm block cache, cold disk", a.tools, s3, True,
+                   lambda: ["--block-cache", warm_cache["s3"]]),
+                  ("rados", a.tools, rados, False, lambda: []),
+                  ("rados, warm block cache", a.tools, rados, False, lambda: ["--block-cache", warm_cache["rados"]])]
         rows = []
-        cases = [("local cold", targets[0][1], True), ("local warm", targets[0][1], False),
-                 ("s3 (radosgw)", targets[1][1], False), ("rados", targets[2][1], False)]
         dropped = True
         for run in range(a.runs):
-            for name, uri, cold in cases:
+            for name, tools, uri, cold, extra in cases:
+                args = extra()
                 if cold:
                     dropped = drop_caches() and dropped
-                r = replay(a.tools, uri, trace, env)
-                rows.append({"case": name, "run": run, **{k: r[k] for k in (
-                    "time_to_first_access_us", "seconds", "open_seconds", "faults_blocking", "blocking_p50_us",
-                    "blocking_p99_us", "blocks_read", "blocks_read_demand", "bytes_read", "mismatches")}})
+                r = replay(tools, uri, trace, env, args)
+                rows.append({"case": name, "run": run, **{k: r[k] for k in FIELDS},
+                             **{k: r.get(k, "") for k in NEW_FIELDS}})
         print(f"\n{a.mib} MiB image, {a.accesses} random accesses, 1 thread, loader on; median of {a.runs} runs"
-              f"{'' if dropped else ' (page cache could not be dropped: local cold is warm)'}")
-        print(f"save seconds: " + ", ".join(f"{k} {v:.2f}" for k, v in saves.items()))
+              f"{'' if dropped else ' (page cache could not be dropped: the cold cases are warm)'}")
+        print("save seconds: " + ", ".join(f"{k} {v:.2f}" for k, v in saves.items()))
         hdr = ["case", "first access ms", "total s", "open ms", "blocking faults", "blocking p50 ms",
-               "blocking p99 ms", "requests", "MiB fetched", "vs local cold"]
+               "blocking p99 ms", "blocks read", "requests", "MiB fetched", "cache hits", "loader batches",
+               "vs local cold"]
         print("| " + " | ".join(hdr) + " |")
         print("|" + " --- |" * len(hdr))
         med = {}
-        for name, _, _ in cases:
+        for name, *_ in cases:
             rs = sorted((r for r in rows if r["case"] == name), key=lambda r: r["seconds"])
             med[name] = rs[len(rs) // 2]
         base = med["local cold"]["seconds"]
-        for name, _, _ in cases:
+
+        def num(v, scale=1.0, fmt="{:.1f}"):
+            return "-" if v == "" else fmt.format(v / scale)
+
+        for name, *_ in cases:
             m = med[name]
             print(f"| {name} | {m['time_to_first_access_us'] / 1000:.2f} | {m['seconds']:.2f} | "
                   f"{m['open_seconds'] * 1000:.1f} | {m['faults_blocking']} | {m['blocking_p50_us'] / 1000:.2f} | "
-                  f"{m['blocking_p99_us'] / 1000:.2f} | {m['blocks_read']} | {m['bytes_read'] / 2**20:.1f} | "
-                  f"{m['seconds'] / base:.2f}x |")
+                  f"{m['blocking_p99_us'] / 1000:.2f} | {m['blocks_read']} | {num(m['storage_requests'], 1, '{:.0f}')} | "
+                  f"{num(m['storage_bytes'], 2**20)} | {num(m['cache_hits'], 1, '{:.0f}')} | "
+                  f"{num(m['loader_batches'], 1, '{:.0f}')} | {m['seconds'] / base:.2f}x |")
         if any(r["mismatches"] for r in rows):
             sys.exit("MISMATCH: a replay saw a wrong page")
         if a.csv:
@@ -129,7 +172,7 @@ def main():
                 w.writerows(rows)
         if a.json:
             with open(a.json, "w") as f:
-                json.dump({"saves": saves, "runs": rows}, f, indent=1)
+                json.dump({"saves": saves, "ceph_up_seconds": bringup, "runs": rows}, f, indent=1)
     finally:
         if ceph_dir:
             subprocess.run([f"{ROOT}/scripts/ceph-down", ceph_dir])

@@ -11,6 +11,7 @@
 #include <memory>
 #include <optional>
 
+#include "halite/checkpoint_location.h"
 #include "halite/page_util.h"
 #include "halite/qemu/qemu_checkpoint.h"
 #include "halite/qemu/qemu_ram_mapping.h"
@@ -219,9 +220,12 @@ Result<CheckpointSaveResult> SaveQemuToCheckpoint(QmpClient& qmp, const std::str
   const auto t0 = Clock::now();
   CheckpointSaveResult result;
   result.live = options.live;
-  // Fail before stopping anything when the checkpoint could not be written anyway.
+  // Fail before stopping anything when the checkpoint could not be written anyway. An object (s3://, rados://)
+  // has no directory to check: its upload starts with the stream, and a failure there resumes the guest.
   const std::string dir = OutputDir(path);
-  if (::access(dir.c_str(), W_OK | X_OK) != 0) return Status::IoError(path + ": cannot create files in " + dir, errno);
+  if (!IsObjectStoreUri(path) && ::access(dir.c_str(), W_OK | X_OK) != 0) {
+    return Status::IoError(path + ": cannot create files in " + dir, errno);
+  }
 
   HLT_ASSIGN_OR_RETURN(Json status, qmp.Execute("query-status"));
   const Json* running = status.Find("running");

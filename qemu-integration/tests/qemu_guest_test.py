@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """hlt-save qemu / hlt-restore qemu against the project's test guest (Linux + memcheck, guest/), under TCG.
 
-usage: qemu_guest_test.py --tools DIR --work DIR SCENARIO
+usage: qemu_guest_test.py --tools DIR --work DIR [--ceph-env FILE] SCENARIO
 
   lazy                boot (1 GiB, memcheck 256 MiB), hlt-save qemu, kill the source, hlt-restore qemu -- ARGS;
                       the restored memcheck must continue (no fresh boot) with >= 2 OK passes and no BAD
@@ -18,6 +18,8 @@ usage: qemu_guest_test.py --tools DIR --work DIR SCENARIO
                       loader, late), each followed by --resume --qemu-dir: memcheck continues, no page twice
   resume_storage      the checkpoint on a FUSE file whose reads fail on command: a transient failure is retried,
                       a lasting one leaves QEMU waiting with a message saying how to resume; --resume after the fix
+  s3                  hlt-save qemu -o s3://... (radosgw of --ceph-env's cluster), lazy restore from it through a
+                      --block-cache: memcheck continues; a second restore takes every block from the cache
   placement_channel   lazy with --placement channel: every page in QEMU's stream, the summary says so
   placement_fallback  hlt-restore --qmp as another user (nobody) than QEMU's (root): no ptrace permission, so
                       pidfd_getfd is refused and --placement auto falls back to the channel, saying why
@@ -138,6 +140,7 @@ class Env:
         self.restore_bin = os.path.join(tools, "hlt-restore")
         self.work = work
         self.pids = []  # QEMUs to kill at the end
+        self.ceph_env = None  # --ceph-env (scenario s3)
 
     def path(self, name):
         return os.path.join(self.work, name)
@@ -1122,6 +1125,60 @@ def scenario_hugepages(env):
         reservation.__exit__(None, None, None)
 
 
+def scenario_s3(env):
+    """Issue 13: the guest saved with hlt-save qemu straight to s3:// (the radosgw of the ceph-labelled tests'
+    cluster, --ceph-env) and restored lazily from it, through a host block cache: memcheck continues. The loader
+    fetched in batches; a second restore from the same object (a clone's) reads every block from the cache, none
+    from radosgw, and its guest continues too."""
+    if not env.ceph_env:
+        raise Skip("no Ceph cluster: run through ctest (the objstore/ceph-up fixture) or give --ceph-env DIR/env")
+    if not os.path.exists(env.ceph_env):
+        raise Skip(f"no Ceph cluster at {env.ceph_env} (objstore/ceph-up could not start one: see its output)")
+    for line in open(env.ceph_env):
+        if line.startswith("export "):
+            k, v = line[len("export "):].strip().split("=", 1)
+            os.environ[k] = v
+    uri = f"s3://{os.environ['HALITE_TEST_S3_BUCKET']}/qemu-guest-{os.getpid()}.hlt"
+    cache = env.path("s3-block-cache")
+    shutil.rmtree(cache, ignore_errors=True)
+    g, qmp = env.boot_source("s3-src")
+    try:
+        rc, out, err = run_tool([env.save_bin, "qemu", "--qmp", qmp, "-o", uri, "--then", "stop"],
+                                env.path("s3.save.log"), 300)
+        print(out + err, flush=True)
+        if rc != 0:
+            raise Fail(f"hlt-save qemu -o {uri} exited {rc}")
+        last = pass_numbers(read(g.serial_log))
+        last = last[-1] if last else 0
+    finally:
+        g.stop()
+    log(f"saved the guest to {uri}; the source QEMU is gone")
+
+    def restore_from_s3(name):
+        rc, out, err, serial = env.restore(uri, name, ["--block-cache", cache])
+        if rc != 0:
+            raise Fail(f"hlt-restore qemu {uri} exited {rc}")
+        with open(env.path(name + ".stats.json")) as f:
+            st = json.load(f)
+        env.expect_continues(serial, last)
+        return st
+
+    first = restore_from_s3("s3-1")
+    if first["blocks_fetched"] == 0 or first["loader_batches"] == 0:
+        raise Fail(f"the restore from {uri} fetched {first['blocks_fetched']} blocks in {first['loader_batches']} "
+                   "loader batches: expected the loader to fetch in batches")
+    log(f"restore 1 from {uri}: {first['blocks_fetched']} blocks fetched ({first['storage_requests']} requests, "
+        f"{first['loader_batches']} loader batches), {first['cache_inserts']} put in the block cache")
+    env.cleanup()  # the first restored guest goes: the second is a clone restored after it
+    env.pids = []
+    second = restore_from_s3("s3-2")
+    if second["blocks_fetched"] != 0 or second["cache_hits"] == 0:
+        raise Fail(f"the second restore fetched {second['blocks_fetched']} blocks from radosgw and took "
+                   f"{second['cache_hits']} from the cache: expected none fetched")
+    log(f"restore 2 from {uri}: {second['cache_hits']} blocks from the block cache, 0 fetched, "
+        f"{second['storage_requests']} requests after open")
+
+
 SCENARIOS = {
     "lazy": (scenario_lazy, True),
     "live": (scenario_live, True),
@@ -1140,6 +1197,7 @@ SCENARIOS = {
     "resume": (scenario_resume, True),
     "resume_storage": (scenario_resume_storage, True),
     "hugepages": (scenario_hugepages, True),
+    "s3": (scenario_s3, True),
 }
 
 
@@ -1147,11 +1205,13 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tools", required=True, help="directory with hlt-save and hlt-restore")
     ap.add_argument("--work", required=True, help="scratch directory (checkpoints, logs)")
+    ap.add_argument("--ceph-env", help="the env file of a cluster started by scripts/ceph-up (scenario s3)")
     ap.add_argument("scenario", choices=sorted(SCENARIOS))
     a = ap.parse_args()
     os.makedirs(a.work, exist_ok=True)
     fn, need_uffd = SCENARIOS[a.scenario]
     env = Env(a.tools, a.work)
+    env.ceph_env = a.ceph_env
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # ctest's timeout: unwind and kill our QEMUs
     try:
         check_prerequisites(need_uffd)

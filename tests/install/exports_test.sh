@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # libhalite.so exports only the public API: C functions hlt_*, and C++ symbols of namespace halite that are not
-# in one of the library's internal namespaces (src/: capi, codec, engine, format, io, writer) and are not a
+# in one of the library's internal namespaces (src/: cache, capi, codec, engine, format, io, objstore, writer) and are not a
 # private Impl. Prints the count, so a change in the exported surface shows in the test log.
 #   exports_test.sh LIBHALITE_SO
 set -euo pipefail
@@ -10,7 +10,7 @@ symbols=$(nm -D --defined-only "$lib" | awk '{print $3}' | c++filt)
 count=$(wc -l <<<"$symbols")
 echo "$lib exports $count symbols"
 bad=$(grep -vE '^(hlt_[a-z_]+$|halite::|typeinfo for halite::|typeinfo name for halite::|vtable for halite::)' <<<"$symbols" || true)
-internal=$(grep -E 'halite::(capi|codec|engine|format|io|writer)::|::Impl::' <<<"$symbols" || true)
+internal=$(grep -E 'halite::(cache|capi|codec|engine|format|io|objstore|writer)::|::Impl::' <<<"$symbols" || true)
 if [[ -n $bad || -n $internal ]]; then
   echo "FAIL: symbols outside the public API:"
   printf '%s\n' "$bad" "$internal" | grep -v '^$' | head -50

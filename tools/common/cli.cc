@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <iostream>
 
 #include <fmt/format.h>
@@ -105,7 +106,24 @@ bool ParseU64(const std::string& s, uint64_t* out) {
   return true;
 }
 
+bool BlockCacheOption(Args& args, std::string* dir, uint64_t* size, std::string* error) {
+  std::string v;
+  if (args.Option("--block-cache", &v, error)) {
+    if (error->empty() && v.empty()) *error = "--block-cache needs a directory";
+    *dir = v;
+    return true;
+  }
+  if (args.Option("--block-cache-size", &v, error)) {
+    if (error->empty() && (!ParseU64(v, size) || *size == 0)) {
+      *error = "--block-cache-size: expected a positive byte count (K/M/G suffixes), got \"" + v + "\"";
+    }
+    return true;
+  }
+  return false;
+}
+
 bool ReaderOption(Args& args, ReaderOptions* options, std::string* error) {
+  if (BlockCacheOption(args, &args.block_cache_dir, &args.block_cache_size, error)) return true;
   std::string v;
   if (args.Option("--parent-dir", &v, error)) {
     if (error->empty()) options->parent_dirs.push_back(v);
@@ -120,6 +138,47 @@ bool ReaderOption(Args& args, ReaderOptions* options, std::string* error) {
   }
   options->mac_key = *key;
   return true;
+}
+
+Status OpenBlockCache(const Args& args, ReaderOptions* options) {
+  return OpenBlockCache(args.block_cache_dir, args.block_cache_size, options);
+}
+
+Status OpenBlockCache(const std::string& dir, uint64_t size, ReaderOptions* options) {
+  if (dir.empty()) {
+    HLT_ASSIGN_OR_RETURN(options->block_cache, BlockCache::FromEnvironment());
+    if (options->block_cache && size) {
+      HLT_ASSIGN_OR_RETURN(options->block_cache, BlockCache::Open(options->block_cache->dir(), {size}));
+    }
+    return Status::Ok();
+  }
+  BlockCacheOptions o;
+  if (size) {
+    o.max_bytes = size;
+  } else if (const char* env = std::getenv("HALITE_BLOCK_CACHE_SIZE"); env && *env) {
+    if (!ParseU64(env, &o.max_bytes) || o.max_bytes == 0) {
+      return Status::InvalidArgument(std::string("HALITE_BLOCK_CACHE_SIZE: expected a positive byte count, got \"") +
+                                     env + "\"");
+    }
+  }
+  HLT_ASSIGN_OR_RETURN(options->block_cache, BlockCache::Open(dir, o));
+  return Status::Ok();
+}
+
+std::vector<std::string> BlockCacheFlags(const ReaderOptions& options) {
+  if (!options.block_cache) return {};
+  std::error_code ec;
+  const auto dir = std::filesystem::absolute(options.block_cache->dir(), ec);
+  return {"--block-cache", ec ? options.block_cache->dir() : dir.string(), "--block-cache-size",
+          std::to_string(options.block_cache->max_bytes())};
+}
+
+std::string StorageSummary(const ReaderStats& st) {
+  if (st.cache_hits + st.cache_misses + st.cache_dropped == 0) return {};
+  std::string s = fmt::format("{} blocks from the block cache, {} fetched ({})", st.cache_hits, st.blocks_fetched,
+                              HumanBytes(st.block_bytes_fetched));
+  if (st.cache_dropped) s += fmt::format(", {} damaged cache entries dropped", st.cache_dropped);
+  return s;
 }
 
 Progress::Progress(std::string label) : label_(std::move(label)), tty_(::isatty(2)) {}

@@ -43,6 +43,10 @@ class Args {
   // "-" is a plain argument (standard input or output).
   void Positional(std::string* positional, std::string* error);
 
+  // --block-cache DIR and --block-cache-size BYTES as ReaderOption found them (any order); OpenBlockCache opens it.
+  std::string block_cache_dir;
+  uint64_t block_cache_size = 0;  // 0: the default (or HALITE_BLOCK_CACHE_SIZE)
+
  private:
   std::vector<std::string> args_;
   size_t i_ = 0;
@@ -53,11 +57,27 @@ bool ParseU64(const std::string& s, uint64_t* out);
 
 // The options of every mode that reads a checkpoint: `--key-file K` loads the key into options->mac_key;
 // `--parent-dir DIR` (repeatable) adds a directory where the parents of an incremental checkpoint are looked for
-// when they are not where their path hints point (format-spec 12). Errors go to *error.
+// when they are not where their path hints point (format-spec 12); `--block-cache DIR` and `--block-cache-size
+// BYTES` are kept in `args` for OpenBlockCache. Errors go to *error.
 bool ReaderOption(Args& args, ReaderOptions* options, std::string* error);
 inline constexpr const char* kReaderFlagsHelp =
     "  --key-file K           refuse the checkpoint unless it is authenticated with this key (32 bytes or 64 hex)\n"
-    "  --parent-dir DIR       look for the parents of an incremental checkpoint in DIR too (repeatable)\n";
+    "  --parent-dir DIR       look for the parents of an incremental checkpoint in DIR too (repeatable)\n"
+    "  --block-cache DIR      keep the blocks read from s3:// or rados:// in this host cache directory, and read\n"
+    "                         them from there next time (default: $HALITE_BLOCK_CACHE; local files never use it)\n"
+    "  --block-cache-size B   bound of the cache directory (K/M/G suffixes; default $HALITE_BLOCK_CACHE_SIZE or 8G)\n";
+// --block-cache DIR / --block-cache-size BYTES at the cursor: consumes it into *dir / *size and returns true.
+bool BlockCacheOption(Args& args, std::string* dir, uint64_t* size, std::string* error);
+// After parsing: opens the block cache `args` names (--block-cache), else the one HALITE_BLOCK_CACHE names, into
+// options->block_cache. Errors: the directory cannot be created or written, a bad size.
+Status OpenBlockCache(const Args& args, ReaderOptions* options);
+// The same from the values BlockCacheOption parsed (dir empty: the environment's; size 0: the default).
+Status OpenBlockCache(const std::string& dir, uint64_t size, ReaderOptions* options);
+// The flags that open the same cache in another process (the image server): empty without a cache.
+std::vector<std::string> BlockCacheFlags(const ReaderOptions& options);
+// What a cache did for a reader, for summaries: "12 from the block cache, 3 fetched (1.2 MiB)"; empty when the
+// reader read nothing remote.
+std::string StorageSummary(const ReaderStats& stats);
 
 // Progress on stderr when it is a terminal; rewritten in place, at most ten times a second.
 class Progress {

@@ -272,6 +272,7 @@ int Replay(cli::Args& args) {
   if (rc != 0) return rc < 0 ? cli::kExitOk : rc;
 
   Clock::time_point t_open = Clock::now();
+  if (Status cache = cli::OpenBlockCache(args, &c.reader); !cache.ok()) return cli::Fail(tool, cache);
   auto reader = CheckpointReader::Open(c.ckpt, c.reader);
   if (!reader) return cli::Fail(tool, reader.error());
   const CheckpointReader& r = **reader;
@@ -319,6 +320,7 @@ int Replay(cli::Args& args) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   RestoreEngineStats st = (*engine)->Stats();
+  const ReaderStats rs = r.read_stats();  // before the check below reads blocks again
   LazyMemoryStats ms = (*memory)->Stats();
   (*engine)->Stop();
 
@@ -362,6 +364,16 @@ int Replay(cli::Args& args) {
         {"blocks_read_preload", st.blocks_read_preload},
         {"blocks_total", st.blocks_total},
         {"bytes_read", st.bytes_read},
+        {"loader_batches", st.loader_batches},
+        {"loader_fetched_unused", st.loader_fetched_unused},
+        {"storage_requests", rs.storage_requests},
+        {"storage_bytes", rs.storage_bytes},
+        {"blocks_fetched", rs.blocks_fetched},
+        {"block_bytes_fetched", rs.block_bytes_fetched},
+        {"cache_hits", rs.cache_hits},
+        {"cache_misses", rs.cache_misses},
+        {"cache_dropped", rs.cache_dropped},
+        {"cache_inserts", rs.cache_inserts},
         {"bytes_decompressed", st.bytes_decompressed},
         {"pages_installed", st.pages_installed},
         {"zero_pages_installed", st.zero_pages_installed},
@@ -402,6 +414,14 @@ int Replay(cli::Args& args) {
                 (unsigned long long)st.blocks_read_predicted, (unsigned long long)st.blocks_read_preload);
     std::printf("  bytes read      %s (%s decompressed)\n", cli::HumanBytes(st.bytes_read).c_str(),
                 cli::HumanBytes(st.bytes_decompressed).c_str());
+    std::printf("  storage         %llu requests, %s", (unsigned long long)rs.storage_requests,
+                cli::HumanBytes(rs.storage_bytes).c_str());
+    if (st.loader_batches) {
+      std::printf(" (loader: %llu batches, %llu blocks a fault took meanwhile)", (unsigned long long)st.loader_batches,
+                  (unsigned long long)st.loader_fetched_unused);
+    }
+    std::printf("\n");
+    if (std::string cached = cli::StorageSummary(rs); !cached.empty()) std::printf("  block cache     %s\n", cached.c_str());
     std::printf("  mismatches      %llu%s%s\n", (unsigned long long)check.mismatches,
                 check.mismatches ? ", first: " : "", check.first_mismatch.c_str());
   }

@@ -158,6 +158,7 @@ int RestoreQemu(cli::Args& args) {
     if (!error.empty()) return cli::UsageError(tool, error, usage);
   }
   if (ckpt.empty()) return cli::UsageError(tool, "CKPT is required", usage);
+  if (Status cache = cli::OpenBlockCache(args, &ropts); !cache.ok()) return cli::Fail(tool, cache);
   // --resume: the record of the interrupted restore says which QEMU and which checkpoint.
   std::optional<RestoreRecord> prior;
   if (resume) {
@@ -269,7 +270,7 @@ int RestoreQemu(cli::Args& args) {
     if (Status st = qemu::ReadSavedVmState(**opened).status(); !st.ok()) return cli::Fail(tool, st);
     char self[PATH_MAX] = {0};
     if (readlink("/proc/self/exe", self, sizeof self - 1) < 0) return cli::Fail(tool, Status::IoError("/proc/self/exe", errno));
-    auto plan = PrepareSharedMemory(self, ckpt, **opened, image_dir, ropts.parent_dirs);
+    auto plan = PrepareSharedMemory(self, ckpt, **opened, image_dir, ropts.parent_dirs, cli::BlockCacheFlags(ropts));
     if (!plan) return cli::Fail(tool, plan.error());
     qemu_args.insert(qemu_args.end(), plan->qemu_args.begin(), plan->qemu_args.end());
     opt.lazy = false;
@@ -502,6 +503,7 @@ int RestoreQemu(cli::Args& args) {
   const auto& c = res.channel;
   const auto& e = res.engine;
   const auto& ef = res.engine_final;
+  const ReaderStats rs = r.read_stats();
   if (!stats_json.empty()) {
     nlohmann::ordered_json j = {
         {"checkpoint", ckpt},
@@ -552,6 +554,15 @@ int RestoreQemu(cli::Args& args) {
         {"engine_read_us", ef.read_ns / 1000},
         {"engine_install_us", ef.install_ns / 1000},
         {"bytes_decompressed", ef.bytes_decompressed},
+        {"loader_batches", ef.loader_batches},
+        {"storage_requests", rs.storage_requests},
+        {"storage_bytes", rs.storage_bytes},
+        {"blocks_fetched", rs.blocks_fetched},
+        {"block_bytes_fetched", rs.block_bytes_fetched},
+        {"cache_hits", rs.cache_hits},
+        {"cache_misses", rs.cache_misses},
+        {"cache_dropped", rs.cache_dropped},
+        {"cache_inserts", rs.cache_inserts},
         {"placement", res.placement},
         {"placement_reason", res.placement_reason},
         {"direct_blocks", res.direct_blocks},
@@ -585,6 +596,9 @@ int RestoreQemu(cli::Args& args) {
   if (!quiet) {
     std::printf("restored %s (%s)\n", ckpt.c_str(), opt.lazy ? "lazy" : "eager");
     PrintRestoreSummary(res, tool_to_running);
+    if (std::string cached = cli::StorageSummary(rs); !cached.empty()) {
+      std::printf("  block cache      %s\n", cached.c_str());
+    }
     if (proc) {
       std::printf("  qemu             pid %d keeps running; QMP socket %s, stdout/stderr logs in %s\n",
                   int(proc->pid()), proc->qmp_socket_path().c_str(), proc->work_dir().c_str());

@@ -37,6 +37,7 @@ int RestoreRaw(cli::Args& args) {
     if (!error.empty()) return cli::UsageError(tool, error, usage);
   }
   if (ckpt.empty() || out.empty()) return cli::UsageError(tool, "CKPT and -o IMAGE are required", usage);
+  if (Status cache = cli::OpenBlockCache(args, &reader_options); !cache.ok()) return cli::Fail(tool, cache);
   auto reader = CheckpointReader::Open(ckpt, reader_options);
   if (!reader) return cli::Fail(tool, reader.error());
   cli::Progress progress("restoring");
@@ -45,6 +46,9 @@ int RestoreRaw(cli::Args& args) {
   progress.Finish();
   if (!s.ok()) return cli::Fail(tool, s);
   std::cout << "restored " << out << " (" << (*reader)->total_pages() * 4096 << " bytes)\n";
+  if (std::string cached = cli::StorageSummary((*reader)->read_stats()); !cached.empty()) {
+    std::cout << "  " << cached << "\n";
+  }
   return 0;
 }
 

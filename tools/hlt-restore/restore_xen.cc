@@ -54,6 +54,7 @@ int RestoreXen(cli::Args& args) {
   }
   if (ckpt.empty() || out.empty()) return cli::UsageError(tool, "CKPT and -o STREAM are required", usage);
 
+  if (Status cache = cli::OpenBlockCache(args, &reader_options); !cache.ok()) return cli::Fail(tool, cache);
   auto reader = CheckpointReader::Open(ckpt, reader_options);
   if (!reader) return cli::Fail(tool, reader.error());
 

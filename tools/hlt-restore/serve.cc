@@ -84,7 +84,7 @@ int Serve(cli::Args& args) {
       options.allow_other = false;
     } else if (args.Option("--stats-json", &v, &error)) {
       stats_path = v;
-    } else if (cli::ReaderOption(args, &reader_options, &error)) {  // --key-file, --parent-dir
+    } else if (cli::ReaderOption(args, &reader_options, &error)) {  // --key-file, --parent-dir, --block-cache
     } else if (args.Option("--exit-when-unused", &v, &error)) {
       if (error.empty() && !cli::ParseU64(v, &exit_when_unused_s)) error = "--exit-when-unused: bad value \"" + v + "\"";
     } else {
@@ -98,6 +98,7 @@ int Serve(cli::Args& args) {
     return cli::UsageError(tool, "MOUNTPOINT and at least one CKPT are required", kServeUsage);
   }
   options.mountpoint = mountpoint;
+  if (Status cache = cli::OpenBlockCache(args, &reader_options); !cache.ok()) return cli::Fail(tool, cache);
   std::vector<image_server::ServedImage> images;
   for (const std::string& arg : checkpoints) {
     const size_t eq = arg.find('=');

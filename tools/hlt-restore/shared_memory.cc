@@ -75,7 +75,8 @@ std::vector<std::string> DiscardingDeviceWarnings(const std::vector<std::string>
 
 Result<SharedMemoryPlan> PrepareSharedMemory(const std::string& self, const std::string& checkpoint_path,
                                              const CheckpointReader& reader, const std::string& image_dir,
-                                             const std::vector<std::string>& parent_dirs) {
+                                             const std::vector<std::string>& parent_dirs,
+                                             const std::vector<std::string>& reader_flags) {
   auto region = reader.FindRegion(kSharedRamRegion);
   if (!region) {
     std::string names;
@@ -126,6 +127,7 @@ Result<SharedMemoryPlan> PrepareSharedMemory(const std::string& self, const std:
     const std::filesystem::path d = std::filesystem::absolute(dir, ec);
     serve_args.insert(serve_args.end(), {"--parent-dir", ec ? dir : d.string()});
   }
+  serve_args.insert(serve_args.end(), reader_flags.begin(), reader_flags.end());
   HLT_ASSIGN_OR_RETURN(const pid_t pid, StartDetachedServer(self, serve_args, log));
   plan.started_server = true;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(15);

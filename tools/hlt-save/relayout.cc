@@ -106,6 +106,9 @@ int Rewrite(cli::Args& args, bool flatten) {
   if (!flatten && flags.access_trace.empty()) return cli::UsageError(tool, "--access-trace FILE is required", usage);
   if (!flags.parent.empty()) return cli::UsageError(tool, "--parent: the output is a full checkpoint", usage);
   reader_options.parent_dirs = flags.parent_reader.parent_dirs;
+  if (Status cache = cli::OpenBlockCache(flags.block_cache_dir, flags.block_cache_size, &reader_options); !cache.ok()) {
+    return cli::Fail(tool, cache);
+  }
   if (in == out) return cli::UsageError(tool, "NEW must differ from CKPT (CKPT is read while NEW is written)", usage);
 
   auto reader = CheckpointReader::Open(in, reader_options);

@@ -81,6 +81,7 @@ bool ParseWriterFlag(cli::Args& args, WriterFlags* f, std::string* error) {
     if (error->empty()) f->parent_reader.parent_dirs.push_back(v);
     return true;
   }
+  if (cli::BlockCacheOption(args, &f->block_cache_dir, &f->block_cache_size, error)) return true;
   if (args.Option("--rewrite-fraction", &v, error)) {
     char* end = nullptr;
     const double f_value = error->empty() ? std::strtod(v.c_str(), &end) : 0;
@@ -107,6 +108,7 @@ Status PrepareParent(WriterFlags* f, const std::string& out) {
   if (f->parent == out || std::filesystem::equivalent(f->parent, out, ec)) {
     return Status::InvalidArgument(out + ": the output cannot be its own parent");
   }
+  HLT_RETURN_IF_ERROR(cli::OpenBlockCache(f->block_cache_dir, f->block_cache_size, &f->parent_reader));
   HLT_ASSIGN_OR_RETURN(auto parent, CheckpointReader::Open(f->parent, f->parent_reader));
   f->options.parent = std::shared_ptr<const CheckpointReader>(std::move(parent));
   f->options.page_hashes = true;

@@ -16,6 +16,8 @@ struct WriterFlags {
   std::string va_hints;      // path, or empty
   std::string parent;        // --parent: the checkpoint this one is a child of (format-spec 12), or empty
   ReaderOptions parent_reader;  // how the parent's chain is opened (--parent-dir)
+  std::string block_cache_dir;  // --block-cache: where a parent (or relayout's input) on an object store is cached
+  uint64_t block_cache_size = 0;
 };
 
 inline constexpr const char* kWriterFlagsHelp =
@@ -35,6 +37,8 @@ inline constexpr const char* kWriterFlagsHelp =
     "  --parent P             incremental: pages equal (byte for byte) to checkpoint P's are stored as references to\n"
     "                         P, which must stay reachable: its path relative to CKPT is recorded (see --parent-dir)\n"
     "  --parent-dir DIR       where P's own parents are looked for if they moved (repeatable)\n"
+    "  --block-cache DIR      blocks of P (or of relayout's input) read from s3:// or rados:// go through this host\n"
+    "                         block cache (default: $HALITE_BLOCK_CACHE); --block-cache-size B bounds it (8G)\n"
     "  --rewrite-fraction F   with --parent: a block of the layout in which at least this fraction of the pages\n"
     "                         changed is stored whole (its unchanged pages again too), so that restoring the chain\n"
     "                         reads it once (default 0.25; above 1: every equal page stays a reference)\n"

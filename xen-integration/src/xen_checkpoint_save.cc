@@ -21,6 +21,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "halite/checkpoint_location.h"
 #include "halite/page_util.h"
 #include "halite/xen/xen_checkpoint.h"
 #include "halite/xen/xen_hvm_context.h"
@@ -178,9 +179,10 @@ class Saver {
   Saver(int fd, std::string path, SaveOptions options) : fd_(fd), path_(std::move(path)), opt_(std::move(options)) {}
 
   Result<SaveResult> Run() {
-    // Fail before reading gigabytes when the checkpoint could not be written anyway.
+    // Fail before reading gigabytes when the checkpoint could not be written anyway (an object, s3:// or
+    // rados://, has no directory to check: its upload starts with the stream).
     const std::string dir = OutputDir(path_);
-    if (::access(dir.c_str(), W_OK | X_OK) != 0) {
+    if (!IsObjectStoreUri(path_) && ::access(dir.c_str(), W_OK | X_OK) != 0) {
       return Status::IoError(path_ + ": cannot create files in " + dir, errno);
     }
     HLT_RETURN_IF_ERROR(Import());

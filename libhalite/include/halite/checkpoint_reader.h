@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "halite/export.h"
+#include "halite/block_cache.h"
 #include "halite/checkpoint_types.h"
 #include "halite/status.h"
 #include "halite/storage.h"
@@ -52,6 +53,32 @@ struct HALITE_EXPORT ReaderOptions {
   // How a parent is opened, given its candidate path; default OpenLocalFile(path, file). Tests and fuzzers serve
   // parents from memory. Errors it returns are reported (the first candidate's) when no candidate fits.
   std::function<Result<std::unique_ptr<RandomAccessFile>>(const std::string& path)> open_parent;
+  // A host block cache (halite/block_cache.h), shared with other readers and processes. Used for the files of
+  // the chain whose storage is remote (RandomAccessFile::hints().remote: s3://, rados://): each block payload is
+  // looked for there before storage is asked, and kept there once read and verified. Local files never use it
+  // (the page cache does that job). Null: no cache. VerifyAll always reads storage.
+  std::shared_ptr<BlockCache> block_cache;
+};
+
+// Where the block payloads of a reader came from, over every file of its chain (CheckpointReader::read_stats()).
+// Counters only grow.
+struct HALITE_EXPORT ReaderStats {
+  uint64_t storage_requests = 0;  // requests the files' backends sent to storage (ReadCounters), since open
+  uint64_t storage_bytes = 0;     // ... and the bytes they transferred
+  uint64_t blocks_fetched = 0;    // block payloads read from storage (re-reads after a failed check included)
+  uint64_t block_bytes_fetched = 0;
+  uint64_t cache_hits = 0;        // block payloads served by the block cache and verified
+  uint64_t cache_misses = 0;      // blocks looked for in the cache and not found there
+  uint64_t cache_dropped = 0;     // cached payloads that failed verification: deleted, read from storage instead
+  uint64_t cache_inserts = 0;     // payloads read from storage and put in the cache (or found there already)
+};
+
+// A block payload fetched but not yet verified or decoded (CheckpointReader::FetchBlocks, then DecodeBlock).
+struct HALITE_EXPORT FetchedBlock {
+  uint32_t block = 0;            // in the chain's view numbering
+  std::vector<uint8_t> payload;  // the stored bytes, unverified
+  Status status;                 // the fetch's own result
+  bool from_cache = false;       // the payload came from the block cache
 };
 
 // One file of a chain as the opened checkpoint uses it (CheckpointReader::chain()).
@@ -157,9 +184,27 @@ class HALITE_EXPORT CheckpointReader {
   // that fails verification is re-read on its own, as in ReadBlock.
   Status ReadBlocks(std::span<const uint32_t> blocks, std::span<const std::span<uint8_t>> outs,
                     std::span<Status> statuses) const;
+  // Reading in two steps, for a caller that streams many blocks (the restore engine's loader): FetchBlocks gets
+  // the stored payloads of `blocks` without checking them (those in the block cache from there, the others in one
+  // RandomAccessFile::ReadBatch per file of the chain, which an object store sends as a few joined requests);
+  // DecodeBlock then checks and decodes one of them, when the caller wants it. `*out` gets one entry per block,
+  // in order, each with its own status; returns the first error. Errors: kInvalidArgument (no such block)
+  // before anything is read.
+  Status FetchBlocks(std::span<const uint32_t> blocks, std::vector<FetchedBlock>* out) const;
+  // Verifies `fetched` and decodes it into `out` (exactly raw_length() bytes), as ReadBlock does with a payload it
+  // read itself: one that fails verification is read from storage once more (*reread, blocks_reread() as in
+  // ReadBlock) - a cached one is dropped from the cache and read from storage as a first read; one that came
+  // from storage goes into the block cache once verified. `progress` as in ReadBlock. Returns fetched.status when
+  // the fetch had failed. Errors as ReadBlock.
+  Status DecodeBlock(FetchedBlock& fetched, std::span<uint8_t> out, bool* reread,
+                     const BlockProgress& progress = {}) const;
   // Block payloads that failed verification when first read and verified when read again, by every read
   // method of this reader so far. Thread-safe.
   uint64_t blocks_reread() const;
+  // How the chain's files are best read: the largest batch any of them suggests; remote when any file is.
+  ReadHints read_hints() const;
+  // Thread-safe.
+  ReaderStats read_stats() const;
   // Reads one page (any kind: absent and zero pages read as zeros). out.size() must be 4096.
   Status ReadPage(uint64_t global_page, std::span<uint8_t> out) const;
 

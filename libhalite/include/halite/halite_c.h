@@ -40,6 +40,9 @@ HALITE_EXPORT const char* hlt_strerror(int code);
 HALITE_EXPORT const char* hlt_last_error(void);
 
 /* --- reading --- */
+/* Opens a checkpoint: a path, s3://BUCKET/KEY or rados://POOL/NAME. With HALITE_BLOCK_CACHE=DIR in the environment
+   (HALITE_BLOCK_CACHE_SIZE=BYTES, default 8G), blocks read from an object store go through that host block cache
+   (halite/block_cache.h); a cache directory that cannot be used fails the open. */
 HALITE_EXPORT int hlt_reader_open(const char* path, hlt_reader** out);
 /* Same, for an incremental checkpoint whose parents moved: each parent is looked for at the path its child records,
    then in parent_dirs[0..parent_dir_count) in order (format-spec 12). The strings are copied. */

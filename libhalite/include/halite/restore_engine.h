@@ -7,8 +7,11 @@
 // different blocks are served concurrently, faults on the same block wait for the one read of it.
 //
 // In the background a loader streams the remaining blocks in the checkpoint's restore order (working set first),
-// rate-limited, and always yields to demand faults: before each block it waits until no demand read is in
-// flight, and a fault never queues behind it (it only joins a read of its own block that is already running).
+// rate-limited, and always yields to demand faults: before each block it waits until no demand read is in flight,
+// and a fault never queues behind it (it only joins a read of its own block that is already running or arrived
+// with a batch). From an object store it fetches batches of blocks (loader_batch_bytes), stepping aside for
+// demand reads in flight for at most 2 ms: requests there run side by side, and a guest that faults without
+// pause would otherwise starve the stream.
 // Options add Twinkle's eager preload of the working set and Twinkle's demand prediction (segments of N pages;
 // after P blocking faults in a segment, the rest of the segment is fetched in the background).
 //
@@ -47,6 +50,9 @@
 
 namespace halite {
 
+// RestoreEngineOptions::loader_batch_bytes: as the checkpoint's storage suggests.
+inline constexpr uint64_t kLoaderBatchAuto = UINT64_MAX;
+
 struct HALITE_EXPORT RestoreEngineOptions {
   // Stream the blocks not yet loaded, in restore order, on a background thread after Start().
   bool background_loader = true;
@@ -57,6 +63,15 @@ struct HALITE_EXPORT RestoreEngineOptions {
   // Bytes of stored (compressed) block payload per second the loader may read; 0 = unlimited. Demand faults
   // are never throttled.
   uint64_t loader_rate_bytes_per_s = 0;
+  // Stored bytes the loader (and the idle sweep, and demand prediction) asks storage for at once: the next blocks
+  // of the restore order not loaded yet, fetched as one batch (CheckpointReader::FetchBlocks: an object store
+  // sends them as a few joined requests, several in flight), then each checked, decoded and installed in turn - a
+  // block a fault waits for first. Blocks are claimed only once their batch has arrived: a fault meanwhile reads
+  // its own block as usual (never waiting for a batch in flight), and the batch's copy is dropped.
+  // kLoaderBatchAuto: CheckpointReader::read_hints().batch_bytes (8 MiB for s3:// and rados://; 0 for a local
+  // file, whose reads cost too little for batching to pay). 0: one block at a time. With a rate limit, a batch
+  // holds at most the limiter's burst (a tenth of a second's worth, at least one block).
+  uint64_t loader_batch_bytes = kLoaderBatchAuto;
   // Nice value added to the background thread (Linux, best effort): once a block is being decompressed, the
   // scheduler still prefers the threads serving faults and the guest's own.
   int loader_nice = 10;
@@ -140,6 +155,8 @@ struct HALITE_EXPORT RestoreEngineStats {
   uint64_t blocks_failed = 0;          // blocks that failed verification (never installed)
   uint64_t read_retries = 0;           // transient I/O errors retried
   uint64_t blocks_reread = 0;          // payloads that failed verification, then verified when read again
+  uint64_t loader_batches = 0;         // batches fetched by the background thread (loader_batch_bytes)
+  uint64_t loader_fetched_unused = 0;  // blocks a batch fetched that a fault had loaded meanwhile (fetched twice)
   uint64_t bytes_read = 0;             // stored payload bytes read from the checkpoint
   uint64_t bytes_decompressed = 0;     // raw bytes produced by those reads
 

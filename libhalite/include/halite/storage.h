@@ -23,6 +23,23 @@ struct HALITE_EXPORT ReadRequest {
   Status status;              // set by ReadBatch
 };
 
+// How a file is best read, as its backend knows it (RandomAccessFile::hints()).
+struct HALITE_EXPORT ReadHints {
+  // Bytes worth asking for in one ReadBatch: every request pays a round trip on an object store, so a reader
+  // streaming many blocks gathers this many bytes of neighbouring ones into a batch, which the backend sends as
+  // a few large requests, several in flight. 0: one read at a time is as good (a local file).
+  uint64_t batch_bytes = 0;
+  // The bytes come over a network from storage shared with other hosts (an object store): worth keeping in a
+  // host block cache (halite/block_cache.h). False for local files and memory.
+  bool remote = false;
+};
+
+// What a file's backend sent to storage so far (RandomAccessFile::counters()). Only grows.
+struct HALITE_EXPORT ReadCounters {
+  uint64_t requests = 0;  // read requests that reached storage (ranged GETs, RADOS reads, preads), retries included
+  uint64_t bytes = 0;     // bytes those requests transferred
+};
+
 // A file that can be read at any offset. Implementations are thread-safe: ReadAt and ReadBatch may be called
 // from several threads at once.
 class HALITE_EXPORT RandomAccessFile {
@@ -34,8 +51,13 @@ class HALITE_EXPORT RandomAccessFile {
   // short read), kInvalidArgument when the range is outside the file.
   virtual Status ReadAt(uint64_t offset, std::span<uint8_t> buffer) = 0;
   // Reads several ranges and sets each request's status; returns the first error (or ok). The default issues
-  // ReadAt one after another; the io_uring backend submits the whole batch at once.
+  // ReadAt one after another; the io_uring backend submits the whole batch at once; the object stores send
+  // adjacent ranges as one request and keep several in flight.
   virtual Status ReadBatch(std::span<ReadRequest> requests);
+  // How this file is best read; the default suits a local file.
+  virtual ReadHints hints() const { return {}; }
+  // What reached storage so far; backends that do not count report zeros.
+  virtual ReadCounters counters() const { return {}; }
 };
 
 // A byte stream read once, front to back: a pipe, a socket, a FIFO, standard input (a VMM's save or migration

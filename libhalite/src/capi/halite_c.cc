@@ -38,7 +38,12 @@ const char* hlt_last_error(void) { return halite::capi::LastError().c_str(); }
 
 int hlt_reader_open(const char* path, hlt_reader** out) {
   if (!path || !out) return Invalid("hlt_reader_open: NULL argument");
-  auto r = halite::CheckpointReader::Open(path);
+  halite::ReaderOptions options;
+  // A C VMM gets the host block cache the way the tools do: HALITE_BLOCK_CACHE (halite/block_cache.h).
+  auto cache = halite::BlockCache::FromEnvironment();
+  if (!cache) return Code(cache.error());
+  options.block_cache = *cache;
+  auto r = halite::CheckpointReader::Open(path, options);
   if (!r) return Code(r.error());
   *out = new hlt_reader{std::move(*r)};
   return HLT_OK;
@@ -52,6 +57,9 @@ int hlt_reader_open_chain(const char* path, const char* const* parent_dirs, size
     if (!parent_dirs[i]) return Invalid("hlt_reader_open_chain: a NULL entry in parent_dirs");
     options.parent_dirs.push_back(parent_dirs[i]);
   }
+  auto cache = halite::BlockCache::FromEnvironment();
+  if (!cache) return Code(cache.error());
+  options.block_cache = *cache;
   auto r = halite::CheckpointReader::Open(path, options);
   if (!r) return Code(r.error());
   *out = new hlt_reader{std::move(*r)};

@@ -118,11 +118,19 @@ Status RestoreEngine::Impl::WaitForLoader() {
   return Status::Ok();
 }
 
-bool RestoreEngine::Impl::WaitForTurn(uint64_t bytes) {
+bool RestoreEngine::Impl::WaitForTurn(uint64_t bytes, std::chrono::nanoseconds max_step_aside) {
   std::unique_lock<std::mutex> lock(loader_mu_);
+  const bool bounded = max_step_aside != std::chrono::nanoseconds::max();
+  const auto give_up = std::chrono::steady_clock::now() + (bounded ? max_step_aside : std::chrono::nanoseconds(0));
   for (;;) {
-    // A fault never waits behind the loader: step aside while any demand read is in flight.
-    loader_cv_.wait(lock, [&] { return stop_ || demand_reads_.load(std::memory_order_acquire) == 0; });
+    // A fault never waits behind the loader: step aside while any demand read is in flight (for at most
+    // max_step_aside, when the loader's requests cannot delay the fault's).
+    const auto drained = [&] { return stop_ || demand_reads_.load(std::memory_order_acquire) == 0; };
+    if (bounded) {
+      loader_cv_.wait_until(lock, give_up, drained);
+    } else {
+      loader_cv_.wait(lock, drained);
+    }
     if (stop_) return false;
     auto wait = limiter_.WaitTime(bytes);
     if (wait.count() == 0) break;
@@ -140,9 +148,7 @@ void RestoreEngine::Impl::LoadInBackground(uint32_t b, Cause cause) {
   bool read = false, waited = false;
   Status s = EnsureBlock(b, cause, false, &read, &waited);
   if (!s.ok()) {
-    // The block's faults will report it; the stream goes on with the others.
-    std::lock_guard<std::mutex> lock(loader_mu_);
-    loader_block_errors_.emplace_back(b, s);
+    NoteLoaderError(b, s);
     return;
   }
   if (read && timeline_.enabled()) {
@@ -151,6 +157,12 @@ void RestoreEngine::Impl::LoadInBackground(uint32_t b, Cause cause) {
     timeline_.Add({t, p, cause == Cause::kPredicted ? EngineEventKind::kPredictedBlock : EngineEventKind::kLoaderBlock,
                    b, NowNs() - t});
   }
+}
+
+void RestoreEngine::Impl::NoteLoaderError(uint32_t b, const Status& s) {
+  // The block's faults will report it; the stream goes on with the others.
+  std::lock_guard<std::mutex> lock(loader_mu_);
+  loader_block_errors_.emplace_back(b, s);
 }
 
 void RestoreEngine::Impl::NotePredictionFault(PageRef page) {
@@ -181,6 +193,16 @@ void RestoreEngine::Impl::FetchSegment(uint64_t seg) {
   }
   std::sort(blocks.begin(), blocks.end());
   blocks.erase(std::unique(blocks.begin(), blocks.end()), blocks.end());
+  if (batch_bytes_ > 0) {
+    for (size_t cursor = 0; cursor < blocks.size();) {
+      std::vector<uint32_t> batch;
+      FillBatch(blocks, &cursor, &batch);
+      LoadBatchInBackground(std::move(batch), Cause::kPredicted);
+      std::lock_guard<std::mutex> lock(loader_mu_);
+      if (stop_) return;
+    }
+    return;
+  }
   for (uint32_t b : blocks) {
     LoadInBackground(b, Cause::kPredicted);
     std::lock_guard<std::mutex> lock(loader_mu_);
@@ -196,9 +218,17 @@ void RestoreEngine::Impl::BackgroundThread() {
   const auto& order = reader_.restore_order();
   size_t cursor = options_.background_loader ? 0 : order.size();
   bool snapshot_before_sweep = false;
+  std::optional<PendingBatch> ahead;  // the next batch of the order, fetched while the last one was decoded
+  const auto fetch_next = [&] {
+    if (!MayFetchAhead()) return;
+    std::vector<uint32_t> next;
+    FillBatch(order, &cursor, &next);
+    if (!next.empty()) ahead = FetchAhead(std::move(next));
+  };
   for (;;) {
     uint64_t segment = UINT64_MAX;
     uint32_t block = UINT32_MAX;
+    std::vector<uint32_t> batch;  // with batch_bytes_: `block` and the blocks after it
     {
       std::unique_lock<std::mutex> lock(loader_mu_);
       for (;;) {
@@ -213,8 +243,18 @@ void RestoreEngine::Impl::BackgroundThread() {
           pending_segments_.erase(best);
           break;
         }
+        if (ahead) {
+          block = ahead->blocks.front();  // a batch fetched ahead: it comes next
+          break;
+        }
         if (cursor < order.size()) {
-          block = order[cursor++];
+          if (batch_bytes_ > 0) {
+            FillBatch(order, &cursor, &batch);
+            if (batch.empty()) continue;  // the rest of the order was loaded already
+            block = batch.front();
+          } else {
+            block = order[cursor++];
+          }
           break;
         }
         if ((options_.background_loader || sweeping_) && !loader_done_) {
@@ -252,10 +292,17 @@ void RestoreEngine::Impl::BackgroundThread() {
       std::lock_guard<std::mutex> lock(loader_mu_);
       before_sweep_ = before;
     }
+    const Cause cause = options_.background_loader ? Cause::kLoader : Cause::kSweep;
     if (segment != UINT64_MAX) {
       FetchSegment(segment);
+    } else if (ahead) {
+      std::optional<PendingBatch> mine = std::move(ahead);
+      ahead.reset();
+      LoadBatchInBackground({}, cause, std::move(mine), fetch_next);
+    } else if (!batch.empty()) {
+      LoadBatchInBackground(std::move(batch), cause, {}, fetch_next);
     } else {
-      LoadInBackground(block, options_.background_loader ? Cause::kLoader : Cause::kSweep);
+      LoadInBackground(block, cause);
     }
   }
 }

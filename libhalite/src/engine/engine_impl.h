@@ -22,6 +22,8 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <functional>
+#include <future>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -71,6 +73,7 @@ class HALITE_HIDDEN RestoreEngine::Impl {
     std::atomic<uint64_t> pages_present_at_start{0}, blocks_present_at_start{0};
     std::atomic<uint64_t> host_pages_installed{0}, host_page_extra_reads{0};
     std::atomic<uint64_t> read_ns{0}, install_ns{0};
+    std::atomic<uint64_t> loader_batches{0}, loader_fetched_unused{0};
   };
 
   static constexpr uint64_t kNoPage = UINT64_MAX;
@@ -85,9 +88,14 @@ class HALITE_HIDDEN RestoreEngine::Impl {
   // not loaded.
   Status LoadBlock(uint32_t b, Cause cause, uint64_t fault_page, uint64_t fault_ns);
   // With `progress`, the block is decoded piece by piece (CheckpointReader::BlockProgress); a read that has
-  // reported progress is never retried (its pages may be in).
+  // reported progress is never retried (its pages may be in). A block of independent frames is decoded from the
+  // frame holding byte `first` (CheckpointReader::ReadBlock). `first_attempt` > 1 when earlier attempts were made
+  // elsewhere (a batch's fetch), so that a block is read at most max_read_attempts times in all.
   Status ReadWithRetries(uint32_t b, std::span<uint8_t> out, const CheckpointReader::BlockProgress* progress = nullptr,
-                         size_t first = 0);
+                         size_t first = 0, unsigned first_attempt = 1);
+  // The end of a block load once its bytes are decoded into `raw`: counts the read, installs the block's pages
+  // and leaves the block loaded (or not loaded, when the sink failed).
+  Status InstallLoaded(uint32_t b, Cause cause, std::span<const uint8_t> raw, uint64_t fault_page, uint64_t fault_ns);
   // The bookkeeping of a block read that failed: records it, leaves the block not loaded (transient) or failed,
   // and returns the error naming the block.
   Status BlockReadFailed(uint32_t b, const Status& s);
@@ -158,9 +166,35 @@ class HALITE_HIDDEN RestoreEngine::Impl {
   void BackgroundThread();
   Status Preload(const std::vector<uint32_t>& blocks);
   void FetchSegment(uint64_t segment);
-  // Waits until no demand read is in flight and the rate limiter allows `bytes`; false when stopping.
-  bool WaitForTurn(uint64_t bytes);
+  // Waits until no demand read is in flight (or max_step_aside has passed) and the rate limiter allows `bytes`;
+  // false when stopping.
+  bool WaitForTurn(uint64_t bytes, std::chrono::nanoseconds max_step_aside = std::chrono::nanoseconds::max());
   void LoadInBackground(uint32_t b, Cause cause);
+  // Records a block the background thread could not load (WaitForLoader reports it unless a fault loads it).
+  void NoteLoaderError(uint32_t b, const Status& s);
+
+  // --- loader_batch.cc ---
+  // Appends to `batch` the blocks of `order` from *cursor on that are not loaded, advancing *cursor, while the
+  // batch stays within batch_bytes_ of stored payload (one block at least) and kMaxBatchBlocks blocks.
+  void FillBatch(const std::vector<uint32_t>& order, size_t* cursor, std::vector<uint32_t>* batch) const;
+  // A batch whose payloads a helper thread fetches while the loader decodes the batch before it.
+  struct PendingBatch {
+    std::vector<uint32_t> blocks;
+    std::future<std::vector<FetchedBlock>> fetched;
+    uint64_t start_ns = 0;
+  };
+  // Loads `blocks` as one batch: waits for its turn, fetches every payload at once (or takes them from `ahead`,
+  // fetched already), claims the blocks no fault took meanwhile, calls `next` (which may start the following
+  // batch's fetch), then checks, decodes and installs the claimed blocks one by one, a block a fault is waiting
+  // for first.
+  void LoadBatchInBackground(std::vector<uint32_t> blocks, Cause cause, std::optional<PendingBatch> ahead = {},
+                             const std::function<void()>& next = {});
+  // Starts fetching `blocks` on a helper thread.
+  PendingBatch FetchAhead(std::vector<uint32_t> blocks);
+  // A batch may be fetched ahead: the loader is not rate-limited (a limited one spends its bytes batch by batch).
+  bool MayFetchAhead() const;
+  // One claimed block of a batch: decode (or read again alone when the batch's fetch failed transiently), install.
+  void FinishBatchBlock(uint32_t b, FetchedBlock& fetched, Cause cause, uint64_t batch_start_ns);
 
   const CheckpointReader& reader_;
   PageSink& sink_;
@@ -174,6 +208,10 @@ class HALITE_HIDDEN RestoreEngine::Impl {
   std::map<uint64_t, Status> broken_host_pages_;  // under failures_mu_
 
   std::unique_ptr<std::atomic<uint32_t>[]> block_state_;
+  // Loader batches (loader_batch.cc): stored bytes per batch, 0 for one block at a time; and per block, whether a
+  // fault (or preload) is waiting while it loads, so that the loader decodes it before the rest of its batch.
+  uint64_t batch_bytes_ = 0;
+  engine::AtomicBitmap awaited_;
   static constexpr size_t kStripes = 64;
   struct Stripe {
     std::mutex mu;

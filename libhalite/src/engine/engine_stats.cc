@@ -57,6 +57,8 @@ RestoreEngineStats RestoreEngine::Impl::Stats() const {
   s.blocks_failed = get(c_.blocks_failed);
   s.read_retries = get(c_.read_retries);
   s.blocks_reread = get(c_.blocks_reread);
+  s.loader_batches = get(c_.loader_batches);
+  s.loader_fetched_unused = get(c_.loader_fetched_unused);
   s.bytes_read = get(c_.bytes_read);
   s.bytes_decompressed = get(c_.bytes_decompressed);
   s.pages_installed = get(c_.pages_installed);

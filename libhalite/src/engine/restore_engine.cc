@@ -30,6 +30,7 @@ RestoreEngine::Impl::Impl(const CheckpointReader& reader, PageSink& sink, Restor
       options_(std::move(options)),
       t0_(std::chrono::steady_clock::now()),
       block_state_(new std::atomic<uint32_t>[reader.blocks().size()]),
+      awaited_(reader.blocks().size()),
       claimed_(reader.total_pages()),
       installed_(reader.total_pages()),
       timeline_(options_.record_timeline, options_.timeline_capacity),
@@ -38,6 +39,12 @@ RestoreEngine::Impl::Impl(const CheckpointReader& reader, PageSink& sink, Restor
   region_first_.push_back(reader.total_pages());
   InitHostPages();
   for (size_t b = 0; b < reader.blocks().size(); ++b) block_state_[b].store(kNotLoaded, std::memory_order_relaxed);
+  batch_bytes_ = options_.loader_batch_bytes == kLoaderBatchAuto ? reader.read_hints().batch_bytes
+                                                                  : options_.loader_batch_bytes;
+  if (options_.loader_rate_bytes_per_s > 0) {
+    // A batch is spent from the limiter at once: keep it within the burst, so a rate-limited loader stays smooth.
+    batch_bytes_ = std::min(batch_bytes_, LoaderBurst(reader, options_.loader_rate_bytes_per_s));
+  }
   if (options_.predict_segment_pages > 0) {
     uint64_t n = options_.predict_segment_pages;
     segment_base_.push_back(0);
@@ -95,7 +102,8 @@ void RestoreEngine::Impl::RecordFailure(uint32_t b, const Status& s) {
 }
 
 Status RestoreEngine::Impl::ReadWithRetries(uint32_t b, std::span<uint8_t> out,
-                                            const CheckpointReader::BlockProgress* progress, size_t first) {
+                                            const CheckpointReader::BlockProgress* progress, size_t first,
+                                            unsigned first_attempt) {
   auto wait = options_.retry_backoff;
   unsigned attempts = std::max(1u, options_.max_read_attempts);
   bool progressed = false;
@@ -107,7 +115,7 @@ Status RestoreEngine::Impl::ReadWithRetries(uint32_t b, std::span<uint8_t> out,
     };
   }
   Status s;
-  for (unsigned a = 1;; ++a) {
+  for (unsigned a = first_attempt;; ++a) {
     bool reread = false;
     s = progress ? reader_.ReadBlock(b, out, &reread, watched, first) : reader_.ReadBlock(b, out, &reread);
     if (reread) c_.blocks_reread.fetch_add(1, std::memory_order_relaxed);
@@ -234,14 +242,20 @@ Status RestoreEngine::Impl::LoadBlock(uint32_t b, Cause cause, uint64_t fault_pa
   raw.resize(info.raw_length());
   uint64_t t_read = NowNs();
   Status s = ReadWithRetries(b, raw);
-  uint64_t t_install = NowNs();
-  c_.read_ns.fetch_add(t_install - t_read, std::memory_order_relaxed);
+  c_.read_ns.fetch_add(NowNs() - t_read, std::memory_order_relaxed);
   if (!s.ok()) return BlockReadFailed(b, s);
+  return InstallLoaded(b, cause, raw, fault_page, fault_ns);
+}
+
+Status RestoreEngine::Impl::InstallLoaded(uint32_t b, Cause cause, std::span<const uint8_t> raw, uint64_t fault_page,
+                                          uint64_t fault_ns) {
+  const uint64_t t_install = NowNs();
   CountBlockRead(b, cause);
   // The faulting thread waits for its block and for the blocks predicted on its path; the rest can queue.
   const bool on_fault_path = cause == Cause::kDemand || cause == Cause::kPredicted;
   const InstallPriority priority = on_fault_path ? InstallPriority::kUrgent : InstallPriority::kBackground;
-  s = large ? InstallBlockPages(b, raw, priority, fault_page) : InstallMembers(b, raw, priority);
+  // A block holding pages of large host pages installs each host page whole (host_pages.cc).
+  Status s = BlockHasLargeHostPages(b) ? InstallBlockPages(b, raw, priority, fault_page) : InstallMembers(b, raw, priority);
   const uint64_t t_done = NowNs();
   c_.install_ns.fetch_add(t_done - t_install, std::memory_order_relaxed);
   if (!s.ok()) {
@@ -263,6 +277,7 @@ Status RestoreEngine::Impl::EnsureBlock(uint32_t b, Cause cause, bool wait, bool
     if (st == kFailed) return BlockError(b);
     if (st == kLoading) {
       if (!wait) return Status::Ok();
+      awaited_.Set(b);  // a loader batch holding it decodes it next
       WaitWhileLoading(b);
       *waited = true;
       // A loader that failed transiently leaves the block not loaded: loop and try it ourselves.

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <mutex>
 
@@ -41,7 +42,10 @@ class LocalFile final : public RandomAccessFile {
       return Status::InvalidArgument(name_ + ": read of " + std::to_string(buf.size()) + " bytes at offset " +
                                      fmt::format("{:#x}", offset) + " is outside the file (" + std::to_string(size_) + " bytes)");
     }
-    return io::PreadFull(fd_, buf, offset, name_);
+    requests_.fetch_add(1, std::memory_order_relaxed);
+    Status s = io::PreadFull(fd_, buf, offset, name_);
+    if (s.ok()) bytes_.fetch_add(buf.size(), std::memory_order_relaxed);
+    return s;
   }
 
   Status ReadBatch(std::span<ReadRequest> requests) override {
@@ -49,10 +53,22 @@ class LocalFile final : public RandomAccessFile {
       for (auto& r : requests) {
         if (r.offset > size_ || r.buffer.size() > size_ - r.offset) return ReadAt(r.offset, r.buffer);
       }
-      std::lock_guard<std::mutex> lock(uring_mu_);
-      return uring_->Read(requests, name_);
+      requests_.fetch_add(requests.size(), std::memory_order_relaxed);
+      Status s;
+      {
+        std::lock_guard<std::mutex> lock(uring_mu_);
+        s = uring_->Read(requests, name_);
+      }
+      for (const auto& r : requests) {
+        if (r.status.ok()) bytes_.fetch_add(r.buffer.size(), std::memory_order_relaxed);
+      }
+      return s;
     }
     return RandomAccessFile::ReadBatch(requests);
+  }
+
+  ReadCounters counters() const override {
+    return ReadCounters{requests_.load(std::memory_order_relaxed), bytes_.load(std::memory_order_relaxed)};
   }
 
  private:
@@ -61,6 +77,8 @@ class LocalFile final : public RandomAccessFile {
   uint64_t size_;
   std::mutex uring_mu_;
   std::unique_ptr<io::UringBatchReader> uring_;
+  std::atomic<uint64_t> requests_{0};
+  std::atomic<uint64_t> bytes_{0};
 };
 
 class MemoryFile final : public RandomAccessFile {

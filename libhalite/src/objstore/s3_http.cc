@@ -3,6 +3,7 @@
 
 #include <curl/curl.h>
 
+#include <algorithm>
 #include <cctype>
 #include <chrono>
 #include <cstring>
@@ -87,11 +88,12 @@ size_t HeaderLine(char* data, size_t size, size_t n, void* user) {
   return len;
 }
 
-// One ranged GET of a batch.
+// One ranged GET of a batch: the body is scattered into the buffers of its parts.
 struct Transfer {
-  ReadRequest* request = nullptr;
+  const CoalescedRead* read = nullptr;
   CURL* handle = nullptr;
-  size_t got = 0;
+  size_t got = 0;    // body bytes received (the position in the range)
+  size_t part = 0;   // the first part not completely filled yet
   bool overflow = false;
   std::string error_body;
   int attempts = 0;
@@ -103,12 +105,29 @@ size_t RangeBody(char* data, size_t size, size_t n, void* user) {
   long status = 0;
   curl_easy_getinfo(t->handle, CURLINFO_RESPONSE_CODE, &status);
   if (status != 206 && status != 200) return DiscardingBody(data, size, n, &t->error_body);
-  std::span<uint8_t> buf = t->request->buffer;
-  if (t->got + len > buf.size()) {
+  if (t->got + len > t->read->length) {
     t->overflow = true;
     return 0;  // aborts the transfer: the server sent more than the range
   }
-  std::memcpy(buf.data() + t->got, data, len);
+  // Bytes [got, got + len) of the range: copy what falls in a part, skip the gaps between parts.
+  const std::vector<ReadRequest*>& parts = t->read->parts;
+  uint64_t at = t->read->offset + t->got;
+  const uint64_t end = at + len;
+  while (at < end && t->part < parts.size()) {
+    ReadRequest* r = parts[t->part];
+    const uint64_t r_end = r->offset + r->buffer.size();
+    if (at >= r_end) {
+      ++t->part;
+      continue;
+    }
+    if (at < r->offset) {
+      at = std::min(end, r->offset);  // a gap
+      continue;
+    }
+    const uint64_t n_copy = std::min(end, r_end) - at;
+    std::memcpy(r->buffer.data() + (at - r->offset), data + (at - (t->read->offset + t->got)), n_copy);
+    at += n_copy;
+  }
   t->got += len;
   return len;
 }
@@ -237,6 +256,7 @@ Status S3Client::Send(const std::string& method, const std::string& url, std::sp
     *out = HttpResponse{};
     if (max_body) out->max_body = max_body;
     Prepare(h, method, url, headers);
+    requests_.fetch_add(1, std::memory_order_relaxed);
     if (!range.empty()) curl_easy_setopt(h, CURLOPT_RANGE, range.c_str());
     if (with_body) {
       curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(body.size()));
@@ -257,6 +277,7 @@ Status S3Client::Send(const std::string& method, const std::string& url, std::sp
       curl_off_t len = 0;
       curl_easy_getinfo(h, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &len);
       out->content_length = len > 0 ? static_cast<uint64_t>(len) : 0;
+      if (method == "GET") bytes_received_.fetch_add(out->body.size(), std::memory_order_relaxed);
       if (!TransientHttp(out->status)) break;
       reason = ErrorText(out->status, out->body);
       transient = true;
@@ -292,21 +313,27 @@ void S3Client::ReleaseSession(Session* session) {
   idle_sessions_.push_back(session);
 }
 
-Status S3Client::GetRanges(const std::string& url, std::span<ReadRequest> requests, const std::string& name) {
+ReadCounters S3Client::counters() const {
+  return ReadCounters{requests_.load(std::memory_order_relaxed), bytes_received_.load(std::memory_order_relaxed)};
+}
+
+Status S3Client::GetRanges(const std::string& url, std::span<const CoalescedRead> reads, const std::string& name) {
   curl_slist* headers = BaseHeaders(config_, false);
   Session* session = AcquireSession();
   CURLM* multi = session->multi;
-  std::vector<Transfer> transfers(requests.size());
-  std::vector<std::string> ranges(requests.size());
+  std::vector<Transfer> transfers(reads.size());
+  std::vector<std::string> ranges(reads.size());
   Status first;
   size_t next = 0;
   int in_flight = 0;
 
   auto start = [&](Transfer& t) {
     t.got = 0;
+    t.part = 0;
     t.overflow = false;
     t.error_body.clear();
     ++t.attempts;
+    requests_.fetch_add(1, std::memory_order_relaxed);
     Prepare(t.handle, "GET", url, headers);
     const size_t i = static_cast<size_t>(&t - transfers.data());
     curl_easy_setopt(t.handle, CURLOPT_RANGE, ranges[i].c_str());
@@ -315,25 +342,25 @@ Status S3Client::GetRanges(const std::string& url, std::span<ReadRequest> reques
     curl_easy_setopt(t.handle, CURLOPT_PRIVATE, &t);
     curl_multi_add_handle(multi, t.handle);
   };
-  auto finish = [&](Transfer& t, Status s) {
-    t.request->status = s;
+  auto finish = [&](Transfer& t, const Status& s) {
+    for (ReadRequest* r : t.read->parts) r->status = s;
     if (!s.ok() && first.ok()) first = s;
     session->free_handles.push_back(t.handle);
     t.handle = nullptr;
     --in_flight;
   };
 
-  while (next < requests.size() || in_flight > 0) {
-    while (in_flight < config_.max_in_flight && next < requests.size()) {
+  while (next < reads.size() || in_flight > 0) {
+    while (in_flight < config_.max_in_flight && next < reads.size()) {
       Transfer& t = transfers[next];
-      ReadRequest& r = requests[next];
-      t.request = &r;
+      const CoalescedRead& r = reads[next];
+      t.read = &r;
       ++next;
-      if (r.buffer.empty()) {
-        r.status = Status::Ok();
+      if (r.length == 0) {
+        for (ReadRequest* p : r.parts) p->status = Status::Ok();
         continue;
       }
-      ranges[&t - transfers.data()] = fmt::format("{}-{}", r.offset, r.offset + r.buffer.size() - 1);
+      ranges[&t - transfers.data()] = fmt::format("{}-{}", r.offset, r.offset + r.length - 1);
       if (session->free_handles.empty()) {
         t.handle = curl_easy_init();
       } else {
@@ -355,17 +382,18 @@ Status S3Client::GetRanges(const std::string& url, std::span<ReadRequest> reques
       curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, reinterpret_cast<char**>(&t));
       const CURLcode c = msg->data.result;
       curl_multi_remove_handle(multi, t->handle);
-      const ReadRequest& r = *t->request;
+      const CoalescedRead& r = *t->read;
       long status = 0;
       curl_easy_getinfo(t->handle, CURLINFO_RESPONSE_CODE, &status);
+      if (status == 206 || status == 200) bytes_received_.fetch_add(t->got, std::memory_order_relaxed);
       std::string reason;
       bool transient = false;
       if (t->overflow) {
-        reason = fmt::format("the server sent more than the {} bytes asked for", r.buffer.size());
+        reason = fmt::format("the server sent more than the {} bytes asked for", r.length);
       } else if (c != CURLE_OK) {
         reason = curl_easy_strerror(c);
         transient = TransientCurl(c);
-      } else if ((status == 206 || (status == 200 && r.offset == 0)) && t->got == r.buffer.size()) {
+      } else if ((status == 206 || (status == 200 && r.offset == 0)) && t->got == r.length) {
         finish(*t, Status::Ok());
         continue;
       } else if (status == 206 || status == 200) {
@@ -380,8 +408,10 @@ Status S3Client::GetRanges(const std::string& url, std::span<ReadRequest> reques
         start(*t);
         continue;
       }
-      finish(*t, Status::IoError(fmt::format("{}: ranged GET of {} bytes at offset {:#x}: {} (attempt {} of {})", name,
-                                             r.buffer.size(), r.offset, reason, t->attempts, config_.max_attempts))
+      const std::string blocks = r.parts.size() == 1 ? "" : fmt::format(" ({} reads joined)", r.parts.size());
+      finish(*t, Status::IoError(fmt::format("{}: ranged GET of {} bytes at offset {:#x}{}: {} (attempt {} of {})",
+                                             name, r.length, r.offset, blocks, reason, t->attempts,
+                                             config_.max_attempts))
                      .set_retryable(transient));
     }
     if (!progressed && running > 0) curl_multi_poll(multi, nullptr, 0, 1000, nullptr);

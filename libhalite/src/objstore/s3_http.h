@@ -8,6 +8,7 @@
 #ifndef HALITE_OBJSTORE_S3_HTTP_H_
 #define HALITE_OBJSTORE_S3_HTTP_H_
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -17,6 +18,7 @@
 
 #include "halite/status.h"
 #include "halite/storage.h"
+#include "objstore/read_coalescing.h"
 
 namespace halite::objstore {
 
@@ -64,10 +66,13 @@ class S3Client {
   Status Send(const std::string& method, const std::string& url, std::span<const uint8_t> body, HttpResponse* out,
               const std::string& what, const std::string& range = "", size_t max_body = 0);
 
-  // Fills every request's buffer with the bytes at its offset by ranged GETs, config().max_in_flight at a time
-  // on pooled connections; sets each request's status and returns the first error. `name` (the s3:// URI) and
-  // the offset are named in errors.
-  Status GetRanges(const std::string& url, std::span<ReadRequest> requests, const std::string& name);
+  // One ranged GET per entry of `reads`, config().max_in_flight at a time on pooled connections; each fills the
+  // buffers of its parts (the bytes between them are dropped) and sets their status; returns the first error.
+  // `name` (the s3:// URI) and the offset are named in errors.
+  Status GetRanges(const std::string& url, std::span<const CoalescedRead> reads, const std::string& name);
+
+  // Requests sent so far (every attempt of Send and GetRanges) and the bytes received by ranged GETs.
+  ReadCounters counters() const;
 
   // Percent-encodes `s` for a URL path or query (RFC 3986 unreserved characters kept; '/' kept when asked).
   static std::string Encode(const std::string& s, bool keep_slash);
@@ -85,6 +90,8 @@ class S3Client {
   std::mutex mu_;
   std::vector<void*> idle_;  // CURL* easy handles for Send, each keeping its connection alive
   std::vector<Session*> idle_sessions_;  // for GetRanges
+  std::atomic<uint64_t> requests_{0};
+  std::atomic<uint64_t> bytes_received_{0};
 };
 
 }  // namespace halite::objstore

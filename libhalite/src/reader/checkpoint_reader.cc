@@ -17,107 +17,12 @@
 #include "format/integrity_checks.h"
 #include "halite/checkpoint_location.h"
 #include "halite/format_constants.h"
+#include "reader/reader_impl.h"
 
 namespace halite {
 
 using format::kPageSize;
 
-class HALITE_HIDDEN CheckpointReader::Impl {
- public:
-  static constexpr uint32_t kNoBlock = UINT32_MAX;
-
-  Impl(std::unique_ptr<RandomAccessFile> file, ReaderOptions options)
-      : file_(std::move(file)), options_(std::move(options)) {}
-
-  // The file on its own (sections 3-6), then its chain (section 12) and the view over both. `descendants` are the
-  // file_ids of the files above this one in the chain being opened.
-  Status OpenStandalone();
-  Status OpenChain(const std::vector<FileId>& descendants);
-  // With a key, the payload's MAC; then its checksum.
-  Status VerifyPayload(uint32_t block, std::span<const uint8_t> payload) const;
-  // VerifyPayload; when that fails, reads the payload from storage once more (into `payload`) and verifies
-  // again. *reread is set when the second read verified.
-  Status VerifyOrReread(uint32_t block, std::span<uint8_t> payload, bool* reread) const;
-  // Decompresses a verified payload into `out` (copies it when the block is stored raw).
-  // With `progress`, decodes zstd block by block and reports each range of `out` that is final, the frame holding
-  // byte `first` first (FRAMED blocks).
-  Status Decompress(uint32_t block, std::span<const uint8_t> payload, std::span<uint8_t> out,
-                    const BlockProgress* progress = nullptr, size_t first = 0) const;
-  // A block of the chain's view, from whichever file holds it.
-  Status ReadBlock(uint32_t block, std::span<uint8_t> out, bool* reread, const BlockProgress* progress = nullptr,
-                   size_t first = 0) const;
-  // A block of this file, in its own numbering.
-  Status ReadOwnBlock(uint32_t block, std::span<uint8_t> out, bool* reread, const BlockProgress* progress = nullptr,
-                      size_t first = 0) const;
-  Status ReadBlocks(std::span<const uint32_t> blocks, std::span<const std::span<uint8_t>> outs,
-                    std::span<Status> statuses) const;
-  Status ReadOwnBlocks(std::span<const uint32_t> blocks, std::span<const std::span<uint8_t>> outs,
-                       std::span<Status> statuses) const;
-  Result<std::vector<uint8_t>> ReadBlob(uint32_t index) const;
-  Status VerifyFiles(const std::function<void(const VerifyProgress&)>& progress, VerifyProgress* p) const;
-  Status VerifyPageHashes() const;
-  uint64_t ChainBlockCount() const { return model_.blocks.size() + (parent_ ? parent_->impl_->ChainBlockCount() : 0); }
-
-  PageLocation Locate(uint64_t g) const {
-    if (!resolved_.empty()) return Unpack(resolved_[g]);
-    return LocateThroughChain(g);
-  }
-  // Without the resolved table: IN_PARENT pages ask the parent (and so on down the chain).
-  PageLocation LocateThroughChain(uint64_t g) const {
-    uint32_t v = model_.page_map[g];
-    if (v == format::kPageMapAbsent) return {PageKind::kAbsent, 0, 0};
-    if (v == format::kPageMapZero) return {PageKind::kZero, 0, 0};
-    if (v == format::kPageMapInParent) {
-      PageLocation loc = parent_->impl_->Locate(g);
-      if (loc.kind == PageKind::kStored) loc.block = parent_to_view_[loc.block];
-      return loc;
-    }
-    uint64_t slot = v - format::kPageMapFirstSlot;
-    uint32_t b = slot_block_[slot];
-    return {PageKind::kStored, b, uint32_t(slot - model_.blocks[b].first_slot)};
-  }
-
-  std::string BlockWhere(uint32_t b) const {
-    return file_->name() + ": block " + std::to_string(b) + " at offset " + fmt::format("{:#x}", model_.blocks[b].offset);
-  }
-
-  Status OpenChecked();
-  Status OpenParent(const std::vector<FileId>& descendants);
-  Status BuildView();
-
-  std::unique_ptr<RandomAccessFile> file_;
-  ReaderOptions options_;
-  format::Header header_;
-  format::Footer footer_;
-  format::IndexModel model_;
-  format::IndexFingerprint fingerprint_{};
-  std::vector<uint32_t> slot_block_;           // slot -> block
-  std::shared_ptr<const codec::Dictionary> dictionary_;
-  mutable std::atomic<uint64_t> blocks_reread_{0};
-  // The chain's view (section 12): own blocks first, then the parent's live view blocks.
-  std::unique_ptr<CheckpointReader> parent_;
-  std::vector<uint32_t> parent_to_view_;       // parent view block -> view block, kNoBlock when not live
-  std::vector<uint32_t> view_to_parent_;       // view block - own block count -> parent view block
-  std::vector<BlockInfo> view_blocks_;
-  std::vector<uint32_t> view_order_;
-  uint32_t lead_blocks_ = 0;  // the working sets' prefix of view_order_ (every file's hot blocks)
-  std::vector<uint64_t> member_start_;         // view block -> first entry in members_ (CSR), size blocks+1
-  mutable std::vector<BlockMember> members_;   // FillMembers, once
-  mutable std::once_flag members_once_;
-  void FillMembers() const;
-  std::vector<ChainLevel> chain_;
-  // A chain's every page resolved to its view block and slot once, when the view is built, so that Locate costs
-  // the same at any depth and building each level's view is linear (not pages x depth^2). Kept by the file opened
-  // (8 bytes a page); a parent's is released once its child has its own. Empty for a full checkpoint (Locate is
-  // direct there).
-  std::vector<uint64_t> resolved_;
-  static uint64_t Pack(PageLocation l) {
-    return (uint64_t(l.kind) << 62) | (uint64_t(l.block & 0x7FFFFFFF) << 31) | (l.slot_in_block & 0x7FFFFFFF);
-  }
-  static PageLocation Unpack(uint64_t v) {
-    return {PageKind(v >> 62), uint32_t((v >> 31) & 0x7FFFFFFF), uint32_t(v & 0x7FFFFFFF)};
-  }
-};
 
 // With a key, any failure to open the file itself is a failure to authenticate. Chain errors (section 12) are
 // about other files and keep their own codes.
@@ -130,6 +35,7 @@ Status CheckpointReader::Impl::OpenStandalone() {
   if (!s.ok() && options_.mac_key && s.code() == StatusCode::kCorrupt) {
     return Status::AuthFailed("cannot authenticate: " + s.message());
   }
+  counters_at_open_ = file_->counters();
   return s;
 }
 
@@ -390,161 +296,6 @@ Status CheckpointReader::Impl::OpenChecked() {
   return Status::Ok();
 }
 
-Status CheckpointReader::Impl::VerifyPayload(uint32_t block, std::span<const uint8_t> payload) const {
-  const BlockInfo& b = model_.blocks[block];
-  if (options_.mac_key) {
-    HLT_RETURN_IF_ERROR(format::CheckPayloadMac(*options_.mac_key, format::kBlockMacTag, header_.file_id, block,
-                                                payload, model_.mac.block_macs[block], BlockWhere(block)));
-  }
-  uint64_t seed = format::BlockSeed(format::FileSeed(header_.file_id), block);
-  uint64_t computed = codec::Xxh3_64(payload, seed);
-  if (computed != b.checksum) {
-    return Status::Corrupt(BlockWhere(block) + ": checksum mismatch (stored " + fmt::format("{:#x}", b.checksum) + ", computed " +
-                           fmt::format("{:#x}", computed) + ")");
-  }
-  return Status::Ok();
-}
-
-Status CheckpointReader::Impl::VerifyOrReread(uint32_t block, std::span<uint8_t> payload, bool* reread) const {
-  Status first = VerifyPayload(block, payload);
-  if (first.ok()) return first;
-  // A bit flipped on the way (a bad cable, a network store, a flaky controller) is not corruption on storage:
-  // read the payload once more before calling it corrupt. A second failure is what storage holds.
-  Status again = file_->ReadAt(model_.blocks[block].offset, payload);
-  if (!again.ok()) return again.WithContext("block " + std::to_string(block) + " (re-read after: " + first.message() + ")");
-  Status second = VerifyPayload(block, payload);
-  if (!second.ok()) return Status(second.code(), second.message() + ", also when read again");
-  blocks_reread_.fetch_add(1, std::memory_order_relaxed);
-  if (reread != nullptr) *reread = true;
-  return second;
-}
-
-Status CheckpointReader::Impl::Decompress(uint32_t block, std::span<const uint8_t> payload, std::span<uint8_t> out,
-                                          const BlockProgress* progress, size_t first) const {
-  const BlockInfo& b = model_.blocks[block];
-  if (!b.compressed()) {
-    if (payload.data() != out.data()) std::memcpy(out.data(), payload.data(), out.size());
-    return progress ? (*progress)(0, out.size()) : Status::Ok();
-  }
-  thread_local codec::Decompressor decompressor;
-  const codec::Dictionary* dict = b.uses_dictionary() ? dictionary_.get() : nullptr;
-  Status s;
-  // The caller's own errors pass through unchanged; only the decoder's are the block's corruption.
-  bool caller_failed = false;
-  auto report = [&](size_t begin, size_t end) {
-    Status p = (*progress)(begin, end);
-    caller_failed = !p.ok();
-    return p;
-  };
-  if (b.framed()) {
-    s = decompressor.DecompressFrames(payload, dict, out, first, progress ? codec::Decompressor::RangeProgress(report)
-                                                                          : codec::Decompressor::RangeProgress());
-  } else if (progress) {
-    size_t done = 0;
-    s = decompressor.DecompressExact(payload, dict, out, [&](size_t ready) {
-      const size_t begin = std::exchange(done, ready);
-      return ready > begin ? report(begin, ready) : Status::Ok();
-    });
-  } else {
-    s = decompressor.DecompressExact(payload, dict, out);
-  }
-  if (caller_failed) return s;
-  if (!s.ok()) return Status::Corrupt(BlockWhere(block) + ": " + s.message());
-  return Status::Ok();
-}
-
-Status CheckpointReader::Impl::ReadBlock(uint32_t block, std::span<uint8_t> out, bool* reread,
-                                         const BlockProgress* progress, size_t first) const {
-  if (block >= view_blocks_.size()) return Status::InvalidArgument(file_->name() + ": no block " + std::to_string(block));
-  if (block >= model_.blocks.size()) {
-    return parent_->impl_->ReadBlock(view_to_parent_[block - model_.blocks.size()], out, reread, progress, first);
-  }
-  return ReadOwnBlock(block, out, reread, progress, first);
-}
-
-Status CheckpointReader::Impl::ReadOwnBlock(uint32_t block, std::span<uint8_t> out, bool* reread,
-                                            const BlockProgress* progress, size_t first) const {
-  const BlockInfo& b = model_.blocks[block];
-  if (out.size() != b.raw_length()) return Status::InvalidArgument(BlockWhere(block) + ": output buffer has the wrong size");
-  // A raw block is read straight into the caller's buffer, then verified.
-  thread_local std::vector<uint8_t> payload_buffer;
-  std::span<uint8_t> payload = out;
-  if (b.compressed()) {
-    payload_buffer.resize(b.stored_length);
-    payload = payload_buffer;
-  }
-  Status s = file_->ReadAt(b.offset, payload);
-  if (!s.ok()) return s.WithContext("block " + std::to_string(block));
-  HLT_RETURN_IF_ERROR(VerifyOrReread(block, payload, reread));
-  return Decompress(block, payload, out, progress, first);
-}
-
-Status CheckpointReader::Impl::ReadBlocks(std::span<const uint32_t> blocks, std::span<const std::span<uint8_t>> outs,
-                                          std::span<Status> statuses) const {
-  if (blocks.size() != outs.size() || blocks.size() != statuses.size()) {
-    return Status::InvalidArgument("ReadBlocks: blocks, outs and statuses differ in length");
-  }
-  for (uint32_t b : blocks) {
-    if (b >= view_blocks_.size()) return Status::InvalidArgument(file_->name() + ": no block " + std::to_string(b));
-  }
-  const uint32_t own = uint32_t(model_.blocks.size());
-  if (std::all_of(blocks.begin(), blocks.end(), [&](uint32_t b) { return b < own; })) {
-    return ReadOwnBlocks(blocks, outs, statuses);
-  }
-  // A chain: one batch per file, each in that file's own numbering.
-  std::vector<uint32_t> mine, theirs;
-  std::vector<std::span<uint8_t>> mine_out, their_out;
-  std::vector<size_t> mine_at, their_at;
-  for (size_t i = 0; i < blocks.size(); ++i) {
-    if (blocks[i] < own) {
-      mine.push_back(blocks[i]);
-      mine_out.push_back(outs[i]);
-      mine_at.push_back(i);
-    } else {
-      theirs.push_back(view_to_parent_[blocks[i] - own]);
-      their_out.push_back(outs[i]);
-      their_at.push_back(i);
-    }
-  }
-  std::vector<Status> mine_status(mine.size()), their_status(theirs.size());
-  Status a = mine.empty() ? Status::Ok() : ReadOwnBlocks(mine, mine_out, mine_status);
-  Status b = parent_->ReadBlocks(theirs, their_out, their_status);
-  for (size_t i = 0; i < mine.size(); ++i) statuses[mine_at[i]] = mine_status[i];
-  for (size_t i = 0; i < theirs.size(); ++i) statuses[their_at[i]] = their_status[i];
-  if (!a.ok() && a.code() == StatusCode::kInvalidArgument) return a;
-  if (!b.ok() && b.code() == StatusCode::kInvalidArgument) return b;
-  for (const Status& s : statuses) {
-    if (!s.ok()) return s;
-  }
-  return Status::Ok();
-}
-
-Status CheckpointReader::Impl::ReadOwnBlocks(std::span<const uint32_t> blocks, std::span<const std::span<uint8_t>> outs,
-                                             std::span<Status> statuses) const {
-  std::vector<std::vector<uint8_t>> payloads(blocks.size());
-  std::vector<ReadRequest> reqs(blocks.size());
-  for (size_t i = 0; i < blocks.size(); ++i) {
-    if (blocks[i] >= model_.blocks.size()) return Status::InvalidArgument(file_->name() + ": no block " + std::to_string(blocks[i]));
-    const BlockInfo& b = model_.blocks[blocks[i]];
-    if (outs[i].size() != b.raw_length()) return Status::InvalidArgument(BlockWhere(blocks[i]) + ": output buffer has the wrong size");
-    payloads[i].resize(b.stored_length);
-    reqs[i].offset = b.offset;
-    reqs[i].buffer = payloads[i];
-  }
-  (void)file_->ReadBatch(reqs);
-  Status first;
-  for (size_t i = 0; i < blocks.size(); ++i) {
-    if (!reqs[i].status.ok()) {
-      statuses[i] = reqs[i].status.WithContext("block " + std::to_string(blocks[i]));
-    } else {
-      statuses[i] = VerifyOrReread(blocks[i], payloads[i], nullptr);
-      if (statuses[i].ok()) statuses[i] = Decompress(blocks[i], payloads[i], outs[i]);
-    }
-    if (!statuses[i].ok() && first.ok()) first = statuses[i];
-  }
-  return first;
-}
-
 Result<std::vector<uint8_t>> CheckpointReader::Impl::ReadBlob(uint32_t index) const {
   if (index >= model_.blobs.size()) return Status::NotFound(file_->name() + ": no blob " + std::to_string(index));
   const BlobInfo& b = model_.blobs[index];
@@ -694,7 +445,7 @@ Status CheckpointReader::Impl::VerifyFiles(const std::function<void(const Verify
   std::vector<uint8_t> raw;
   for (uint32_t b = 0; b < model_.blocks.size(); ++b) {
     raw.resize(model_.blocks[b].raw_length());
-    HLT_RETURN_IF_ERROR(ReadOwnBlock(b, raw, nullptr));
+    HLT_RETURN_IF_ERROR(ReadOwnBlock(b, raw, nullptr, nullptr, /*use_cache=*/false));
     ++p->blocks_done;
     if (progress) progress(*p);
   }
@@ -713,7 +464,7 @@ Status CheckpointReader::Impl::VerifyPageHashes() const {
   for (uint32_t b = 0; b < model_.blocks.size(); ++b) {
     const BlockInfo& info = model_.blocks[b];
     raw.resize(info.raw_length());
-    HLT_RETURN_IF_ERROR(ReadOwnBlock(b, raw, nullptr));
+    HLT_RETURN_IF_ERROR(ReadOwnBlock(b, raw, nullptr, nullptr, /*use_cache=*/false));
     for (uint32_t i = 0; i < info.page_count; ++i) {
       const uint64_t slot = info.first_slot + i;
       uint64_t h = codec::Xxh3_128(std::span<const uint8_t>(raw).subspan(size_t(i) * kPageSize, kPageSize)).low;

@@ -1,0 +1,147 @@
+// CheckpointReader::Impl: the state of an open checkpoint, shared by opening and the view of its chain
+// (checkpoint_reader.cc) and reading its blocks (block_reads.cc).
+#ifndef HALITE_READER_READER_IMPL_H_
+#define HALITE_READER_READER_IMPL_H_
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "codec/zstd_codec.h"
+#include "format/envelope_codec.h"
+#include "format/index_codec.h"
+#include "format/integrity_checks.h"
+#include "halite/block_cache.h"
+#include "halite/checkpoint_reader.h"
+#include "halite/format_constants.h"
+
+namespace halite {
+
+class HALITE_HIDDEN CheckpointReader::Impl {
+ public:
+  static constexpr uint32_t kNoBlock = UINT32_MAX;
+
+  Impl(std::unique_ptr<RandomAccessFile> file, ReaderOptions options)
+      : file_(std::move(file)), options_(std::move(options)) {
+    if (file_->hints().remote) cache_ = options_.block_cache;
+  }
+
+  // The file on its own (sections 3-6), then its chain (section 12) and the view over both. `descendants` are the
+  // file_ids of the files above this one in the chain being opened.
+  Status OpenStandalone();
+  Status OpenChain(const std::vector<FileId>& descendants);
+  // With a key, the payload's MAC; then its checksum.
+  Status VerifyPayload(uint32_t block, std::span<const uint8_t> payload) const;
+  // VerifyPayload; when that fails, reads the payload from storage once more (into `payload`) and verifies
+  // again. *reread is set when the second read verified.
+  Status VerifyOrReread(uint32_t block, std::span<uint8_t> payload, bool* reread) const;
+  // Decompresses a verified payload into `out` (copies it when the block is stored raw).
+  // With `progress`, decodes zstd block by block and reports each range of `out` that is final, the frame holding
+  // byte `first` first (FRAMED blocks).
+  Status Decompress(uint32_t block, std::span<const uint8_t> payload, std::span<uint8_t> out,
+                    const BlockProgress* progress = nullptr, size_t first = 0) const;
+  // A block of the chain's view, from whichever file holds it.
+  Status ReadBlock(uint32_t block, std::span<uint8_t> out, bool* reread, const BlockProgress* progress = nullptr,
+                   size_t first = 0) const;
+  // A block of this file, in its own numbering; `use_cache` false reads storage whatever the cache holds
+  // (VerifyAll: the point is to check what storage holds).
+  Status ReadOwnBlock(uint32_t block, std::span<uint8_t> out, bool* reread, const BlockProgress* progress = nullptr,
+                      bool use_cache = true, size_t first = 0) const;
+  Status ReadBlocks(std::span<const uint32_t> blocks, std::span<const std::span<uint8_t>> outs,
+                    std::span<Status> statuses) const;
+  // block_reads.cc: the two-step reads, and where a view block lives.
+  Status FetchBlocks(std::span<const uint32_t> blocks, std::vector<FetchedBlock>* out) const;
+  // Fetches blocks of this file (own numbering) into out[at[i]].
+  void FetchOwnBlocks(std::span<const uint32_t> own, std::span<const size_t> at, std::vector<FetchedBlock>* out) const;
+  Status DecodeOwnBlock(uint32_t block, FetchedBlock& fetched, std::span<uint8_t> out, bool* reread,
+                        const BlockProgress* progress) const;
+  // The file of the chain holding view block `block`, and the block's number there.
+  std::pair<const Impl*, uint32_t> Owner(uint32_t block) const;
+  // Reads block `block`'s payload from storage, counting it.
+  Status ReadPayload(uint32_t block, std::span<uint8_t> payload) const;
+  // The block cache's key for a block of this file.
+  BlockCacheKey CacheKey(uint32_t block) const;
+  // Puts a verified payload into the block cache (when this file uses one).
+  void CacheInsert(uint32_t block, std::span<const uint8_t> payload) const;
+  void AddStats(ReaderStats* stats) const;
+  void AddHints(ReadHints* hints) const;
+  Result<std::vector<uint8_t>> ReadBlob(uint32_t index) const;
+  Status VerifyFiles(const std::function<void(const VerifyProgress&)>& progress, VerifyProgress* p) const;
+  Status VerifyPageHashes() const;
+  uint64_t ChainBlockCount() const { return model_.blocks.size() + (parent_ ? parent_->impl_->ChainBlockCount() : 0); }
+
+  PageLocation Locate(uint64_t g) const {
+    if (!resolved_.empty()) return Unpack(resolved_[g]);
+    return LocateThroughChain(g);
+  }
+  // Without the resolved table: IN_PARENT pages ask the parent (and so on down the chain).
+  PageLocation LocateThroughChain(uint64_t g) const {
+    uint32_t v = model_.page_map[g];
+    if (v == format::kPageMapAbsent) return {PageKind::kAbsent, 0, 0};
+    if (v == format::kPageMapZero) return {PageKind::kZero, 0, 0};
+    if (v == format::kPageMapInParent) {
+      PageLocation loc = parent_->impl_->Locate(g);
+      if (loc.kind == PageKind::kStored) loc.block = parent_to_view_[loc.block];
+      return loc;
+    }
+    uint64_t slot = v - format::kPageMapFirstSlot;
+    uint32_t b = slot_block_[slot];
+    return {PageKind::kStored, b, uint32_t(slot - model_.blocks[b].first_slot)};
+  }
+
+  std::string BlockWhere(uint32_t b) const {
+    return file_->name() + ": block " + std::to_string(b) + " at offset " + fmt::format("{:#x}", model_.blocks[b].offset);
+  }
+
+  Status OpenChecked();
+  Status OpenParent(const std::vector<FileId>& descendants);
+  Status BuildView();
+
+  std::unique_ptr<RandomAccessFile> file_;
+  ReaderOptions options_;
+  format::Header header_;
+  format::Footer footer_;
+  format::IndexModel model_;
+  format::IndexFingerprint fingerprint_{};
+  std::vector<uint32_t> slot_block_;           // slot -> block
+  std::shared_ptr<const codec::Dictionary> dictionary_;
+  mutable std::atomic<uint64_t> blocks_reread_{0};
+  // The block cache, when this file is remote (ReaderOptions::block_cache), and what went through it.
+  std::shared_ptr<BlockCache> cache_;
+  mutable std::atomic<uint64_t> blocks_fetched_{0}, block_bytes_fetched_{0};
+  mutable std::atomic<uint64_t> cache_hits_{0}, cache_misses_{0}, cache_dropped_{0}, cache_inserts_{0};
+  // The backend's counters when the file was opened: read_stats() reports what came after.
+  ReadCounters counters_at_open_;
+  // The chain's view (section 12): own blocks first, then the parent's live view blocks.
+  std::unique_ptr<CheckpointReader> parent_;
+  std::vector<uint32_t> parent_to_view_;       // parent view block -> view block, kNoBlock when not live
+  std::vector<uint32_t> view_to_parent_;       // view block - own block count -> parent view block
+  std::vector<BlockInfo> view_blocks_;
+  std::vector<uint32_t> view_order_;
+  uint32_t lead_blocks_ = 0;  // the working sets' prefix of view_order_ (every file's hot blocks)
+  std::vector<uint64_t> member_start_;         // view block -> first entry in members_ (CSR), size blocks+1
+  mutable std::vector<BlockMember> members_;   // FillMembers, once
+  mutable std::once_flag members_once_;
+  void FillMembers() const;
+  std::vector<ChainLevel> chain_;
+  // A chain's every page resolved to its view block and slot once, when the view is built, so that Locate costs
+  // the same at any depth and building each level's view is linear (not pages x depth^2). Kept by the file opened
+  // (8 bytes a page); a parent's is released once its child has its own. Empty for a full checkpoint (Locate is
+  // direct there).
+  std::vector<uint64_t> resolved_;
+  static uint64_t Pack(PageLocation l) {
+    return (uint64_t(l.kind) << 62) | (uint64_t(l.block & 0x7FFFFFFF) << 31) | (l.slot_in_block & 0x7FFFFFFF);
+  }
+  static PageLocation Unpack(uint64_t v) {
+    return {PageKind(v >> 62), uint32_t((v >> 31) & 0x7FFFFFFF), uint32_t(v & 0x7FFFFFFF)};
+  }
+};
+
+}  // namespace halite
+
+#endif  // HALITE_READER_READER_IMPL_H_
