@@ -17,6 +17,7 @@
 #include "halite/qemu/qemu_byte_io.h"
 #include "halite/qemu/qemu_guest_info.h"
 #include "halite/qemu/qemu_stream_reader.h"
+#include "push/section_writer.h"
 #include "qemu_test_streams.h"
 
 namespace halite::qemu {
@@ -547,6 +548,46 @@ TEST_CASE("push channel: a section holds the stream until it closes or goes away
   CHECK(ch.IsSent(PageId{0, 10}));
   CHECK(ch.IsSent(PageId{0, 11}));
   CHECK(ch.stats(false).sections == 2);
+}
+
+TEST_CASE("push channel: an answer to a page request waiting for the stream goes before waiting pushes", "[push]") {
+  const SavedVmState state = MakeState();
+  for (int round = 0; round < 5; ++round) {
+    INFO("round " << round);
+    auto sv = DrainedChannel::MakePair();
+    std::thread drain([&] {
+      char buf[65536];
+      while (read(sv[1], buf, sizeof buf) > 0) {
+      }
+    });
+    push::SectionWriter writer(sv[0], state, true, 5000, [](const Status& s) { return s; });
+    std::mutex order_mu;
+    std::vector<std::string> order;
+    auto take = [&](SectionKind kind, const char* who) {
+      auto section = writer.Open(kind);
+      REQUIRE(section.has_value());
+      std::lock_guard<std::mutex> lock(order_mu);
+      order.push_back(who);
+    };
+    std::vector<std::thread> waiting;
+    {
+      auto held = writer.Open(SectionKind::kBackgroundPush);
+      REQUIRE(held.has_value());
+      // Two pushes queue first, then an answer: once the stream is free, the answer takes it before both.
+      waiting.emplace_back(take, SectionKind::kBackgroundPush, "push 1");
+      waiting.emplace_back(take, SectionKind::kBackgroundPush, "push 2");
+      std::this_thread::sleep_for(std::chrono::milliseconds(30));
+      waiting.emplace_back(take, SectionKind::kRequestAnswer, "answer");
+      std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    }
+    for (auto& t : waiting) t.join();
+    REQUIRE(order.size() == 3);
+    CHECK(order[0] == "answer");
+    shutdown(sv[0], SHUT_WR);
+    drain.join();
+    close(sv[0]);
+    close(sv[1]);
+  }
 }
 
 TEST_CASE("push channel: eager streams everything, waits for the close, and reports a destination that never "

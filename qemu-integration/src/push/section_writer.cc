@@ -36,6 +36,7 @@ Status SectionWriter::WriteRecords(const std::function<Status(MigrationStreamWri
     if (s.ok()) s = writer_.Flush();
     bytes_flushed_.store(sink_.bytes_written(), std::memory_order_release);
   }
+  stream_free_.notify_all();
   // A record too large for QEMU (PACKAGED over 16 MiB): refused before a byte went out; the channel is healthy.
   if (s.code() == StatusCode::kInvalidArgument) return s;
   return s.ok() ? s : on_write_error_(s);
@@ -45,7 +46,15 @@ Result<std::unique_ptr<RamSection>> SectionWriter::Open(SectionKind kind) {
   if (owner_.load(std::memory_order_acquire) == std::this_thread::get_id()) {
     return Status::Internal("restore channel: a section opened inside another section of the same thread");
   }
+  const bool answer = kind == SectionKind::kRequestAnswer;
+  if (answer) answers_waiting_.fetch_add(1, std::memory_order_acq_rel);
   std::unique_lock<std::mutex> lock(stream_mu_);
+  if (answer) {
+    answers_waiting_.fetch_sub(1, std::memory_order_acq_rel);
+  } else {
+    // A guest thread waits on every requested page; a push can wait (QEMU's postcopy-preempt idea, on our side).
+    stream_free_.wait(lock, [&] { return answers_waiting_.load(std::memory_order_acquire) == 0 || ended(); });
+  }
   if (ended()) return Status::Aborted("restore channel: the stream has already ended");
   owner_.store(std::this_thread::get_id(), std::memory_order_release);
   return std::unique_ptr<RamSection>(new RamSection(this, std::move(lock), kind));
@@ -216,6 +225,7 @@ Status RamSection::Close() {
                                      open_next_));
     writer_->Release();
     lock_.unlock();
+    writer_->stream_free_.notify_all();
     return writer_->on_write_error_(s);
   }
   if (header_written_) {
@@ -225,6 +235,7 @@ Status RamSection::Close() {
   }
   writer_->Release();
   lock_.unlock();
+  writer_->stream_free_.notify_all();
   return s.ok() ? s : writer_->on_write_error_(s);
 }
 

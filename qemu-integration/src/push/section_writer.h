@@ -5,6 +5,7 @@
 #define HALITE_QEMU_PUSH_SECTION_WRITER_H_
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -91,6 +92,10 @@ class SectionWriter {
   std::function<Status(const Status&)> on_write_error_;
 
   mutable std::mutex stream_mu_;  // held by a RamSection or WriteRecords
+  // Preempt-style priority on the one stream: an answer to a page request waiting for the stream goes before any
+  // background push that waits too (a push that finds one waiting steps back on `stream_free_` until it is gone).
+  std::atomic<int> answers_waiting_{0};
+  std::condition_variable stream_free_;  // with stream_mu_: notified whenever the stream is released
   std::atomic<std::thread::id> owner_{};
   FdSink sink_;
   MigrationStreamWriter writer_;
