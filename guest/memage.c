@@ -80,12 +80,22 @@ struct Held {
   uint64_t pages;
 };
 
-// An anonymous mapping of `pages` 4 KiB pages, every page touched; NULL when the kernel refuses.
-static uint8_t* AllocateTouched(uint64_t pages, uint64_t seed) {
+// Fills the first 64 bytes of a page with the next words of `rng`. Every page memage writes differs from every
+// other: real memory rarely holds the same page twice, and a checkpoint stores identical pages once, so pages
+// of equal content would vanish from its layout (and with them the fragmentation this program makes).
+static void FillUnique(uint8_t* page, uint64_t* rng) {
+  uint64_t words[8];
+  for (int w = 0; w < 8; ++w) words[w] = SplitMix(rng);
+  memcpy(page, words, sizeof words);
+}
+
+// An anonymous mapping of `pages` 4 KiB pages, every page touched with content of its own (`rng`); NULL when
+// the kernel refuses.
+static uint8_t* AllocateTouched(uint64_t pages, uint64_t* rng) {
   uint8_t* p = mmap(NULL, pages * kPage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) return NULL;
   madvise(p, pages * kPage, MADV_NOHUGEPAGE);  // 4 KiB frames, as a long-running desktop's heaps mostly are
-  for (uint64_t i = 0; i < pages; ++i) memset(p + i * kPage, (int)(i + seed) | 1, 64);
+  for (uint64_t i = 0; i < pages; ++i) FillUnique(p + i * kPage, rng);
   return p;
 }
 
@@ -105,7 +115,7 @@ static void Churn(uint64_t seed, uint64_t budget_pages, uint64_t rounds, uint64_
         held[k] = held[--n];
       }
       if (pages > budget_pages) pages = budget_pages;
-      uint8_t* p = AllocateTouched(pages, seed);
+      uint8_t* p = AllocateTouched(pages, &rng);
       if (p == NULL) continue;
       held[n].p = p;
       held[n].pages = pages;
@@ -125,7 +135,7 @@ static void PageCache(uint64_t seed, uint64_t budget_pages, const char* dir, uin
   enum { kFiles = 256 };
   uint64_t sizes[kFiles] = {0}, used = 0, rng = seed;
   static uint8_t buf[64 * kPage];
-  memset(buf, 0x5a, sizeof buf);
+  memset(buf, 0, sizeof buf);
   char path[512];
   while (NowMs() < deadline_ms) {
     const unsigned f = (unsigned)(SplitMix(&rng) % kFiles);
@@ -143,6 +153,7 @@ static void PageCache(uint64_t seed, uint64_t budget_pages, const char* dir, uin
     uint64_t written = 0;
     while (written < pages) {
       const uint64_t chunk = pages - written < 64 ? pages - written : 64;
+      for (uint64_t i = 0; i < chunk; ++i) FillUnique(buf + i * kPage, &rng);
       if (write(fd, buf, chunk * kPage) != (ssize_t)(chunk * kPage)) break;
       written += chunk;
     }
@@ -172,7 +183,7 @@ static void Resident(uint64_t seed, uint64_t fill_pages, uint64_t keep_pages, in
   while (n < fill_pages) {
     uint64_t want = RandomPages(&rng);
     if (want > fill_pages - n) want = fill_pages - n;
-    uint8_t* p = AllocateTouched(want, seed);
+    uint8_t* p = AllocateTouched(want, &rng);
     if (p == NULL) break;  // out of memory: keep what there is
     for (uint64_t i = 0; i < want; ++i) pages[n++] = p + i * kPage;
   }

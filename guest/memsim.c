@@ -294,9 +294,11 @@ struct Sim {
   struct Rng rng;
 };
 
-// Maps and touches the working set; chase stores its links in word 0 of each page (the byte offset of the next
-// page in one cycle through all pages). Returns 0, or prints a FATAL line and returns 1.
-static int SimPrepare(struct Sim* sim, const struct Options* o, uint64_t pages, uint64_t seed) {
+// Maps and touches the working set: word 1 of page p holds p + `salt` (process i of --procs has salt i << 32, so
+// no two processes hold equal pages: a checkpoint stores equal pages once, which real memory seldom has); chase
+// stores its links in word 0 (the byte offset of the next page in one cycle through all pages). Returns 0, or
+// prints a FATAL line and returns 1.
+static int SimPrepare(struct Sim* sim, const struct Options* o, uint64_t pages, uint64_t seed, uint64_t salt) {
   char line[256];
   *sim = (struct Sim){.o = o, .pages = pages};
   sim->mem = mmap(NULL, pages * kPageSize, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -332,7 +334,7 @@ static int SimPrepare(struct Sim* sim, const struct Options* o, uint64_t pages, 
   for (uint64_t p = 0; p < pages; p++) {
     uint64_t* w = (uint64_t*)(sim->mem + p * kPageSize);
     w[0] = 0;
-    w[1] = p;
+    w[1] = p + salt;
   }
   if (o->pattern == kChase) {
     for (uint64_t i = 0; i < pages; i++) {
@@ -517,7 +519,7 @@ static int RunAlone(const struct Options* o) {
   const uint64_t pages = o->mib * (1024 * 1024 / kPageSize);
   PrintStart(o);
   struct Sim sim;
-  if (SimPrepare(&sim, o, pages, o->seed) != 0) return 1;
+  if (SimPrepare(&sim, o, pages, o->seed, 0) != 0) return 1;
   PrintReady(pages);
   if (o->frames) {
     uint64_t* pfn = malloc(pages * sizeof(uint64_t));
@@ -570,7 +572,7 @@ static int RunDesktop(const struct Options* o) {
     close(go[1]);
     struct Sim sim;
     // Process 0 has the lone memsim's seed; the others their own.
-    if (SimPrepare(&sim, o, each, o->seed ^ (i * 0x9e3779b97f4a7c15ULL)) != 0) _exit(1);
+    if (SimPrepare(&sim, o, each, o->seed ^ (i * 0x9e3779b97f4a7c15ULL), i << 32) != 0) _exit(1);
     if (pfn != NULL) ReadFrames(sim.mem, each, pfn + i * each);
     char c = 1;
     if (write(ready[1], &c, 1) != 1) _exit(1);
