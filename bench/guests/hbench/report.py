@@ -328,13 +328,14 @@ def memory_section(res):
     """Where the workload's memory is: memage's summary (aged guests), memsim's --frames lines (how scattered its
     working set is in guest-physical memory) and each hlt-save's page-table walk (address spaces, VA coverage)."""
     lines = [text.strip() for _, text in res.get("source_serial") or []
-             if text.strip().startswith(("memage ", "memsim frames "))]
+             if text.strip().startswith(("memage ", "memsim frames ", "memsim vmstat "))]
     walks = [(name, s["va_lines"]) for name, s in res["saves"].items() if s.get("va_lines")]
     if not lines and not walks:
         return []
     md = ["Guest memory (memage: free memory by the size of its free blocks; memsim frames: `groups64` = 64-frame "
           "groups of physical memory holding the set, `va_groups64` = 64-page groups of its virtual memory, so "
-          "their ratio is what physical order costs against virtual order for that set):", "", "```"]
+          "their ratio is what physical order costs against virtual order for that set; memsim vmstat: pages the "
+          "kernel migrated or collapsed into huge pages since boot, at memsim's start and every 10 s):", "", "```"]
     md += lines
     for name, va in walks:
         md += [f"hlt-save {name}: {line}" for line in va]
