@@ -248,7 +248,8 @@ class Source:
         stats = parse_tool_output(text)
         # The page-table walk's summary (address spaces found, VA coverage), as printed, for the report.
         va_lines = [line.strip() for line in text.splitlines() if line.strip().startswith("va ")]
-        return {"va_lines": va_lines, "path": path, "t_start": t0, "t_end": t1, "seconds": t1 - t0, "bytes": os.path.getsize(path),
+        return {"va_lines": va_lines,
+                "path": path, "t_start": t0, "t_end": t1, "seconds": t1 - t0, "bytes": os.path.getsize(path),
                 "live": live, "rate_limit": rate_limit, "tool": "hlt-save", "cmd": shlex.join(cmd), "stats": stats,
                 "tool_seconds": pick(stats, "seconds", seconds=True),
                 "guest_stopped_s": pick(stats, "guest_stopped", seconds=True)}

@@ -97,7 +97,8 @@ struct HALITE_EXPORT AddressSpaceWalk {
 
 // Enumerates the present mappings of one address space, the kernel half's first (so that user-half entries
 // aliasing it are known and skipped: WalkStats::kernel_alias_entries). Errors: those of the reader, and kNotFound
-// when the root table itself is absent. Hostile tables cannot make it loop or exceed the limits (it stops and sets truncated).
+// when the root table itself is absent. Hostile tables cannot make it loop or exceed the limits (it stops and sets
+// truncated).
 HALITE_EXPORT Result<AddressSpaceWalk> WalkAddressSpace(const GuestPageReader& read, const PagingRoot& root,
                                           const WalkLimits& limits = {});
 
@@ -131,7 +132,8 @@ struct HALITE_EXPORT RootScan {
 
 // Reads each candidate page (e.g. every non-zero page of guest memory, or those that passed
 // LooksLikeTopLevelTable while streaming) and keeps those whose kernel half equals a known root's and whose user
-// half maps something of its own (entries aliasing the kernel half do not count) through tables that look valid. The new roots take the levels of the root they match.
+// half maps something of its own (entries aliasing the kernel half do not count) through tables that look valid.
+// The new roots take the levels of the root they match.
 // Errors: the reader's.
 HALITE_EXPORT Result<RootScan> FindSharedKernelRoots(const GuestPageReader& read, std::span<const PagingRoot> known,
                                        std::span<const uint64_t> candidate_pfns, const RootScanLimits& limits = {});
