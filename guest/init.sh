@@ -9,6 +9,7 @@
 #                    with a new one)
 #   hlt.age=SECONDS  first age the guest's memory for SECONDS (memage: fragmented physical memory, as on a desktop
 #                    that ran for days), then run the workload
+#   hlt.age_args=--resident-pct,40   more memage options, comma-separated
 # Prints "HLT-GUEST READY" on the console, runs the workload in the foreground with its output on the console,
 # then prints "HLT-GUEST EXIT rc=N" and powers off (QEMU with -no-reboot then exits).
 # redis (only in a guest built with scripts/build-guest --with-redis): loads the virtio-net modules, configures
@@ -36,6 +37,7 @@ workload=memcheck
 args=
 virtio=0
 age=
+age_args=
 set -f  # the command line is data: no globbing
 for word in $(cat /proc/cmdline); do
   case "$word" in
@@ -43,6 +45,7 @@ for word in $(cat /proc/cmdline); do
     hlt.args=*) args=${word#hlt.args=} ;;
     hlt.virtio=1) virtio=1 ;;
     hlt.age=*) age=${word#hlt.age=} ;;
+    hlt.age_args=*) age_args=${word#hlt.age_args=} ;;
   esac
 done
 old_ifs=$IFS
@@ -112,8 +115,14 @@ fi
 
 # hlt.age=SECONDS: an aged guest (memage: processes allocating, touching and freeing memory, files written and
 # deleted) so that the workload's memory is scattered over physical memory as on a desktop that ran for days.
+# Its long-running processes stay (sleeping) while the workload runs; the kernel's clean caches are dropped after.
 if [ -n "$age" ]; then
-  /bin/memage --seconds "$age" || echo "HLT-GUEST memage failed"
+  set -f
+  IFS=,
+  # shellcheck disable=SC2086  # split on commas on purpose
+  /bin/memage --seconds "$age" --drop-caches $age_args || echo "HLT-GUEST memage failed"
+  IFS=$old_ifs
+  set +f
 fi
 
 echo "HLT-GUEST READY workload=$workload args=$args"

@@ -47,11 +47,19 @@ def parse_args(argv):
     ap.add_argument("--memsim-pattern", default="zipf", help="memsim access pattern (default zipf)")
     ap.add_argument("--memsim-write-pct", type=int, default=10)
     ap.add_argument("--memsim-mib", type=int, help="memsim working set (default: half the guest RAM)")
+    ap.add_argument("--memsim-procs", type=int, default=1,
+                    help="memsim as a desktop: N processes of --memsim-mib/N each (default 1)")
+    ap.add_argument("--memsim-active", type=int,
+                    help="of the --memsim-procs processes, only the first K run operations; the others idle with "
+                         "their memory touched once (default: all)")
     ap.add_argument("--loader", choices=("on", "off"),
                     help="hlt-restore's background loader for every lazy method (default: each method's own)")
     ap.add_argument("--age", type=int, default=0, metavar="S",
                     help="an aged guest: S seconds of memage (processes allocating, touching and freeing memory, files "
-                         "written and deleted) before the workload, so its memory is scattered physically (default 0)")
+                         "written and deleted, then long-running processes holding memory with free pages between "
+                         "theirs) before the workload, so its memory is scattered physically (default 0)")
+    ap.add_argument("--age-args", default="",
+                    help="more memage options, comma-separated (e.g. --resident-pct,40; guest/memage.c)")
     ap.add_argument("--redis-fraction", type=float, help="dataset size as a fraction of guest RAM (default 0.4)")
     ap.add_argument("--tools-dir", default=os.environ.get("HLT_TOOLS_DIR", os.path.join(REPO, "build", "tools")),
                     help="directory of hlt-save and hlt-restore (default $HLT_TOOLS_DIR or build/tools)")
@@ -153,7 +161,8 @@ def main(argv):
     results = []
     for name in names:
         if name == "memsim":
-            wl = workloads.Memsim(a.mem, a.quick, a.memsim_pattern, a.memsim_write_pct, a.memsim_mib)
+            wl = workloads.Memsim(a.mem, a.quick, a.memsim_pattern, a.memsim_write_pct, a.memsim_mib,
+                                  procs=a.memsim_procs, active=a.memsim_active)
         else:
             wl = workloads.Redis(a.mem, a.quick, fraction=a.redis_fraction)
         log(f"== {name}: {wl.describe()}")

@@ -422,6 +422,61 @@ TEST_CASE("page walk: a whole guest, kernel half walked once, hints ordered for 
   CHECK(nothing->spaces.empty());
 }
 
+TEST_CASE("page walk: a user half aliasing the kernel half (Linux's trampoline_pgd) is no process's memory",
+          "[x86walk]") {
+  LinuxGuest lg;
+  Guest& g = lg.g;
+  constexpr uint64_t kAddr = 0x000FFFFFFFFFF000ull;
+  const size_t direct = (0xffff888000000000ull >> 39) & 511;  // the direct map's top-level entry
+  const uint64_t direct_pud = (g.Get(lg.kernel_pgd, direct) & kAddr) >> 12;
+  // trampoline_pgd: the kernel half, and entry 0 = the direct map's own PUD, so that virtual address 0 maps
+  // physical memory one to one (the real-mode trampoline needs that).
+  const uint64_t tramp = g.NewTable();
+  for (size_t i = 256; i < 512; ++i) g.Set(tramp, i, g.Get(lg.kernel_pgd, i));
+  g.Set(tramp, 0, g.Get(lg.kernel_pgd, direct));
+  // With memory KASLR the kernel copies one entry of the direct map's PUD into a PUD of its own instead: over a
+  // direct map in 2 MiB pages, that entry names the direct map's PMD table (here the one of the 2 MiB pages at
+  // 1 GiB).
+  const uint64_t kaslr = g.NewTable(), kaslr_pud = g.NewTable();
+  for (size_t i = 256; i < 512; ++i) g.Set(kaslr, i, g.Get(lg.kernel_pgd, i));
+  g.Set(kaslr_pud, 1, g.Get(direct_pud, 1));
+  g.Set(kaslr, 0, (kaslr_pud << 12) | kTable);
+
+  // The scan: the trampoline is no process; the KASLR one passes (its PUD is its own) and is walked below.
+  auto scan = FindSharedKernelRoots(g.Reader(), std::vector<PagingRoot>{{lg.process_pgds[0], 4}},
+                                    std::vector<uint64_t>{tramp, kaslr, lg.process_pgds[1]});
+  REQUIRE(scan);
+  CHECK(scan->kernel_aliases == 1);
+  CHECK(scan->roots == std::vector<PagingRoot>{{kaslr, 4}, {lg.process_pgds[1], 4}});
+
+  // Walked on its own, the trampoline maps its kernel half and nothing in the user half.
+  auto w = WalkAddressSpace(g.Reader(), PagingRoot{tramp, 4});
+  REQUIRE(w);
+  CHECK(w->stats.kernel_alias_entries == 1);
+  CHECK(w->stats.leaves_1g == 1);  // the direct map's first GiB, once (kernel half)
+  REQUIRE(!w->runs.empty());
+  CHECK(std::none_of(w->runs.begin(), w->runs.end(), [](const VaRun& r) { return !r.kernel_half(); }));
+  for (size_t i = 1; i < w->runs.size(); ++i) CHECK(w->runs[i - 1].va < w->runs[i].va);
+
+  // A whole guest whose vCPU runs on the trampoline (a CPU coming up), the KASLR copy among the candidates: the
+  // user-half runs are the three processes' pages only, and the hints start with them, not with physical memory.
+  GuestWalkOptions opt;
+  opt.limits.max_pfn = 0x7ffff;
+  auto gw = WalkGuestAddressSpaces(g.Reader(), std::vector<PagingRoot>{{tramp, 4}}, g.AllPfns(), opt);
+  REQUIRE(gw);
+  uint64_t user_pages = 0, aliases = 0;
+  for (const auto& space : gw->spaces) {
+    aliases += space.stats.kernel_alias_entries;
+    for (const VaRun& r : space.runs) user_pages += r.kernel_half() ? 0 : r.pages;
+  }
+  CHECK(user_pages == 3 * 5);
+  CHECK(aliases == 2);  // the trampoline's entry 0, the KASLR copy's PMD
+  std::vector<Region> regions = {{"ram", 0, 2ull << 30, 4096, 0}};
+  std::vector<PageRun> hints = ToPageRuns(gw->spaces, regions);
+  REQUIRE(!hints.empty());
+  CHECK(hints.front() == PageRun{PageRef{0, 0x5000}, 1, 1});  // process 0's first page; space 0 is the trampoline
+}
+
 // ---- AddPageTableHints: the whole walk over a writer's staged pages (halite/x86_guest_hints.h) ----
 
 namespace {

@@ -10,9 +10,11 @@ void PrintVaReport(const x86::PageTableHintReport& va) {
     return;
   }
   std::printf(
-      "  va walk          %u vCPUs, %u roots (+%u found sharing the kernel half, %u PTI kernel copies), "
+      "  va walk          %u vCPUs, %u roots (+%u found sharing the kernel half, %u PTI kernel copies; "
+      "skipped as aliases of the kernel half: %u roots, %llu entries), "
       "%llu table pages (%llu missing), %llu runs (%llu hints)%s; %llu possible roots noted; %.3f s\n",
-      va.vcpus, va.cpu_roots, va.scan_roots, va.pti_kernel_copies, (unsigned long long)va.table_pages,
+      va.vcpus, va.cpu_roots, va.scan_roots, va.pti_kernel_copies, va.kernel_alias_roots,
+      (unsigned long long)va.kernel_alias_entries, (unsigned long long)va.table_pages,
       (unsigned long long)va.missing_tables, (unsigned long long)va.runs, (unsigned long long)va.hint_runs,
       va.truncated ? ", TRUNCATED by a limit" : "", (unsigned long long)va.candidates, va.seconds);
   std::printf(

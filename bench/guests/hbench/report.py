@@ -168,8 +168,10 @@ def build(results, args, machine, out_dir, stem, command, date, qemu_start=None)
           f"- Guest: {args.mem} RAM, 1 vCPU, `-cpu qemu64`, accelerator {args.accel}; Debian kernel + busybox "
           f"initramfs (scripts/build-guest --with-redis); machine options from guest/launch.py."
           + (f" **Aged guest**: {args.age} s of `memage` before the workload (processes allocating, touching and "
-             f"freeing memory, files written and deleted), so the workload's memory is scattered over physical "
-             f"memory." if getattr(args, "age", 0) else "")
+             f"freeing memory, files written and deleted; then long-running processes that fill most of the free "
+             f"memory and free pages of it at random, one at a time, and stay"
+             + (f"; options `{args.age_args}`" if getattr(args, "age_args", "") else "")
+             + "), so the workload's memory is scattered over physical memory." if getattr(args, "age", 0) else "")
           + (f" hlt-restore's background loader: `--loader {args.loader}` for every lazy method."
              if getattr(args, "loader", None) else ""),
           f"- Each restore is observed for {args.window:.0f} s from its start (t0 = the restore command is "
@@ -204,6 +206,7 @@ def build(results, args, machine, out_dir, stem, command, date, qemu_start=None)
                       f"{_fmt(r.get('blocking_faults'), 0)} | {_mb(r.get('bytes_read'))} | "
                       f"{_fmt(r.get('rss_guest_mib_10s'), 0)} | {r['status']} |")
         md.append("")
+        md += memory_section(res)
         srows = [s for s in save_rows if s["workload"] == res["workload"]]
         if srows:
             md += ["Saves (guest throughput during the save, % of baseline: mean / worst 100 ms):", "",
@@ -319,6 +322,25 @@ def plot_saves(results, out_dir, stem):
         plt.close(fig)
         files.append(name)
     return files
+
+
+def memory_section(res):
+    """Where the workload's memory is: memage's summary (aged guests), memsim's --frames lines (how scattered its
+    working set is in guest-physical memory) and each hlt-save's page-table walk (address spaces, VA coverage)."""
+    lines = [text.strip() for _, text in res.get("source_serial") or []
+             if text.strip().startswith(("memage ", "memsim frames ", "memsim vmstat "))]
+    walks = [(name, s["va_lines"]) for name, s in res["saves"].items() if s.get("va_lines")]
+    if not lines and not walks:
+        return []
+    md = ["Guest memory (memage: free memory by the size of its free blocks; memsim frames: `groups64` = 64-frame "
+          "groups of physical memory holding the set, `va_groups64` = 64-page groups of its virtual memory, so "
+          "their ratio is what physical order costs against virtual order for that set; memsim vmstat: pages the "
+          "kernel migrated or collapsed into huge pages since boot, at memsim's start and every 10 s):", "", "```"]
+    md += lines
+    for name, va in walks:
+        md += [f"hlt-save {name}: {line}" for line in va]
+    md += ["```", ""]
+    return md
 
 
 def _ms(v):

@@ -74,6 +74,8 @@ def qemu_argv(ctx, wl, serial_sock, qmp=None, extra=()):
     # An aged guest (--age S): memage fragments physical memory before the workload starts (guest/memage.c). The
     # kernel command line is not migrated, so the restores carry it too without running it again.
     append = f"hlt.age={int(ctx.a.age)}" if getattr(ctx.a, "age", 0) else ""
+    if append and getattr(ctx.a, "age_args", ""):
+        append += f" hlt.age_args={ctx.a.age_args}"
     argv = launch.qemu_argv(mem=ctx.a.mem, workload=workload, workload_args=args, serial_log="unused", qmp=qmp,
                             accel=ctx.a.accel, gdir=ctx.a.guest_dir, extra=list(extra), append=append)
     i = argv.index("-serial")
@@ -244,7 +246,10 @@ class Source:
         if r.returncode != 0:
             raise RuntimeError(f"{shlex.join(cmd)} exited {r.returncode}: {text.strip()[-600:]}")
         stats = parse_tool_output(text)
-        return {"path": path, "t_start": t0, "t_end": t1, "seconds": t1 - t0, "bytes": os.path.getsize(path),
+        # The page-table walk's summary (address spaces found, VA coverage), as printed, for the report.
+        va_lines = [line.strip() for line in text.splitlines() if line.strip().startswith("va ")]
+        return {"va_lines": va_lines,
+                "path": path, "t_start": t0, "t_end": t1, "seconds": t1 - t0, "bytes": os.path.getsize(path),
                 "live": live, "rate_limit": rate_limit, "tool": "hlt-save", "cmd": shlex.join(cmd), "stats": stats,
                 "tool_seconds": pick(stats, "seconds", seconds=True),
                 "guest_stopped_s": pick(stats, "guest_stopped", seconds=True)}

@@ -32,13 +32,16 @@ class Memsim:
     name = "memsim"
     unit = "ops/s"
 
-    def __init__(self, mem, quick, pattern="zipf", write_pct=10, mib=None):
+    def __init__(self, mem, quick, pattern="zipf", write_pct=10, mib=None, procs=1, active=None):
         # Working set: half the guest's RAM (the rest is free memory the guest never touched: zero pages).
         self.mib = mib or mem_bytes(mem) // 2 // (1 << 20)
-        if quick:
+        if quick and not mib:
             self.mib = min(self.mib, 384)
         self.pattern = pattern
         self.write_pct = write_pct
+        # A desktop: `procs` processes share the working set, the first `active` run operations, the others idle.
+        self.procs = procs or 1
+        self.active = active
 
     def describe(self):
         return (f"memsim {' '.join(self.guest()[1])} "
@@ -51,7 +54,11 @@ class Memsim:
         pattern, extra = self.pattern, []
         if pattern.endswith("-noscatter"):
             pattern, extra = pattern[:-len("-noscatter")], ["--no-scatter"]
-        return "memsim", ["--mib", str(self.mib), "--pattern", pattern, "--write-pct", str(self.write_pct)] + extra
+        if self.procs > 1:
+            extra += ["--procs", str(self.procs)] + (["--active", str(self.active)] if self.active else [])
+        # --frames: one line saying how scattered the working set is in the guest's physical memory (pagemap).
+        return "memsim", ["--mib", str(self.mib), "--pattern", pattern, "--write-pct", str(self.write_pct)] + extra + \
+            ["--frames"]
 
     def qemu_extra(self, port):
         return []

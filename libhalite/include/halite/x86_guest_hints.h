@@ -62,6 +62,8 @@ struct HALITE_EXPORT PageTableHintReport {
   uint32_t cpu_roots = 0;       // distinct vCPU roots walked
   uint32_t pti_kernel_copies = 0;
   uint32_t scan_roots = 0;      // other address spaces found among the candidates
+  uint32_t kernel_alias_roots = 0;     // candidates whose user half only aliases the kernel's (trampoline_pgd)
+  uint64_t kernel_alias_entries = 0;   // user-half entries of walked spaces skipped as aliases of the kernel half
   uint64_t candidates = 0;      // pages noted while streaming
   uint64_t table_pages = 0;     // page-table pages read, all spaces
   uint64_t missing_tables = 0;  // entries naming a table page the checkpoint does not have

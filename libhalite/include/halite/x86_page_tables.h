@@ -78,6 +78,10 @@ struct HALITE_EXPORT WalkStats {
   uint64_t bad_entries = 0;       // present entries skipped: reserved bits set, or naming a table beyond max_pfn
   uint64_t revisited_tables = 0;  // entries naming a table already walked at that level (shared tables, cycles)
   uint64_t outside_leaves = 0;    // leaves whose first page is beyond max_pfn (dropped)
+  // User-half entries naming a table of the kernel half (or equal to a kernel-half top-level entry): aliases of
+  // kernel mappings, skipped. Linux's trampoline_pgd maps all physical memory at virtual address 0 through the
+  // direct map's own tables; walked, it would look like a process mapping every page in physical order.
+  uint64_t kernel_alias_entries = 0;
   uint64_t leaves_4k = 0, leaves_2m = 0, leaves_1g = 0;
   uint64_t mapped_pages = 0;      // pages in the runs (a page mapped twice counts twice)
   bool truncated = false;         // a limit stopped the walk early
@@ -91,8 +95,10 @@ struct HALITE_EXPORT AddressSpaceWalk {
   WalkStats stats;
 };
 
-// Enumerates the present mappings of one address space. Errors: those of the reader, and kNotFound when the root
-// table itself is absent. Hostile tables cannot make it loop or exceed the limits (it stops and sets truncated).
+// Enumerates the present mappings of one address space, the kernel half's first (so that user-half entries
+// aliasing it are known and skipped: WalkStats::kernel_alias_entries). Errors: those of the reader, and kNotFound
+// when the root table itself is absent. Hostile tables cannot make it loop or exceed the limits (it stops and sets
+// truncated).
 HALITE_EXPORT Result<AddressSpaceWalk> WalkAddressSpace(const GuestPageReader& read, const PagingRoot& root,
                                           const WalkLimits& limits = {});
 
@@ -119,13 +125,15 @@ struct HALITE_EXPORT RootScan {
   uint64_t not_tables = 0;        // did not look like a top-level table (or a sub-table did not look valid)
   uint64_t other_kernel = 0;      // a table, but its kernel half matches no known root
   uint64_t empty_user_half = 0;   // matched, but no user mapping (kernel threads' tables, the kernel's own)
+  uint64_t kernel_aliases = 0;    // matched, but the user half only aliases the kernel half (trampoline_pgd)
   uint64_t duplicates = 0;        // same page as a known root, or the same content as a root already found
   bool truncated = false;         // max_roots reached
 };
 
 // Reads each candidate page (e.g. every non-zero page of guest memory, or those that passed
 // LooksLikeTopLevelTable while streaming) and keeps those whose kernel half equals a known root's and whose user
-// half maps something through tables that look valid. The new roots take the levels of the root they match.
+// half maps something of its own (entries aliasing the kernel half do not count) through tables that look valid.
+// The new roots take the levels of the root they match.
 // Errors: the reader's.
 HALITE_EXPORT Result<RootScan> FindSharedKernelRoots(const GuestPageReader& read, std::span<const PagingRoot> known,
                                        std::span<const uint64_t> candidate_pfns, const RootScanLimits& limits = {});
@@ -153,7 +161,8 @@ struct HALITE_EXPORT GuestWalk {
 
 // Walks every vCPU root (duplicates dropped), then looks for other address spaces among `candidate_pfns` (empty:
 // no scan) and walks them too. The kernel half shared by several roots is walked once, with the first root that
-// has it; the others get their user half only. Errors: the reader's; kNotFound when no vCPU root table exists.
+// has it; the others get their user half only, in which entries naming a table of that kernel half are aliases and
+// skipped. Errors: the reader's; kNotFound when no vCPU root table exists.
 HALITE_EXPORT Result<GuestWalk> WalkGuestAddressSpaces(const GuestPageReader& read, std::span<const PagingRoot> cpu_roots,
                                          std::span<const uint64_t> candidate_pfns,
                                          const GuestWalkOptions& options = {});

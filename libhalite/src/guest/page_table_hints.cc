@@ -160,10 +160,12 @@ Result<PageTableHintReport> AddPageTableHints(CheckpointWriter& writer, std::spa
   report.cpu_roots = walk->cpu_roots;
   report.pti_kernel_copies = walk->pti_kernel_copies;
   report.scan_roots = uint32_t(walk->scan.roots.size());
+  report.kernel_alias_roots = uint32_t(walk->scan.kernel_aliases);
   report.truncated = walk->truncated || walk->scan.truncated || candidates.truncated();
   for (const AddressSpaceWalk& space : walk->spaces) {
     report.table_pages += space.stats.tables;
     report.missing_tables += space.stats.missing_tables;
+    report.kernel_alias_entries += space.stats.kernel_alias_entries;
     report.runs += space.runs.size();
     report.truncated = report.truncated || space.stats.truncated;
   }

@@ -68,10 +68,30 @@ uint64_t Canonical(uint64_t va, int levels) {
   return (va & sign) ? (va | ~((1ull << bits) - 1)) : va;
 }
 
+// A table page at a level, as one key: (pfn << 3) | level.
+using TableKeys = std::unordered_set<uint64_t>;
+inline uint64_t TableKey(uint64_t pfn, int level) { return (pfn << 3) | uint64_t(level); }
+
+// True when user-half entry `e` of a top-level table names the same next-level table as a present entry of its
+// kernel half: an alias of kernel mappings. Linux's trampoline_pgd does that (entry 0 is the direct map's own
+// PUD, so virtual address 0 maps physical memory one to one); walked as a user half, it would look like a process
+// mapping all of memory in physical order, ahead of every real process.
+bool AliasesKernelEntry(std::span<const uint8_t, kGuestPageSize> top, uint64_t e) {
+  if (!(e & kPresent) || (e & kPageSizeBit)) return false;
+  for (size_t i = kHalf; i < kEntriesPerTable; ++i) {
+    const uint64_t k = Entry(top, i);
+    if ((k & kPresent) && !(k & kPageSizeBit) && (k & kAddrMask) == (e & kAddrMask)) return true;
+  }
+  return false;
+}
+
 class Walker {
  public:
-  Walker(const GuestPageReader& read, const WalkLimits& limits, AddressSpaceWalk* out)
-      : read_(read), lim_(limits), out_(out) {}
+  // `kernel_tables`: tables of the kernel half walked through another root (may be null). Tables this walk reads
+  // from its own kernel half go to `kernel_tables_out` too (may be null).
+  Walker(const GuestPageReader& read, const WalkLimits& limits, AddressSpaceWalk* out, const TableKeys* kernel_tables,
+         TableKeys* kernel_tables_out)
+      : read_(read), lim_(limits), out_(out), shared_kernel_(kernel_tables), kernel_out_(kernel_tables_out) {}
 
   Status Run() {
     const PagingRoot& root = out_->root;
@@ -83,13 +103,36 @@ class Walker {
     }
     HLT_ASSIGN_OR_RETURN(bool present, ReadTable(root.table_pfn, root.levels));
     if (!present) return Status::NotFound("page walk: root table pfn " + fmt::format("{:#x}", root.table_pfn) + " is not in memory");
-    return Table(root.levels, 0, lim_.user_half_only);
+    // The kernel half first, so that its tables are known when the user half is walked: a user-half entry naming
+    // one of them is an alias of kernel mappings (see AliasesKernelEntry), not memory of a process.
+    if (!lim_.user_half_only) {
+      in_kernel_half_ = true;
+      HLT_RETURN_IF_ERROR(Table(root.levels, 0, kHalf, kEntriesPerTable));
+      in_kernel_half_ = false;
+    }
+    const size_t kernel_runs = out_->runs.size();
+    // Lower levels' buffers only were reused by the kernel half's walk: pages_[root.levels] is still the root.
+    for (size_t i = 0; i < kHalf; ++i) {
+      if (AliasesKernelEntry(pages_[root.levels], Entry(pages_[root.levels], i))) user_aliases_.insert(i);
+    }
+    HLT_RETURN_IF_ERROR(Table(root.levels, 0, 0, kHalf));
+    // Runs in ascending virtual-address order: the user half's first.
+    std::rotate(out_->runs.begin(), out_->runs.begin() + kernel_runs, out_->runs.end());
+    return Status::Ok();
   }
 
  private:
-    // Reads table `pfn` for `level` into pages_[level]; false when absent, already walked or a limit was hit.
+  // True when user-half entry `i` of table `level`, naming table `next` below, aliases the kernel half.
+  bool KernelAlias(int level, size_t i, uint64_t next) const {
+    if (in_kernel_half_) return false;
+    if (level == out_->root.levels && user_aliases_.count(i)) return true;
+    const uint64_t key = TableKey(next, level - 1);
+    return kernel_tables_.count(key) || (shared_kernel_ && shared_kernel_->count(key));
+  }
+
+  // Reads table `pfn` for `level` into pages_[level]; false when absent, already walked or a limit was hit.
   Result<bool> ReadTable(uint64_t pfn, int level) {
-    if (!visited_.insert((pfn << 3) | uint64_t(level)).second) {
+    if (!visited_.insert(TableKey(pfn, level)).second) {
       ++out_->stats.revisited_tables;
       return false;
     }
@@ -104,6 +147,10 @@ class Walker {
     }
     ++out_->stats.tables;
     out_->table_pfns.push_back(pfn);
+    if (in_kernel_half_) {
+      kernel_tables_.insert(TableKey(pfn, level));
+      if (kernel_out_) kernel_out_->insert(TableKey(pfn, level));
+    }
     return true;
   }
 
@@ -112,11 +159,11 @@ class Walker {
     stop_ = true;
   }
 
-  // Walks the table already read into pages_[level], which maps virtual addresses from `base`.
-  Status Table(int level, uint64_t base, bool user_half_only) {
+  // Walks entries first..end-1 of the table already read into pages_[level], which maps virtual addresses from
+  // `base`.
+  Status Table(int level, uint64_t base, size_t first, size_t end) {
     const uint64_t span_shift = 12 + 9 * uint64_t(level - 1);  // bytes mapped by one entry: 2^span_shift
-    const size_t end = user_half_only ? kHalf : kEntriesPerTable;
-    for (size_t i = 0; i < end && !stop_; ++i) {
+    for (size_t i = first; i < end && !stop_; ++i) {
       // Entry() copies out: the recursive call below reuses lower levels' buffers only, never this one.
       const uint64_t e = Entry(pages_[level], i);
       if (!(e & kPresent)) continue;
@@ -143,8 +190,12 @@ class Walker {
         ++out_->stats.bad_entries;
         continue;
       }
+      if (KernelAlias(level, i, next)) {
+        ++out_->stats.kernel_alias_entries;
+        continue;
+      }
       HLT_ASSIGN_OR_RETURN(bool present, ReadTable(next, level - 1));
-      if (present) HLT_RETURN_IF_ERROR(Table(level - 1, va, false));
+      if (present) HLT_RETURN_IF_ERROR(Table(level - 1, va, 0, kEntriesPerTable));
     }
     return Status::Ok();
   }
@@ -177,10 +228,25 @@ class Walker {
   const GuestPageReader& read_;
   const WalkLimits& lim_;
   AddressSpaceWalk* out_;
+  const TableKeys* shared_kernel_;
+  TableKeys* kernel_out_;
   std::array<Page, 6> pages_{};  // one buffer per level (1..5)
-  std::unordered_set<uint64_t> visited_;
+  TableKeys visited_;
+  TableKeys kernel_tables_;             // read from this root's kernel half
+  std::unordered_set<size_t> user_aliases_;  // top-level user entries equal to a kernel-half entry
+  bool in_kernel_half_ = false;
   bool stop_ = false;
 };
+
+Result<AddressSpaceWalk> WalkOne(const GuestPageReader& read, const PagingRoot& root, const WalkLimits& limits,
+                                 const TableKeys* kernel_tables, TableKeys* kernel_tables_out) {
+  AddressSpaceWalk out;
+  out.root = root;
+  out.user_half_only = limits.user_half_only;
+  Walker walker(read, limits, &out, kernel_tables, kernel_tables_out);
+  HLT_RETURN_IF_ERROR(walker.Run());
+  return out;
+}
 
 // One level below the top: a PDPT (4-level) or PML4 (5-level) reached from a candidate root must look like a
 // table too: a present entry at least, every present entry pointing into memory, no reserved page-size bits.
@@ -223,12 +289,7 @@ Result<PagingRoot> PagingRootFromRegisters(uint64_t cr0, uint64_t cr3, uint64_t 
 
 Result<AddressSpaceWalk> WalkAddressSpace(const GuestPageReader& read, const PagingRoot& root,
                                           const WalkLimits& limits) {
-  AddressSpaceWalk out;
-  out.root = root;
-  out.user_half_only = limits.user_half_only;
-  Walker walker(read, limits, &out);
-  HLT_RETURN_IF_ERROR(walker.Run());
-  return out;
+  return WalkOne(read, root, limits, nullptr, nullptr);
 }
 
 bool LooksLikeTopLevelTable(std::span<const uint8_t, kGuestPageSize> page, uint64_t max_pfn) {
@@ -297,12 +358,17 @@ Result<RootScan> FindSharedKernelRoots(const GuestPageReader& read, std::span<co
       ++scan.other_kernel;
       continue;
     }
-    // The user half must map something through tables that look like tables.
-    uint32_t user_entries = 0, checked = 0;
+    // The user half must map something of its own through tables that look like tables: entries aliasing the
+    // kernel half (Linux's trampoline_pgd) are not a process's memory.
+    uint32_t user_entries = 0, aliases = 0, checked = 0;
     bool valid = true;
     for (size_t i = 0; i < kHalf && valid; ++i) {
       const uint64_t e = Entry(page, i);
       if (!(e & kPresent)) continue;
+      if (AliasesKernelEntry(page, e)) {
+        ++aliases;
+        continue;
+      }
       ++user_entries;
       if (checked >= limits.max_checked_subtables) continue;
       ++checked;
@@ -314,7 +380,7 @@ Result<RootScan> FindSharedKernelRoots(const GuestPageReader& read, std::span<co
       continue;
     }
     if (user_entries == 0) {
-      ++scan.empty_user_half;
+      ++(aliases ? scan.kernel_aliases : scan.empty_user_half);
       continue;
     }
     if (!seen_content.insert(PageHash(page)).second) {
@@ -366,8 +432,10 @@ Result<GuestWalk> WalkGuestAddressSpaces(const GuestPageReader& read, std::span<
     roots.insert(roots.end(), out.scan.roots.begin(), out.scan.roots.end());
   }
 
-  // Kernel halves already walked, so each is walked once.
+  // Kernel halves already walked, so each is walked once, with the tables each one uses (for the user halves of
+  // the roots sharing it: a user entry naming one of them aliases the kernel).
   std::vector<Page> walked_kernels;
+  std::vector<TableKeys> kernel_tables;
   uint64_t tables_left = options.max_total_tables, runs_left = options.max_total_runs;
   for (const PagingRoot& r : roots) {
     if (tables_left == 0 || runs_left == 0) {
@@ -379,12 +447,18 @@ Result<GuestWalk> WalkGuestAddressSpaces(const GuestPageReader& read, std::span<
     WalkLimits lim = options.limits;
     lim.max_tables = std::min(lim.max_tables, tables_left);
     lim.max_runs = std::min(lim.max_runs, runs_left);
-    lim.user_half_only = KernelPresent(page) == 0 ||
-                         std::any_of(walked_kernels.begin(), walked_kernels.end(), [&](const Page& k) {
-                           return SameEntries(k, page, kHalf, kEntriesPerTable);
-                         });
-    if (!lim.user_half_only) walked_kernels.push_back(page);
-    HLT_ASSIGN_OR_RETURN(AddressSpaceWalk walk, WalkAddressSpace(read, r, lim));
+    const TableKeys* shared = nullptr;
+    for (size_t k = 0; k < walked_kernels.size() && !shared; ++k) {
+      if (SameEntries(walked_kernels[k], page, kHalf, kEntriesPerTable)) shared = &kernel_tables[k];
+    }
+    lim.user_half_only = KernelPresent(page) == 0 || shared != nullptr;
+    TableKeys* collect = nullptr;
+    if (!lim.user_half_only) {
+      walked_kernels.push_back(page);
+      kernel_tables.emplace_back();
+      collect = &kernel_tables.back();
+    }
+    HLT_ASSIGN_OR_RETURN(AddressSpaceWalk walk, WalkOne(read, r, lim, shared, collect));
     tables_left -= std::min(tables_left, walk.stats.tables);
     runs_left -= std::min(runs_left, uint64_t(walk.runs.size()));
     out.spaces.push_back(std::move(walk));
