@@ -571,6 +571,7 @@ Status RestoreCheckpointIntoQemu(const CheckpointReader& reader, QmpClient& qmp,
     if (!s.ok()) return fail(s);
     if (progress) options.on_progress(engine->Stats(), channel.stats(false));
     result->start_to_loaded_us = MicrosSince(t0);
+    if (direct_sink) direct_sink->MarkStreamEnding();
     s = channel.Finish();
     if (!s.ok()) return fail(s);
     for (uint64_t g = 0; g < total_pages; ++g) {

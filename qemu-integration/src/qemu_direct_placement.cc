@@ -224,6 +224,12 @@ Status DirectUffdSink::Place(uint64_t dst, const uint8_t* src, uint64_t len, uin
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
       continue;
     }
+    if (f.err == ENOENT && zero && stream_ending_.load(std::memory_order_acquire)) {
+      // QEMU has unregistered its memory: it ended postcopy after our end of stream, when every page it needs was
+      // in (a request it sent just before reaches us only now). A page never placed now reads as zero.
+      zero_pages_after_end_.fetch_add((len - off) / kPage, std::memory_order_relaxed);
+      break;
+    }
     if (f.err == ESRCH || f.err == ENOSPC) {
       return Status::IoError("QEMU's memory is gone (did QEMU exit?): placing a page through its userfaultfd failed",
                              f.err);
@@ -362,6 +368,7 @@ DirectPlacementStats DirectUffdSink::stats() const {
   out.partial_fills = partial_fills_.load(std::memory_order_relaxed);
   out.retries = retries_.load(std::memory_order_relaxed);
   out.wakes = wakes_.load(std::memory_order_relaxed);
+  out.zero_pages_after_end = zero_pages_after_end_.load(std::memory_order_relaxed);
   return out;
 }
 

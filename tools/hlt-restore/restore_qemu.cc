@@ -569,6 +569,7 @@ int RestoreQemu(cli::Args& args) {
         {"direct_pages_copied", res.direct.pages_copied},
         {"direct_pages_zeroed", res.direct.pages_zeroed},
         {"direct_pages_existed", res.direct.pages_existed},
+        {"direct_zero_pages_after_end", res.direct.zero_pages_after_end},
         {"direct_copy_ioctls", res.direct.copy_ioctls},
         {"direct_zero_ioctls", res.direct.zero_ioctls},
         {"direct_partial_fills", res.direct.partial_fills},

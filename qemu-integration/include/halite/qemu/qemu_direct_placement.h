@@ -71,6 +71,9 @@ struct DirectPlacementStats {
   uint64_t partial_fills = 0;  // an ioctl that filled part of its range (continued from there)
   uint64_t retries = 0;        // EAGAIN with nothing filled (the address space was changing)
   uint64_t wakes = 0;
+  // ENOENT on a zero run: QEMU had ended postcopy and unregistered its memory (a request answered after the end
+  // of the stream); such a page reads as zero without us, which is what it is.
+  uint64_t zero_pages_after_end = 0;
   uint64_t zero_pages_skipped = 0;  // eager: zero pages left as QEMU's untouched (zero) incoming RAM
   uint64_t write_calls = 0;         // eager: process_vm_writev calls
 };
@@ -95,6 +98,9 @@ class DirectUffdSink final : public PageSink {
   // Placed by this sink (or found populated by it). Lock-free.
   bool IsPlaced(PageRef page) const;
   DirectPlacementStats stats() const;
+  // Called just before the end of the stream is sent, when every page QEMU needs is in: from then on QEMU may
+  // unregister its memory at any moment, and a zero run that meets that (ENOENT) is done, not an error.
+  void MarkStreamEnding() { stream_ending_.store(true, std::memory_order_release); }
 
  private:
   // Places `len` bytes at dst: from `src`, or zero pages when src is null; `step` is the unit the kernel fills
@@ -109,7 +115,8 @@ class DirectUffdSink final : public PageSink {
   std::vector<uint8_t> zeros_;  // one largest host page of zeros: an all-zero huge page is copied from it
   std::vector<std::unique_ptr<std::atomic<uint64_t>[]>> placed_;  // per region, one bit a page
   std::atomic<uint64_t> pages_copied_{0}, pages_zeroed_{0}, pages_existed_{0}, copy_ioctls_{0}, zero_ioctls_{0},
-      partial_fills_{0}, retries_{0}, wakes_{0};
+      partial_fills_{0}, retries_{0}, wakes_{0}, zero_pages_after_end_{0};
+  std::atomic<bool> stream_ending_{false};
 };
 
 // Eager (precopy) restores: a PageSink that writes runs of the regions given a host address straight into QEMU's
