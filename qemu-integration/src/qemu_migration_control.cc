@@ -95,6 +95,13 @@ Result<UniqueFd> StartRecoveryOverUnix(QmpClient& qmp, const std::string& socket
 
 Result<UniqueFd> StartMigrationToFd(QmpClient& qmp, const std::string& fd_name) {
   HLT_ASSIGN_OR_RETURN(auto pair, SocketPair());
+  // QEMU's side may queue up to 16 MiB: a reader that stalls for a moment (its staging file's writeback) does not
+  // stall QEMU's migration thread, which in a live save also serves the guest's write-protect faults. Root may
+  // exceed net.core.wmem_max (FORCE); otherwise the kernel caps it. Best effort.
+  const int queue = 16 << 20;
+  if (setsockopt(pair.second.get(), SOL_SOCKET, SO_SNDBUFFORCE, &queue, sizeof queue) != 0) {
+    (void)setsockopt(pair.second.get(), SOL_SOCKET, SO_SNDBUF, &queue, sizeof queue);
+  }
   HLT_ASSIGN_OR_RETURN(Json ignored, qmp.ExecuteWithFd("getfd", Json::Obj({{"fdname", fd_name}}), pair.second.get()));
   (void)ignored;
   pair.second.reset();  // so that we see end-of-stream when QEMU closes its copy
