@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """Restore of a QEMU guest: hlt-restore (lazy and eager) against QEMU's own restore of its own migration file.
 
-usage: bench_qemu.py --tools DIR [--sizes 1G,4G] [--repeat N] [--warm] [--out DIR] [--work DIR]
+usage: bench_qemu.py --tools DIR [--sizes 1G,4G] [--workload-mib M] [--repeat N] [--warm] [--out DIR] [--work DIR]
 
-For each guest size it boots the project's test guest (guest/, memcheck over half of the guest's RAM; TCG unless
+For each guest size it boots the project's test guest (guest/, memcheck over half of the guest's RAM, or over
+--workload-mib M MiB whatever the size: the same working set in ever larger guests shows what RAM size alone
+costs the time to running; TCG unless
 guest/accel.txt says kvm), waits for two OK passes and saves it twice, stopped: `hlt-save qemu` (a checkpoint), then, after letting
 it run again for a moment (QEMU refuses to migrate a VM a migration left paused), QEMU's own
 `migrate "exec:cat > FILE"` (the baseline, a plain migration stream). Then, each run with the page cache dropped first (echo 3 > /proc/sys/vm/drop_caches; "warm" runs with
@@ -163,8 +165,9 @@ class Bench:
         return launch.qemu_argv(mem=mem, workload="memcheck", workload_args=["--mib", str(self.mib(mem))],
                                 serial_log=serial, **kw)
 
-    @staticmethod
-    def mib(mem):
+    def mib(self, mem):
+        if self.a.workload_mib:
+            return self.a.workload_mib
         gib = int(mem.rstrip("G"))
         return gib * 512
 
@@ -350,6 +353,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tools", required=True, help="directory with hlt-save and hlt-restore")
     ap.add_argument("--sizes", default="1G,4G", help="guest RAM sizes, GiB (memcheck uses half)")
+    ap.add_argument("--workload-mib", type=int, default=0,
+                    help="memcheck's buffer in every guest, MiB (default: half of the guest's RAM)")
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--warm", action="store_true", help="also runs with the files in the page cache")
     ap.add_argument("--out", default=os.path.join(os.getcwd(), "bench-qemu-results"))

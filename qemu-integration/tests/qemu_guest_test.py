@@ -519,6 +519,12 @@ def resume_cycle(env, ckpt, last, name, kills, rng, env_vars, moments, resume_ms
                 break
             os.kill(p.pid, signal.SIGKILL)
             p.wait()
+            # The kill can come after the restore completed and removed its record but before the process was
+            # gone (seen under ASan, whose exit checks for leaks): nothing is left to resume then.
+            if p.returncode == 0 or not os.path.exists(os.path.join(qdir, "halite-restore.json")):
+                log(f"{name}: run {k} completed the restore before its kill landed ({moment} +{delay:.2f} s, "
+                    f"exit {p.returncode})")
+                break
             landed += 1
             moments.append(f"{moment} +{delay:.2f}s")
         finally:
