@@ -28,8 +28,8 @@
 // --fill-pct to 95. Prints "memage start ...", "memage buddy when=start|churned|done free_mib=.. order0_3_pct=..
 // order4_8_pct=.. order9_pct=.." (free memory by the size of the free blocks holding it, from /proc/buddyinfo:
 // order 0-3 is up to 32 KiB, order 9 and up 2 MiB and more), "memage resident procs=.. filled_mib=.. kept_mib=..
-// rss_mib=<what of their allocations is still in memory, asked of the kernel> total_mib=.." and "memage done processes=<workers started> resident=<processes
-// kept> mib=... t_ms=..." on stdout.
+// rss_mib=<what of their allocations is still in memory, asked of the kernel> total_mib=.." and "memage done
+// processes=<workers started> resident=<processes kept> mib=... t_ms=..." on stdout.
 
 #define _GNU_SOURCE
 #include <errno.h>

@@ -1,15 +1,16 @@
 #!/usr/bin/env python3
 """Restore of a QEMU guest: hlt-restore (lazy and eager) against QEMU's own restore of its own migration file.
 
-usage: bench_qemu.py --tools DIR [--sizes 1G,4G] [--workload-mib M] [--repeat N] [--warm] [--out DIR] [--work DIR]
+usage: bench_qemu.py --tools DIR [--sizes 1G,4G] [--workload-mib M] [--repeat N] [--warm] [--out DIR]
+                     [--work DIR]
 
 For each guest size it boots the project's test guest (guest/, memcheck over half of the guest's RAM, or over
 --workload-mib M MiB whatever the size: the same working set in ever larger guests shows what RAM size alone
-costs the time to running; TCG unless
-guest/accel.txt says kvm), waits for two OK passes and saves it twice, stopped: `hlt-save qemu` (a checkpoint), then, after letting
-it run again for a moment (QEMU refuses to migrate a VM a migration left paused), QEMU's own
-`migrate "exec:cat > FILE"` (the baseline, a plain migration stream). Then, each run with the page cache dropped first (echo 3 > /proc/sys/vm/drop_caches; "warm" runs with
---warm), it restores the guest with the same machine options:
+costs the time to running; TCG unless guest/accel.txt says kvm), waits for two OK passes and saves it twice,
+stopped: `hlt-save qemu` (a checkpoint), then, after letting it run again for a moment (QEMU refuses to migrate a
+VM a migration left paused), QEMU's own `migrate "exec:cat > FILE"` (the baseline, a plain migration stream).
+Then, each run with the page cache dropped first (echo 3 > /proc/sys/vm/drop_caches; "warm" runs with --warm),
+it restores the guest with the same machine options:
 
   qemu-file    qemu-system-x86_64 ... -incoming "exec:cat FILE"; `cont` as soon as the load completes (the
                migrated run state is "paused", because the guest was stopped to be saved)

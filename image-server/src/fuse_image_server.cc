@@ -15,6 +15,8 @@
 #include <cstdio>
 #include <cstring>
 #include <deque>
+#include <map>
+#include <memory>
 #include <mutex>
 #include <thread>
 
@@ -278,9 +280,13 @@ class FuseImageServer::Impl {
         fuse_reply_err(req, EACCES);
         return;
       }
-      // The document as of this open, handed to read through the file handle.
-      auto* text = new std::string(self->StatsJson());
-      fi->fh = reinterpret_cast<uint64_t>(text);
+      // The document as of this open, found by read through the file handle.
+      auto text = std::make_shared<const std::string>(self->StatsJson());
+      {
+        std::lock_guard<std::mutex> lock(self->stats_mu_);
+        fi->fh = ++self->last_stats_handle_;
+        self->stats_snapshots_[fi->fh] = std::move(text);
+      }
       fi->direct_io = 1;
       fuse_reply_open(req, fi);
       return;
@@ -308,7 +314,8 @@ class FuseImageServer::Impl {
   static void OnRelease(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     Impl* self = Self(req);
     if (ino == self->StatsIno()) {
-      delete reinterpret_cast<std::string*>(fi->fh);
+      std::lock_guard<std::mutex> lock(self->stats_mu_);
+      self->stats_snapshots_.erase(fi->fh);
     } else if (long i = self->ImageOf(ino); i >= 0 && fi->fh) {
       self->counters_[i].open_handles--;
     }
@@ -321,7 +328,18 @@ class FuseImageServer::Impl {
   static void OnRead(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi) {
     Impl* self = Self(req);
     if (ino == self->StatsIno()) {
-      const auto* text = reinterpret_cast<const std::string*>(fi->fh);
+      // A reference of this read's own: the reader may close the file (and its release be served on another
+      // thread) as soon as the kernel has the reply, while fuse_reply_buf has not returned yet.
+      std::shared_ptr<const std::string> text;
+      {
+        std::lock_guard<std::mutex> lock(self->stats_mu_);
+        auto found = self->stats_snapshots_.find(fi->fh);
+        if (found != self->stats_snapshots_.end()) text = found->second;
+      }
+      if (text == nullptr) {
+        fuse_reply_err(req, EBADF);
+        return;
+      }
       const size_t from = std::min<size_t>(static_cast<size_t>(off), text->size());
       fuse_reply_buf(req, text->data() + from, std::min(size, text->size() - from));
       return;
@@ -541,6 +559,9 @@ class FuseImageServer::Impl {
   std::atomic<pid_t> storer_tid_{-1};
   std::atomic<int> reads_waiting_{0};
   std::atomic<int> last_store_error_{0};
+  std::mutex stats_mu_;  // the .stats documents of the opens not yet released, by file handle
+  std::map<uint64_t, std::shared_ptr<const std::string>> stats_snapshots_;
+  uint64_t last_stats_handle_ = 0;
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<StoreJob> store_queue_;

@@ -124,6 +124,13 @@ class Env:
                        "vm.unprivileged_userfaultfd=1)")
         os.close(fd)
         if os.path.exists(self.work):
+            # An image server that died in an earlier run leaves its mount behind ("transport endpoint is not
+            # connected"): detach such mounts first, or nothing under them can be removed.
+            with open("/proc/self/mounts") as f:
+                for line in f:
+                    point = line.split()[1].replace("\\040", " ")
+                    if point.startswith(self.work.rstrip("/") + "/"):
+                        subprocess.run(["umount", "-l", point], capture_output=True)
             shutil.rmtree(self.work)
         os.makedirs(self.work)
         os.makedirs(os.path.join(self.root, "etc"), exist_ok=True)
@@ -587,8 +594,14 @@ def scenario_shared(env):
         return j, [x for x in j["files"] if x["name"].endswith(".pc.ram")][0], os.path.dirname(found[0])
 
     def restore(name):
-        _, out, _ = env.tool([env.restore_bin, "libvirt", ckpt, "--connect", env.uri, "--clone", "--name", name,
-                              "--disk-dir", disks, "--memory", "shared", "--image-dir", images], "restore_" + name)
+        try:
+            _, out, _ = env.tool([env.restore_bin, "libvirt", ckpt, "--connect", env.uri, "--clone", "--name", name,
+                                  "--disk-dir", disks, "--memory", "shared", "--image-dir", images], "restore_" + name)
+        except Fail as e:
+            # The servers' own words: the embedded driver's root (and these logs with it) is gone after the test.
+            raise Fail(f"{e}\nRAM directory server log ({ram_dir}.halite.log):\n{read(ram_dir + '.halite.log')[-3000:]}"
+                       f"\nimage server logs:\n" + "".join(read(os.path.join(images, f))[-12000:]
+                                                       for f in os.listdir(images) if f.endswith(".log")))
         m = re.search(rf"^running {name} ([\d.]+) ms", out, re.M)
         if not m or "maps" not in out:
             raise Fail(f"{name}: no 'running' line or no mapping check:\n{out}")
