@@ -6,8 +6,8 @@ usage: libvirt_guest_test.py --tools DIR --work DIR SCENARIO
 
   clones   a domain with a virtio disk and a NIC runs memcheck with its journal on the disk (memory and disk
            checked against each other every pass); hlt-save libvirt (--then destroy) freezes its disk;
-           hlt-restore libvirt brings it back as itself, then as two clones (one --detach, its outcome read from
-           the status file): each continues memcheck with no fresh boot and no BAD, has its own name, UUID, MAC,
+           hlt-restore libvirt brings it back as itself, then as two clones (one --eager, placed through QEMU's
+           userfaultfd while libvirt's QEMU is held paused; one --detach, its outcome read from the status file): each continues memcheck with no fresh boot and no BAD, has its own name, UUID, MAC,
            VM generation ID, serial log and disk overlay; the frozen base image is unchanged at the end
   daemon   under a libvirtd of the test's own (a session instance run as nobody: QEMU is unprivileged, as under
            qemu:///system): a lazy restore is refused up front while vm.unprivileged_userfaultfd=0; two clones
@@ -378,9 +378,13 @@ def scenario_clones(env):
         raise Fail(f"restored as itself: {me} (source {source})")
     env.destroy("desk")
 
-    # Two clones: one waited for, one detached.
-    env.tool([env.restore_bin, "libvirt", ckpt, "--connect", env.uri, "--clone", "--name", "c1",
-              "--disk-dir", env.path("disks")], "restore_c1")
+    # Two clones: one waited for, restored eagerly (every page placed through QEMU's userfaultfd before its
+    # guest runs: hlt-restore holds libvirt's QEMU paused, then `cont`), one detached (lazy).
+    _, out, _ = env.tool([env.restore_bin, "libvirt", ckpt, "--connect", env.uri, "--clone", "--name", "c1",
+                          "--disk-dir", env.path("disks"), "--eager"], "restore_c1")
+    if not re.search(r"^running c1 [\d.]+ ms", out, re.M) or "placement        direct through QEMU's userfaultfd" \
+            not in out:
+        raise Fail("the eager clone c1 did not run with its pages placed directly:\n" + out)
     status = env.path("c2.status")
     _, out, _ = env.tool([env.restore_bin, "libvirt", ckpt, "--connect", env.uri, "--clone", "--name", "c2",
                           "--disk-dir", env.path("disks"), "--detach", "--status-file", status], "restore_c2")

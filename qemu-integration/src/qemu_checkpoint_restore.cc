@@ -23,9 +23,8 @@
 namespace halite::qemu {
 namespace {
 
-// Routes each run to the channel or to a direct sink (QEMU's userfaultfd when lazy, process_vm_writev when
-// eager). Lazy, before LISTEN every run goes on the channel (placed
-// before the guest starts: a preload); from just before PACKAGED until the placement is decided, installs wait
+// Routes each run to the channel or to a direct sink (QEMU's userfaultfd). Before LISTEN every run goes on the
+// channel (placed before the guest starts: a preload); from just before PACKAGED until the placement is decided, installs wait
 // (a few milliseconds: LISTEN's PONG); then runs of directly placed regions go to the direct sink, the others
 // to the channel. The switch is exclusive against installs in flight, so no page of a direct block can reach
 // the stream after LISTEN (which the channel also checks).
@@ -294,20 +293,6 @@ Status RestoreCheckpointIntoQemu(const CheckpointReader& reader, QmpClient& qmp,
   }
   HLT_ASSIGN_OR_RETURN(std::vector<RamBlockInfo> dest, QueryRamBlocks(qmp));
   if (options.check_ram_blocks) HLT_RETURN_IF_ERROR(CheckRamBlocksCompatible(state.ram_blocks, dest));
-  PushRestoreOptions copts = options.channel;
-  copts.lazy = options.lazy;
-  if (copts.pagesize_summary == 0) {
-    for (const auto& b : dest) copts.pagesize_summary |= b.page_size;  // ADVISE carries the destination's own
-  }
-  if (options.lazy && !options.resume) {
-    Status s = SetMigrationCapabilities(qmp, {{"postcopy-ram", true}});
-    if (s.code() == StatusCode::kInvalidArgument) {
-      return Status::Unsupported(s.message() +
-                                 " (postcopy needs userfaultfd: run QEMU as root or set "
-                                 "vm.unprivileged_userfaultfd=1, or restore with --eager)");
-    }
-    HLT_RETURN_IF_ERROR(s);
-  }
   // Direct placement is decided before anything is sent (so that --placement direct fails cleanly); only QEMU's
   // userfaultfd itself has to wait for LISTEN.
   DirectPlan plan = PlanDirectPlacement(reader, qmp, options, block_of_region, state.ram_blocks.size(), process, shared);
@@ -315,6 +300,39 @@ Status RestoreCheckpointIntoQemu(const CheckpointReader& reader, QmpClient& qmp,
     return Status::Unsupported("cannot place pages directly in QEMU's memory: " + plan.why_not);
   }
   result->placement_reason = plan.why_not;
+  // Eager through QEMU's userfaultfd (qemu_checkpoint.h, PagePlacement): a postcopy stream whose guest is held
+  // paused until every page is in. The channel's precopy load is the fallback.
+  bool eager_direct = !options.lazy && options.shared_regions.empty() && plan.why_not.empty();
+  if (!options.lazy && !options.shared_regions.empty()) {
+    // QEMU maps those regions itself; the rest (a few small RAMBlocks, in a clone) is not worth a postcopy.
+    if (options.placement == PagePlacement::kDirect) {
+      return Status::Unsupported("cannot place pages directly in QEMU's memory: an eager restore with regions "
+                                 "mapped from the image server goes through the stream");
+    }
+    result->placement_reason = "eager with regions mapped from the image server";
+  }
+  if (options.lazy || eager_direct) {
+    if (!options.resume) {
+      Status s = SetMigrationCapabilities(qmp, {{"postcopy-ram", true}});
+      if (s.code() == StatusCode::kInvalidArgument) {
+        const std::string why = s.message() + " (postcopy needs userfaultfd: run QEMU as root or set "
+                                              "vm.unprivileged_userfaultfd=1";
+        if (options.lazy) return Status::Unsupported(why + ", or restore with --eager)");
+        if (options.placement == PagePlacement::kDirect) {
+          return Status::Unsupported("cannot place pages directly in QEMU's memory: " + why + ")");
+        }
+        eager_direct = false;  // the precopy stream needs no userfaultfd
+        result->placement_reason = why + ")";
+      } else {
+        HLT_RETURN_IF_ERROR(s);
+      }
+    }
+  }
+  PushRestoreOptions copts = options.channel;
+  copts.lazy = options.lazy || eager_direct;
+  if (copts.pagesize_summary == 0) {
+    for (const auto& b : dest) copts.pagesize_summary |= b.page_size;  // ADVISE carries the destination's own
+  }
   std::vector<std::vector<bool>> held;  // resume: QEMU's page map of the big RAMBlocks
   if (options.resume) {
     const pid_t pid = options.qemu_pid > 0 ? options.qemu_pid : process != nullptr ? process->pid() : qmp.PeerPid();
@@ -336,7 +354,6 @@ Status RestoreCheckpointIntoQemu(const CheckpointReader& reader, QmpClient& qmp,
   // Declared before the engine, so they outlive it (its threads install through them until it stops).
   UniqueFd qemu_uffd;
   std::optional<DirectUffdSink> direct_sink;
-  std::optional<ProcessMemorySink> memory_sink;  // eager
   RoutingSink sink(&channel, &channel_sink, block_of_region);
   // Resume: what QEMU holds is never sent again (the never-twice rule holds across restorers).
   auto held_before = [&](PageRef p) {
@@ -476,22 +493,8 @@ Status RestoreCheckpointIntoQemu(const CheckpointReader& reader, QmpClient& qmp,
     return engine->Start();
   };
 
-  if (!options.lazy) {
-    // Eager: every block (several threads), then every zero page, then the device state. Progress comes from a
-    // reporter thread: the loading calls below block for the whole load. With --placement direct the big
-    // RAMBlocks are written into QEMU's memory with process_vm_writev (their zero pages not at all: QEMU's
-    // incoming RAM is untouched) and the rest goes in the stream. Not under auto: on this project's bench machine
-    // (bench/results/2026-11-25-1600-guests-1G.md) it loaded 1.8x slower than the stream (2.24 s against 1.24 s
-    // warm; the writes fault each page in first), so the stream stays the default until that is understood.
-    if (options.placement != PagePlacement::kDirect) {
-      result->placement_reason = "eager: the stream (--placement direct writes pc.ram with process_vm_writev)";
-    } else if (!plan.names.empty()) {
-      memory_sink.emplace(plan.pid, plan.regions);
-      channel.PlaceBlocksDirectly(plan.blocks, [](PageId) { return false; });
-      sink.Decide(&*memory_sink, plan.direct_regions);
-      result->placement = "direct";
-      result->direct_blocks = plan.names;
-    }
+  // An eager load blocks for its whole length: progress comes from a reporter thread meanwhile.
+  auto load_with_progress = [&](const std::function<Status()>& load) -> Status {
     std::atomic<bool> loaded{false};
     std::thread reporter;
     if (options.on_progress && options.progress_interval_ms > 0) {
@@ -502,15 +505,45 @@ Status RestoreCheckpointIntoQemu(const CheckpointReader& reader, QmpClient& qmp,
         }
       });
     }
-    s = engine->Start();
-    for (uint64_t g = 0; s.ok() && g < total_pages; ++g) {
-      PageRef p = reader.PageOf(g);
-      if (!shared[p.region] && !engine->IsInstalled(p)) s = engine->HandleFault(p).status();
-    }
+    Status ls = load();
     loaded = true;
     if (reporter.joinable()) reporter.join();
+    if (ls.ok() && options.on_progress && options.progress_interval_ms > 0) {
+      options.on_progress(engine->Stats(), channel.stats(false));
+    }
+    return ls;
+  };
+
+  if (eager_direct) {
+    // Eager through QEMU's userfaultfd: QMP `stop` while QEMU is still `inmigrate` only clears its autostart, so
+    // postcopy's RUN leaves the vCPUs paused. Then LISTEN and the device state, QEMU's userfaultfd taken, every
+    // block placed by the preload threads (a whole block per UFFDIO_COPY, zero pages never: they read as zero once
+    // QEMU unregisters its memory at the end), the end of the stream, and `cont` below. QEMU's own accesses to
+    // guest memory while it loads the device state are page requests, served as in a lazy restore.
+    s = qmp.Execute("stop").status();
+    if (s.ok()) s = start_guest();
+    if (s.ok()) s = load_with_progress([&] { return engine->Start(); });
+    if (s.ok()) s = all_stored_sent();
     if (!s.ok()) return fail(s);
-    if (options.on_progress && options.progress_interval_ms > 0) options.on_progress(engine->Stats(), channel.stats(false));
+    result->start_to_loaded_us = MicrosSince(t0);
+    if (direct_sink) direct_sink->MarkStreamEnding();
+    s = channel.Finish();
+    if (!s.ok()) return fail(s);
+    for (uint64_t g = 0; g < total_pages; ++g) {
+      if (!engine->IsInstalled(reader.PageOf(g))) ++result->zero_pages_unsent;
+    }
+  } else if (!options.lazy) {
+    // Eager through the stream (the direct path is not permitted, or shared regions): every block (several
+    // threads), then every zero page, then the device state.
+    s = load_with_progress([&] {
+      Status ls = engine->Start();
+      for (uint64_t g = 0; ls.ok() && g < total_pages; ++g) {
+        PageRef p = reader.PageOf(g);
+        if (!shared[p.region] && !engine->IsInstalled(p)) ls = engine->HandleFault(p).status();
+      }
+      return ls;
+    });
+    if (!s.ok()) return fail(s);
     result->start_to_loaded_us = MicrosSince(t0);
     s = channel.Finish();
     if (!s.ok()) return fail(s);
@@ -580,7 +613,6 @@ Status RestoreCheckpointIntoQemu(const CheckpointReader& reader, QmpClient& qmp,
   }
   engine->Stop();
   CollectStats(*engine, channel, direct_sink ? &*direct_sink : nullptr, result);
-  if (memory_sink) result->direct = memory_sink->stats();
   for (const PageId& id : channel.RequestedPages())
     result->requested.push_back(PageRef{region_of_block[id.block], id.page});
   if (eo.record_timeline) result->timeline_csv = engine->TimelineCsv();

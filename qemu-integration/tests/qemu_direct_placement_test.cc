@@ -229,55 +229,6 @@ TEST_CASE("direct sink: a forked 'QEMU' whose userfaultfd is duplicated with pid
   close(from_child[0]);
 }
 
-TEST_CASE("process memory sink: an eager restore writes runs into a forked 'QEMU', zero runs left alone",
-          "[direct]") {
-  int to_child[2], from_child[2];
-  REQUIRE(pipe(to_child) == 0);
-  REQUIRE(pipe(from_child) == 0);
-  const pid_t pid = fork();
-  REQUIRE(pid >= 0);
-  if (pid == 0) {
-    close(to_child[1]);
-    close(from_child[0]);
-    void* m = mmap(nullptr, kPages * kPage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    const uint64_t address = m == MAP_FAILED ? 0 : uint64_t(m);
-    if (write(from_child[1], &address, sizeof address) != sizeof address || address == 0) _exit(2);
-    char go = 0;
-    if (read(to_child[0], &go, 1) != 1) _exit(3);
-    const uint8_t* mem = static_cast<const uint8_t*>(m);
-    bool ok = true;
-    for (uint64_t p = 0; p < 8; ++p) ok = ok && PageIs(mem + p * kPage, uint8_t(p * 3 + 1));
-    for (uint64_t p = 8; p < kPages; ++p) ok = ok && PageIs(mem + p * kPage, 0);
-    _exit(ok ? 0 : 1);
-  }
-  close(to_child[0]);
-  close(from_child[1]);
-  uint64_t address = 0;
-  REQUIRE(read(from_child[0], &address, sizeof address) == sizeof address);
-  REQUIRE(address != 0);
-  ProcessMemorySink sink(pid, {DirectRegion{address, kPages}, DirectRegion{0, 4}});
-  const std::vector<uint8_t> data = Pages(0, 8);
-  const PageInstall batch[] = {{PageRef{0, 0}, 8, data}, {PageRef{0, 8}, 56, {}}};
-  size_t runs = 0;
-  REQUIRE(sink.Install(batch, InstallPriority::kBackground, &runs).ok());
-  CHECK(runs == 2);
-  CHECK(sink.stats().pages_copied == 8);
-  CHECK(sink.stats().zero_pages_skipped == 56);
-  CHECK(sink.stats().write_calls == 1);
-  const PageInstall not_direct[] = {{PageRef{1, 0}, 1, {}}};
-  CHECK(sink.Install(not_direct, InstallPriority::kBackground, &runs).code() == StatusCode::kInvalidArgument);
-  REQUIRE(write(to_child[1], "g", 1) == 1);
-  int status = 0;
-  REQUIRE(waitpid(pid, &status, 0) == pid);
-  CHECK(WIFEXITED(status));
-  CHECK(WEXITSTATUS(status) == 0);
-  Status s = sink.Install(batch, InstallPriority::kBackground, &runs);  // the owner is gone
-  CHECK(s.code() == StatusCode::kIoError);
-  CHECK(s.message().find("QEMU's memory is gone") != std::string::npos);
-  close(to_child[1]);
-  close(from_child[0]);
-}
-
 TEST_CASE("direct placement: a process without a userfaultfd, and one this process may not take from",
           "[direct]") {
   // This test process itself: it has no userfaultfd open (the other tests' are closed by now).

@@ -6,8 +6,9 @@ usage: qemu_guest_test.py --tools DIR --work DIR [--ceph-env FILE] SCENARIO
   lazy                boot (1 GiB, memcheck 256 MiB), hlt-save qemu, kill the source, hlt-restore qemu -- ARGS;
                       the restored memcheck must continue (no fresh boot) with >= 2 OK passes and no BAD
   live                the same with hlt-save --live (background snapshot; the guest never stops)
-  eager               hlt-restore --eager (precopy)
-  eager_direct        hlt-restore --eager --placement direct (pc.ram written with process_vm_writev)
+  eager               hlt-restore --eager: pc.ram placed through QEMU's userfaultfd while the guest is held
+                      paused; it runs only after the last page
+  eager_channel       hlt-restore --eager --placement channel: a precopy load in QEMU's stream
   attach              hlt-restore --qmp into a QEMU started by the test with -incoming defer; --record-trace
   size_mismatch       the destination has 512 MiB: a clear error before the guest runs, exit 2
   killed_mid_restore  QEMU is SIGKILLed while pages are still being pushed: a message and exit 3, promptly
@@ -25,7 +26,8 @@ usage: qemu_guest_test.py --tools DIR --work DIR [--ceph-env FILE] SCENARIO
                       pidfd_getfd is refused and --placement auto falls back to the channel, saying why
   hugepages           a 512 MiB guest whose RAM is on hugetlbfs (2 MiB pages; the test reserves them and gives them
                       back): saved, restored lazily twice, placed directly (a 2 MiB UFFDIO_COPY per host page) and
-                      through QEMU's stream; QEMU asks for whole 2 MiB host pages, memcheck continues
+                      through QEMU's stream, then eagerly (directly); QEMU asks for whole 2 MiB host pages,
+                      memcheck continues
 
 The lazy scenarios check which placement was used (--stats-json): directly through QEMU's userfaultfd when
 hlt-restore may take it (it launched QEMU as the same user), else the channel.
@@ -333,23 +335,43 @@ def scenario_live(env):
     env.expect_continues(serial, 0)
 
 
+def check_eager(stats_path, out, placement):
+    """An eager restore used `placement`, and its guest ran only after every page was in: the first RESUME
+    comes after the last page (QEMU stamps it), and the engine preloaded every block itself."""
+    st = check_placement(stats_path, out, placement)
+    if st["lazy"]:
+        raise Fail("an eager restore reports itself as lazy")
+    if not 0 < st["start_to_loaded_us"] <= st["start_to_running_us"]:
+        raise Fail(f"the guest ran at {st['start_to_running_us']} us, before every page was in "
+                   f"({st['start_to_loaded_us']} us)")
+    if st["blocks_read_preload"] == 0 or st["blocks_read_loader"] != 0:
+        raise Fail(f"an eager restore loads every block before the guest runs: preload "
+                   f"{st['blocks_read_preload']}, loader {st['blocks_read_loader']}")
+    log(f"eager ({placement}): every page in at {st['start_to_loaded_us'] / 1e3:.1f} ms, guest running at "
+        f"{st['start_to_running_us'] / 1e3:.1f} ms; {st['requests']} requests from QEMU meanwhile")
+    return st
+
+
 def scenario_eager(env):
+    # --placement auto: the pages go straight into QEMU's memory through its userfaultfd, the guest held paused
+    # until the last one is in.
     ckpt, last = env.stopped_checkpoint()
     rc, out, err, serial = env.restore(ckpt, "eager", ["--eager"])
     if rc != 0:
         raise Fail(f"hlt-restore qemu --eager exited {rc}")
-    check_placement(env.path("eager.stats.json"), out, "channel")
+    check_eager(env.path("eager.stats.json"), out, "direct")
     env.expect_continues(serial, last)
 
 
-def scenario_eager_direct(env):
+def scenario_eager_channel(env):
+    # The fallback: a precopy load in QEMU's migration stream, zero pages included.
     ckpt, last = env.stopped_checkpoint()
-    rc, out, err, serial = env.restore(ckpt, "eager-direct", ["--eager", "--placement", "direct"])
+    rc, out, err, serial = env.restore(ckpt, "eager-channel", ["--eager", "--placement", "channel"])
     if rc != 0:
-        raise Fail(f"hlt-restore qemu --eager --placement direct exited {rc}")
-    # pc.ram written with process_vm_writev, its zero pages not at all (QEMU's incoming RAM is untouched): the
-    # guest's own memory checks below are what says that this holds.
-    check_placement(env.path("eager-direct.stats.json"), out, "direct")
+        raise Fail(f"hlt-restore qemu --eager --placement channel exited {rc}")
+    st = check_eager(env.path("eager-channel.stats.json"), out, "channel")
+    if st["requests"] != 0:
+        raise Fail(f"a precopy load has no page requests, got {st['requests']}")
     env.expect_continues(serial, last)
 
 
@@ -1009,7 +1031,15 @@ def restore_hugepage_guest(env, ckpt, name, flags, placement, extra, last):
     with open(env.path(name + ".stats.json")) as f:
         st = json.load(f)
     sizes = {int(k): v for k, v in st["request_sizes"].items()}
-    if sizes.get(HUGE_PAGE, 0) == 0:
+    if "--eager" in flags:
+        # Every page in before the guest runs; QEMU asks only for what its device state load reads (maybe
+        # nothing), and then whole host pages.
+        if not 0 < st["start_to_loaded_us"] <= st["start_to_running_us"]:
+            raise Fail(f"eager: the guest ran at {st['start_to_running_us']} us, before every page was in "
+                       f"({st['start_to_loaded_us']} us)")
+        if set(sizes) - {HUGE_PAGE}:
+            raise Fail(f"QEMU asked for pages that are not whole 2 MiB host pages: request sizes {sizes}")
+    elif sizes.get(HUGE_PAGE, 0) == 0:
         raise Fail(f"QEMU asked for no 2 MiB host page: request sizes {sizes}")
     if st["host_pages_installed"] == 0:
         raise Fail("the engine installed no whole host page")
@@ -1028,7 +1058,7 @@ def restore_hugepage_guest(env, ckpt, name, flags, placement, extra, last):
     for bad in ("Non-same host page", "postcopy_place_page", "File exists"):
         if bad in stderr_text:
             raise Fail(f"QEMU reports {bad!r}: {stderr_text[-800:]}")
-    log(f"hugepages, {placement}: running {st['tool_to_running_us'] / 1e3:.1f} ms after hlt-restore started, all "
+    log(f"hugepages, {name}, {placement}: running {st['tool_to_running_us'] / 1e3:.1f} ms after hlt-restore started, all "
         f"pages in at {st['start_to_loaded_us'] / 1e3:.0f} ms; {st['requests']} requests ({sizes.get(HUGE_PAGE, 0)} "
         f"of 2 MiB, {sizes.get(4096, 0)} of 4 KiB) answered in p50 {st['request_latency_p50_us'] / 1e3:.2f} ms, "
         f"p99 {st['request_latency_p99_us'] / 1e3:.2f} ms; {st['faults_blocking']} blocking faults (p50 "
@@ -1120,8 +1150,10 @@ def scenario_hugepages(env):
         if regions["pc.ram"]["host_page_size"] != HUGE_PAGE:
             raise Fail(f"the checkpoint records pc.ram's host page size as {regions['pc.ram']['host_page_size']}")
         # Placed directly by default (a whole 2 MiB page per UFFDIO_COPY through QEMU's userfaultfd), then through
-        # QEMU's stream (which gathers the 512 records of a host page and places it whole).
-        for name, flags, placement in (("huge", [], "direct"), ("huge-channel", ["--placement", "channel"], "channel")):
+        # QEMU's stream (which gathers the 512 records of a host page and places it whole), then eagerly (directly,
+        # the guest held paused until the last host page is in).
+        for name, flags, placement in (("huge", [], "direct"), ("huge-channel", ["--placement", "channel"], "channel"),
+                                       ("huge-eager", ["--eager"], "direct")):
             restore_hugepage_guest(env, ckpt, name, flags, placement, extra, last)
         resume_hugepage_guest(env, ckpt, extra, last)
     finally:
@@ -1189,7 +1221,7 @@ SCENARIOS = {
     "lazy": (scenario_lazy, True),
     "live": (scenario_live, True),
     "eager": (scenario_eager, False),
-    "eager_direct": (scenario_eager_direct, False),
+    "eager_channel": (scenario_eager_channel, False),
     "attach": (scenario_attach, True),
     "size_mismatch": (scenario_size_mismatch, False),
     "killed_mid_restore": (scenario_killed_mid_restore, True),

@@ -8,7 +8,7 @@ double Ms(uint64_t us) { return double(us) / 1e3; }
 }  // namespace
 
 const char* kLazyRestoreFlagsHelp =
-    "  --eager                send everything before the device state (a precopy load; the guest runs after)\n"
+    "  --eager                load every page before the guest runs (QEMU's guest starts paused, then `cont`)\n"
     "  --loader on|off        push the pages not asked for in the background, in the checkpoint's restore order\n"
     "                         (default on); off: only on request until the guest has asked for nothing for\n"
     "                         --idle-ms (default 1000), then the rest\n"
@@ -16,12 +16,12 @@ const char* kLazyRestoreFlagsHelp =
     "  --preload-ws           send the working-set blocks before the guest starts\n"
     "  --placement auto|direct|channel\n"
     "                         where the pages of the big RAMBlocks (pc.ram) go. direct: straight into QEMU's\n"
-    "                         memory (needs ptrace permission over QEMU: the same user, or root): lazy, through\n"
-    "                         QEMU's own userfaultfd (pidfd_getfd), a whole block per ioctl; eager, with\n"
-    "                         process_vm_writev before the device state. Small ROM blocks stay in the stream.\n"
-    "                         channel: every page in QEMU's migration stream. auto (default): lazy, direct\n"
-    "                         when permitted, else channel; eager, channel (the summary and --stats-json say\n"
-    "                         which, and why)\n";
+    "                         memory through its own userfaultfd (pidfd_getfd; needs ptrace permission over QEMU:\n"
+    "                         the same user, or root), a whole block per ioctl, from several threads; eager, in\n"
+    "                         a postcopy whose guest stays paused until all is in. Small ROM blocks stay in the\n"
+    "                         stream. channel: every page in QEMU's migration stream (eager: a precopy load).\n"
+    "                         auto (default): direct when permitted, else channel (the summary and --stats-json\n"
+    "                         say which, and why)\n";
 
 bool ParseLazyRestoreFlag(cli::Args& args, qemu::CheckpointRestoreOptions* opt, std::string* error) {
   std::string v;
@@ -115,31 +115,18 @@ void PrintRestoreSummary(const qemu::CheckpointRestoreResult& res, uint64_t tool
     if (res.sweep_blocks) std::printf(" (then %llu blocks swept after the guest went idle)", (unsigned long long)res.sweep_blocks);
     std::printf("\n");
   }
-  if (res.placement == "direct" && !res.lazy) {
+  if (res.placement == "direct") {
     std::string blocks;
     for (const auto& b : res.direct_blocks) blocks += (blocks.empty() ? "" : ", ") + b;
+    const auto& d = res.direct;
     std::printf(
-        "  placement        direct with process_vm_writev (%s): %llu pages written in %llu calls, %llu zero pages "
-        "left as QEMU's untouched RAM\n",
-        blocks.c_str(), (unsigned long long)res.direct.pages_copied, (unsigned long long)res.direct.write_calls,
-        (unsigned long long)res.direct.zero_pages_skipped);
-  } else if (!res.lazy) {
+        "  placement        direct through QEMU's userfaultfd (%s): %llu pages copied in %llu ioctls, %llu "
+        "zero pages mapped in %llu, %llu found present; set up in %.1f ms\n",
+        blocks.c_str(), (unsigned long long)d.pages_copied, (unsigned long long)d.copy_ioctls,
+        (unsigned long long)d.pages_zeroed, (unsigned long long)d.zero_ioctls, (unsigned long long)d.pages_existed,
+        Ms(res.direct_setup_us));
+  } else {
     std::printf("  placement        channel (%s)\n", res.placement_reason.c_str());
-  }
-  if (res.lazy) {
-    if (res.placement == "direct") {
-      std::string blocks;
-      for (const auto& b : res.direct_blocks) blocks += (blocks.empty() ? "" : ", ") + b;
-      const auto& d = res.direct;
-      std::printf(
-          "  placement        direct through QEMU's userfaultfd (%s): %llu pages copied in %llu ioctls, %llu "
-          "zero pages mapped in %llu, %llu found present; set up in %.1f ms\n",
-          blocks.c_str(), (unsigned long long)d.pages_copied, (unsigned long long)d.copy_ioctls,
-          (unsigned long long)d.pages_zeroed, (unsigned long long)d.zero_ioctls, (unsigned long long)d.pages_existed,
-          Ms(res.direct_setup_us));
-    } else {
-      std::printf("  placement        channel (%s)\n", res.placement_reason.c_str());
-    }
   }
   std::printf("  blocks read      %llu of %llu (demand %llu, loader %llu, preload %llu)\n",
               (unsigned long long)ef.blocks_read, (unsigned long long)ef.blocks_total,

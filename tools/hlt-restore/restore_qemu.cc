@@ -404,7 +404,7 @@ int RestoreQemu(cli::Args& args) {
   } else if (!quiet) {
     std::printf("restoring %s into QEMU%s: %s%s%s\n", ckpt.c_str(),
                 proc ? (" (pid " + std::to_string(proc->pid()) + ")").c_str() : (" at " + socket).c_str(),
-                opt.lazy ? "lazy (postcopy)" : "eager (precopy)",
+                opt.lazy ? "lazy (postcopy)" : "eager (every page before the guest runs)",
                 opt.lazy ? (loader ? ", loader on" : ", loader off") : "",
                 opt.engine.preload_working_set ? ", working set preloaded" : "");
     std::fflush(stdout);
@@ -574,8 +574,6 @@ int RestoreQemu(cli::Args& args) {
         {"direct_zero_ioctls", res.direct.zero_ioctls},
         {"direct_partial_fills", res.direct.partial_fills},
         {"direct_setup_us", res.direct_setup_us},
-        {"direct_zero_pages_skipped", res.direct.zero_pages_skipped},
-        {"direct_write_calls", res.direct.write_calls},
         {"resumed", resume},
         {"resumed_from_status", res.resumed_from_status},
         {"resume_present_pages", res.resume_present_pages},

@@ -22,7 +22,7 @@ UNLIMITED = 1 << 40  # QEMU's max-bandwidth for "no limit"
 METHODS = {
     "qemu-eager": ("qemu", {}),
     "hlt-eager": ("halite", {"eager": True}),
-    "hlt-eager-direct": ("halite", {"eager": True, "placement": "direct"}),
+    "hlt-eager-channel": ("halite", {"eager": True, "placement": "channel"}),
     "demand": ("page", {"loader": "off"}),
     "physical": ("physical", {}),
     "halite-channel": ("halite", {"placement": "channel"}),
@@ -36,10 +36,11 @@ METHOD_TEXT = {
                     "it from the same running guest), lazy restore of the chain of two files",
     "qemu-eager": "QEMU's own restore of its own migration file (`migrate exec:cat>F`, then `-incoming defer` + "
                   "`migrate-incoming exec:cat F` + `cont`)",
-    "hlt-eager": "`hlt-restore qemu --eager` of the halite checkpoint (everything sent before the device state)",
-    "hlt-eager-direct": "`hlt-restore qemu --eager --placement direct` of the halite checkpoint (pc.ram written "
-                        "into QEMU's memory with process_vm_writev, its zero pages skipped; the rest in the stream; "
-                        "then the device state)",
+    "hlt-eager": "`hlt-restore qemu --eager` of the halite checkpoint (pc.ram placed through QEMU's own "
+                 "userfaultfd by several threads while the guest is held paused, then `cont`; `--placement auto`, "
+                 "the record says which)",
+    "hlt-eager-channel": "`hlt-restore qemu --eager --placement channel` of the halite checkpoint (a precopy load: "
+                         "every page in QEMU's stream, then the device state)",
     "demand": "pure demand paging: checkpoint with `--block-pages 1 --policy physical`, restored with `--loader off`",
     "physical": "blocks of pages in physical order (`--policy physical`), lazy restore with the loader",
     "halite-channel": "halite checkpoint, lazy restore with every page in QEMU's migration stream "

@@ -97,10 +97,11 @@ Result<CheckpointSaveResult> SaveQemuToCheckpoint(QmpClient& qmp, const std::str
 
 inline constexpr uint32_t kDefaultIdleSweepMs = 1000;
 
-// Where a lazy restore's pages go after LISTEN (qemu_direct_placement.h).
+// Where the pages of the big RAMBlocks go after LISTEN (qemu_direct_placement.h).
 enum class PagePlacement {
-  kAuto,     // lazy: directly into QEMU's memory through its userfaultfd when permitted, else the channel;
-             // eager: the channel (process_vm_writev measured slower, see qemu_checkpoint_restore.cc)
+  kAuto,     // directly into QEMU's memory through its userfaultfd when permitted, else the channel. Eager
+             // too: a postcopy whose RUN leaves the guest paused until every page is placed (a precopy stream
+             // is parsed and placed 4 KiB at a time by one QEMU thread); the fallback is the precopy stream
   kDirect,   // directly, or fail (unsupported) saying why not
   kChannel,  // every page in QEMU's migration stream
 };
@@ -108,7 +109,7 @@ enum class PagePlacement {
 inline constexpr uint64_t kMinDirectBlockBytes = 2 << 20;
 
 struct CheckpointRestoreOptions {
-  bool lazy = true;  // postcopy; false: one precopy stream (eager), the guest starts after all of it
+  bool lazy = true;  // postcopy; false: eager, the guest starts after all of it (placement says how)
   // Lazy: the engine's loader, rate limit, working-set preload, prediction, timeline. Eager overrides
   // preload_all (on) and background_loader (off).
   // The loader off, engine.idle_sweep_ms = 0 means kDefaultIdleSweepMs: the stream has to end some time.
@@ -125,7 +126,6 @@ struct CheckpointRestoreOptions {
   // image server, share=off): eager only; none of their pages is sent, the stream carries the other RAMBlocks
   // and the device state. Every name must be a region of the checkpoint.
   std::vector<std::string> shared_regions;
-  // Lazy only (an eager restore uses the channel).
   PagePlacement placement = PagePlacement::kAuto;
   // QEMU's pid for direct placement; <= 0: the launched `process`'s, else the QMP socket's peer.
   int qemu_pid = 0;

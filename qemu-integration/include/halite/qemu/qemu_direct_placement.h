@@ -74,8 +74,6 @@ struct DirectPlacementStats {
   // ENOENT on a zero run: QEMU had ended postcopy and unregistered its memory (a request answered after the end
   // of the stream); such a page reads as zero without us, which is what it is.
   uint64_t zero_pages_after_end = 0;
-  uint64_t zero_pages_skipped = 0;  // eager: zero pages left as QEMU's untouched (zero) incoming RAM
-  uint64_t write_calls = 0;         // eager: process_vm_writev calls
 };
 
 // A PageSink that places runs of the regions given a host address through `uffd` (borrowed; it must stay open
@@ -117,26 +115,6 @@ class DirectUffdSink final : public PageSink {
   std::atomic<uint64_t> pages_copied_{0}, pages_zeroed_{0}, pages_existed_{0}, copy_ioctls_{0}, zero_ioctls_{0},
       partial_fills_{0}, retries_{0}, wakes_{0}, zero_pages_after_end_{0};
   std::atomic<bool> stream_ending_{false};
-};
-
-// Eager (precopy) restores: a PageSink that writes runs of the regions given a host address straight into QEMU's
-// memory with process_vm_writev (the same ptrace permission as above), before the device state is sent. QEMU
-// leaves the RAM of a fresh `-incoming` destination untouched (it resets ROMs, not RAM), so zero runs are left
-// as they are and only counted. Errors: kInvalidArgument as above, kIoError when QEMU is gone (ESRCH) or a
-// write fails. Thread-safe.
-class ProcessMemorySink final : public PageSink {
- public:
-  ProcessMemorySink(pid_t pid, std::vector<DirectRegion> regions);
-
-  Status Install(std::span<const PageInstall> batch, InstallPriority priority, size_t* runs_installed) override;
-  bool IsPresent(PageRef) const override { return false; }
-  bool IsDirect(uint32_t region) const { return region < regions_.size() && regions_[region].host_address != 0; }
-  DirectPlacementStats stats() const;
-
- private:
-  const pid_t pid_;
-  const std::vector<DirectRegion> regions_;
-  std::atomic<uint64_t> pages_copied_{0}, zero_skipped_{0}, calls_{0};
 };
 
 }  // namespace halite::qemu
