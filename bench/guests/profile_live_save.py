@@ -36,20 +36,15 @@ TICK = os.sysconf("SC_CLK_TCK")
 
 
 def cpu_seconds(pid):
-    """Total user+system CPU seconds of every thread of `pid` (0 when it is gone)."""
-    total = 0.0
+    """User+system CPU seconds of process `pid`, its exited threads included (0 when it is gone). The
+    process-wide /proc/PID/stat keeps what exited threads used; summing /proc/PID/task/* would lose it when QEMU's
+    migration thread ends, and a step would come out negative."""
     try:
-        tasks = os.listdir(f"/proc/{pid}/task")
-    except OSError:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / TICK
+    except (OSError, IndexError, ValueError):
         return 0.0
-    for t in tasks:
-        try:
-            with open(f"/proc/{pid}/task/{t}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-            total += (int(fields[11]) + int(fields[12])) / TICK
-        except (OSError, IndexError, ValueError):
-            pass
-    return total
 
 
 class Qmp:
@@ -145,6 +140,10 @@ def run_qemu_only(g, qmp):
     return {"t0": t0, "t1": t1, "stream_s": t1 - t0, "steps": steps}
 
 
+def pct(v):
+    return "–" if v is None else f"{v:.0f}%"
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--mem", default="1G")
@@ -175,12 +174,14 @@ def main():
                 row = {"run": run, "what": what, "seconds": r["t1"] - r["t0"], "stream_s": r["stream_s"],
                        "guest_pct": 100 * during / base if base else 0,
                        "guest_pct_stream": 100 * mean_rate(rates, r["t0"], stream_end) / base if base else 0,
-                       "guest_pct_after_stream": 100 * mean_rate(rates, stream_end, r["t1"]) / base if base else 0,
+                       # None: the save ended with its stream (QEMU alone), there is no after.
+                       "guest_pct_after_stream": (100 * mean_rate(rates, stream_end, r["t1"]) / base if base else 0)
+                       if r["t1"] - stream_end >= 0.2 else None,
                        "cpu_steps": r["steps"]}
                 results.append(row)
                 print(f"\n{what} (run {run}): {row['seconds']:.2f} s, stream {row['stream_s'] or 0:.2f} s; guest "
                       f"{row['guest_pct']:.0f}% of its rate during the save ({row['guest_pct_stream']:.0f}% during "
-                      f"the stream, {row['guest_pct_after_stream']:.0f}% after it)", flush=True)
+                      f"the stream, {pct(row['guest_pct_after_stream'])} after it)", flush=True)
                 for t, cpu in r["steps"]:
                     print(f"  {t:5.1f} s  " + "  ".join(f"{n} {v:4.0f}%" for n, v in cpu.items()), flush=True)
     finally:
@@ -190,7 +191,7 @@ def main():
     print("| --- | ---: | ---: | ---: | ---: | ---: |")
     for r in results:
         print(f"| {r['what']} | {r['seconds']:.2f} | {r['stream_s'] or 0:.2f} | {r['guest_pct']:.0f} | "
-              f"{r['guest_pct_stream']:.0f} | {r['guest_pct_after_stream']:.0f} |")
+              f"{r['guest_pct_stream']:.0f} | {pct(r['guest_pct_after_stream'])} |")
     if a.json:
         with open(a.json, "w") as f:
             json.dump(results, f, indent=1)
