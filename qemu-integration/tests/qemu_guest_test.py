@@ -23,7 +23,8 @@ usage: qemu_guest_test.py --tools DIR --work DIR [--ceph-env FILE] SCENARIO
                       --block-cache: memcheck continues; a second restore takes every block from the cache
   placement_channel   lazy with --placement channel: every page in QEMU's stream, the summary says so
   placement_fallback  hlt-restore --qmp as another user (nobody) than QEMU's (root): no ptrace permission, so
-                      pidfd_getfd is refused and --placement auto falls back to the channel, saying why
+                      pidfd_getfd is refused and --placement auto falls back to the channel, saying why, lazy
+                      and --eager
   hugepages           a 512 MiB guest whose RAM is on hugetlbfs (2 MiB pages; the test reserves them and gives them
                       back): saved, restored lazily twice, placed directly (a 2 MiB UFFDIO_COPY per host page) and
                       through QEMU's stream, then eagerly (directly); QEMU asks for whole 2 MiB host pages,
@@ -274,46 +275,49 @@ def scenario_placement_channel(env):
 
 def scenario_placement_fallback(env):
     """A QEMU of root restored by hlt-restore running as nobody: pidfd_getfd is not permitted (a real refusal,
-    not a simulated one), so --placement auto uses the channel; --placement direct refuses before sending."""
+    not a simulated one), so --placement auto uses the channel, lazy (postcopy) and --eager (a precopy load);
+    --placement direct refuses before sending."""
     if os.geteuid() != 0:
         raise Skip("needs root, to run QEMU as root and hlt-restore as nobody (no ptrace permission over QEMU)")
     if not shutil.which("setpriv"):
         raise Skip("setpriv (util-linux) is missing")
     ckpt, last = env.stopped_checkpoint()
     os.chmod(ckpt, 0o644)
-    serial, qmp = env.path("fallback.serial.log"), env.path("fallback.qmp")
-    stats = "/tmp/halite-fallback-%d.stats.json" % os.getpid()  # nobody must be able to write it
-    for p in (serial, qmp, stats):
-        if os.path.exists(p):
-            os.unlink(p)
-    g = launch.Guest.start(serial, stderr_path=env.path("fallback.qemu-stderr.log"), mem=MEM, workload="memcheck",
-                           workload_args=["--mib", MIB], qmp=qmp, incoming="defer")
-    env.pids.append(g.proc.pid)
-    try:
-        for _ in range(100):
-            if os.path.exists(qmp):
-                break
-            time.sleep(0.05)
-        os.chmod(qmp, 0o666)  # nobody may talk to QEMU's monitor, but not ptrace it
-        nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"]
-        rc, out, err = run_tool(nobody + [env.restore_bin, "qemu", ckpt, "--qmp", qmp, "--placement", "direct"],
-                                env.path("fallback-direct.restore.log"), 60)
-        print(out + err, flush=True)
-        if rc == 0 or "ptrace permission" not in err:
-            raise Fail(f"--placement direct without ptrace permission: exit {rc}, expected a refusal naming it")
-        rc, out, err = run_tool(nobody + [env.restore_bin, "qemu", ckpt, "--qmp", qmp, "--stats-json", stats],
-                                env.path("fallback.restore.log"), 120)
-        print(out + err, flush=True)
-        if rc != 0:
-            raise Fail(f"hlt-restore qemu --qmp as nobody exited {rc}")
-        st = check_placement(stats, out, "channel")
-        if "ptrace permission" not in st["placement_reason"]:
-            raise Fail("the fallback does not say why: " + st["placement_reason"])
-        env.expect_continues(serial, last)
-    finally:
-        g.stop()
-        if os.path.exists(stats):
-            os.unlink(stats)
+    nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"]
+    for name, flags in (("fallback", []), ("fallback-eager", ["--eager"])):
+        serial, qmp = env.path(name + ".serial.log"), env.path(name + ".qmp")
+        stats = "/tmp/halite-%s-%d.stats.json" % (name, os.getpid())  # nobody must be able to write it
+        for p in (serial, qmp, stats):
+            if os.path.exists(p):
+                os.unlink(p)
+        g = launch.Guest.start(serial, stderr_path=env.path(name + ".qemu-stderr.log"), mem=MEM, workload="memcheck",
+                               workload_args=["--mib", MIB], qmp=qmp, incoming="defer")
+        env.pids.append(g.proc.pid)
+        try:
+            for _ in range(100):
+                if os.path.exists(qmp):
+                    break
+                time.sleep(0.05)
+            os.chmod(qmp, 0o666)  # nobody may talk to QEMU's monitor, but not ptrace it
+            if not flags:
+                rc, out, err = run_tool(nobody + [env.restore_bin, "qemu", ckpt, "--qmp", qmp, "--placement", "direct"],
+                                        env.path("fallback-direct.restore.log"), 60)
+                print(out + err, flush=True)
+                if rc == 0 or "ptrace permission" not in err:
+                    raise Fail(f"--placement direct without ptrace permission: exit {rc}, expected a refusal naming it")
+            rc, out, err = run_tool(nobody + [env.restore_bin, "qemu", ckpt, "--qmp", qmp, "--stats-json", stats, *flags],
+                                    env.path(name + ".restore.log"), 120)
+            print(out + err, flush=True)
+            if rc != 0:
+                raise Fail(f"hlt-restore qemu --qmp {' '.join(flags)} as nobody exited {rc}")
+            st = check_eager(stats, out, "channel") if flags else check_placement(stats, out, "channel")
+            if "ptrace permission" not in st["placement_reason"]:
+                raise Fail("the fallback does not say why: " + st["placement_reason"])
+            env.expect_continues(serial, last)
+        finally:
+            g.stop()
+            if os.path.exists(stats):
+                os.unlink(stats)
 
 
 def scenario_live(env):
