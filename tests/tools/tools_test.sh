@@ -65,6 +65,9 @@ exit-codes)
   expect_exit 2 "bad policy" -- "$save" raw "$tmp/img" -o "$tmp/c.hlt" --policy sideways
   expect_exit 2 "bad block size" -- "$save" raw "$tmp/img" -o "$tmp/c.hlt" --block-pages 0
   expect_exit 2 "missing -o" -- "$save" raw "$tmp/img"
+  expect_exit 2 "--loader-threads 0" -- "$restore" qemu "$tmp/c.hlt" --loader-threads 0 --qmp "$tmp/none.sock"
+  grep -q -- '--loader-threads: expected 1 to 16, got "0"' "$tmp/err" ||
+    { echo "FAIL: --loader-threads 0: $(cat "$tmp/err")"; failures=$((failures + 1)); }
   expect_exit 3 "missing image" -- "$save" raw "$tmp/nope" -o "$tmp/c.hlt"
   printf 'abc' >"$tmp/odd"
   expect_exit 2 "image not a multiple of 4096" -- "$save" raw "$tmp/odd" -o "$tmp/c.hlt"

@@ -13,6 +13,8 @@ const char* kLazyRestoreFlagsHelp =
     "                         (default on); off: only on request until the guest has asked for nothing for\n"
     "                         --idle-ms (default 1000), then the rest\n"
     "  --rate-limit R         the loader reads at most R bytes of the checkpoint a second (K/M/G suffixes)\n"
+    "  --loader-threads N     threads that stream the restore order together (default 1; more only from a local\n"
+    "                         file without --rate-limit: each decodes and places a block at a time)\n"
     "  --preload-ws           send the working-set blocks before the guest starts\n"
     "  --placement auto|direct|channel\n"
     "                         where the pages of the big RAMBlocks (pc.ram) go. direct: straight into QEMU's\n"
@@ -42,6 +44,12 @@ bool ParseLazyRestoreFlag(cli::Args& args, qemu::CheckpointRestoreOptions* opt, 
     uint64_t n = 0;
     if (error->empty() && !cli::ParseU64(v, &n)) *error = "--rate-limit: bad value \"" + v + "\"";
     opt->engine.loader_rate_bytes_per_s = n;
+  } else if (args.Option("--loader-threads", &v, error)) {
+    uint64_t n = 0;
+    if (error->empty() && (!cli::ParseU64(v, &n) || n < 1 || n > 16)) {
+      *error = "--loader-threads: expected 1 to 16, got \"" + v + "\"";
+    }
+    opt->engine.loader_threads = unsigned(n);
   } else if (args.Option("--placement", &v, error)) {
     if (v == "auto")
       opt->placement = qemu::PagePlacement::kAuto;

@@ -12,8 +12,8 @@ namespace halite::restore {
 
 extern const char* kLazyRestoreFlagsHelp;
 
-// Consumes one of --eager, --loader on|off, --idle-ms N, --rate-limit R, --preload-ws; false when the next
-// argument is none of them. Errors go to *error.
+// Consumes one of --eager, --loader on|off, --idle-ms N, --rate-limit R, --loader-threads N, --preload-ws;
+// false when the next argument is none of them. Errors go to *error.
 bool ParseLazyRestoreFlag(cli::Args& args, qemu::CheckpointRestoreOptions* options, std::string* error);
 // The combinations that make no sense; empty when fine.
 std::string CheckLazyRestoreFlags(const qemu::CheckpointRestoreOptions& options);

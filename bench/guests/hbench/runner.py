@@ -27,6 +27,7 @@ METHODS = {
     "physical": ("physical", {}),
     "halite-channel": ("halite", {"placement": "channel"}),
     "halite": ("halite", {}),
+    "halite-2loaders": ("halite", {"loader_threads": 2}),
     "halite-live": ("live", {}),
     "halite-learned": ("learned", {}),
     "halite-chain": ("child", {}),
@@ -47,6 +48,8 @@ METHOD_TEXT = {
                       "(`--placement channel`: QEMU's one thread places them 4 KiB at a time)",
     "halite": "halite layout from a stop-and-save (`hlt-save qemu`), lazy restore (pages placed directly through "
               "QEMU's own userfaultfd when `hlt-restore` may: `--placement auto`; the record says which)",
+    "halite-2loaders": "the halite checkpoint restored lazily with `--loader-threads 2` (two threads stream the "
+                       "restore order)",
     "halite-live": "halite layout from a `--live` save (background snapshot: save-time write order), lazy restore",
     "halite-learned": "halite checkpoint re-planned by `hlt-save relayout --access-trace` from a trace recorded by "
                       "`hlt-restore qemu --record-trace` on an earlier restore (of the page-granular checkpoint, so "
@@ -329,7 +332,7 @@ def restore_run(ctx, wl, d, method, ckpt, cache, baseline_rate, label=None, reco
             loader = flags.get("loader") or (None if flags.get("eager") else getattr(ctx.a, "loader", None))
             cmd = ctx.tools.restore_cmd(ckpt, base_argv, eager=flags.get("eager", False), loader=loader,
                                         record_trace=record_trace, stats_json=stats_path,
-                                        placement=flags.get("placement"))
+                                        placement=flags.get("placement"), loader_threads=flags.get("loader_threads"))
             rec["cmd"] = shlex.join(cmd)
             t0 = time.time()
             tool = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=open(tool_log, "w"),

@@ -70,8 +70,10 @@ class HaliteTools:
         return [self.save, "relayout", ckpt, "-o", out, "--access-trace", trace]
 
     def restore_cmd(self, ckpt, qemu_argv, eager=False, loader=None, record_trace=None, rate_limit=None,
-                    stats_json=None, placement=None):
+                    stats_json=None, placement=None, loader_threads=None):
         cmd = [self.restore, "qemu", ckpt]
+        if loader_threads:
+            cmd += ["--loader-threads", str(loader_threads)]
         if placement:
             cmd += ["--placement", placement]
         if eager:

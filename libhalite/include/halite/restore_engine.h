@@ -72,6 +72,12 @@ struct HALITE_EXPORT RestoreEngineOptions {
   // file, whose reads cost too little for batching to pay). 0: one block at a time. With a rate limit, a batch
   // holds at most the limiter's burst (a tenth of a second's worth, at least one block).
   uint64_t loader_batch_bytes = kLoaderBatchAuto;
+  // Threads that stream the restore order: the background thread and loader_threads - 1 helpers beside it, each
+  // reading, decoding and installing a block at a time, each stepping aside while a demand read is in flight. More
+  // than one only where the loader reads one block at a time without a rate limit and without prediction (a local
+  // file: loader_batch_bytes 0); otherwise the background thread alone. A restore whose guest needs most of its
+  // memory soon is bounded by this CPU work (decode, then the sink's copy) when the storage is fast.
+  unsigned loader_threads = 1;
   // Nice value added to the background thread (Linux, best effort): once a block is being decompressed, the
   // scheduler still prefers the threads serving faults and the guest's own.
   int loader_nice = 10;

@@ -67,7 +67,14 @@ Status RestoreEngine::Impl::Start() {
   }
   last_fault_ns_.store(NowNs(), std::memory_order_relaxed);  // idleness counts from the start
   if (options_.background_loader || options_.predict_segment_pages > 0 || options_.idle_sweep_ms > 0) {
+    if (UsesLoaderHelpers()) {
+      std::lock_guard<std::mutex> lock(loader_mu_);
+      helpers_running_ = options_.loader_threads - 1;
+    }
     thread_ = std::thread([this] { BackgroundThread(); });
+    for (unsigned i = 1; UsesLoaderHelpers() && i < options_.loader_threads; ++i) {
+      helpers_.emplace_back([this] { LoaderHelperThread(); });
+    }
   } else {
     std::lock_guard<std::mutex> lock(loader_mu_);
     thread_exited_ = true;
@@ -104,6 +111,9 @@ void RestoreEngine::Impl::Stop() {
   }
   loader_cv_.notify_all();
   done_cv_.notify_all();
+  for (std::thread& helper : helpers_) {
+    if (helper.joinable()) helper.join();
+  }
   if (thread_.joinable()) thread_.join();
 }
 
@@ -210,11 +220,38 @@ void RestoreEngine::Impl::FetchSegment(uint64_t seg) {
   }
 }
 
-void RestoreEngine::Impl::BackgroundThread() {
+void RestoreEngine::Impl::LowerThreadPriority() const {
   if (options_.loader_nice != 0) {
     // Per-thread on Linux; failing (no permission to lower it, say) only costs the guest a little CPU.
     (void)setpriority(PRIO_PROCESS, id_t(syscall(SYS_gettid)), options_.loader_nice);
   }
+}
+
+bool RestoreEngine::Impl::UsesLoaderHelpers() const {
+  return options_.loader_threads > 1 && options_.background_loader && batch_bytes_ == 0 && limiter_.unlimited() &&
+         options_.predict_segment_pages == 0;
+}
+
+void RestoreEngine::Impl::LoaderHelperThread() {
+  LowerThreadPriority();
+  const auto& order = reader_.restore_order();
+  for (;;) {
+    {
+      std::lock_guard<std::mutex> lock(loader_mu_);
+      if (stop_) break;
+    }
+    const size_t i = order_cursor_.fetch_add(1, std::memory_order_relaxed);
+    if (i >= order.size()) break;
+    LoadInBackground(order[i], Cause::kLoader);
+  }
+  std::lock_guard<std::mutex> lock(loader_mu_);
+  --helpers_running_;
+  loader_cv_.notify_all();  // the background thread may be waiting for the last helper to finish its block
+}
+
+void RestoreEngine::Impl::BackgroundThread() {
+  LowerThreadPriority();
+  const bool shared_order = UsesLoaderHelpers();
   const auto& order = reader_.restore_order();
   size_t cursor = options_.background_loader ? 0 : order.size();
   bool snapshot_before_sweep = false;
@@ -247,7 +284,18 @@ void RestoreEngine::Impl::BackgroundThread() {
           block = ahead->blocks.front();  // a batch fetched ahead: it comes next
           break;
         }
-        if (cursor < order.size()) {
+        if (shared_order) {
+          const size_t i = order_cursor_.fetch_add(1, std::memory_order_relaxed);
+          if (i < order.size()) {
+            block = order[i];
+            break;
+          }
+          if (helpers_running_ > 0) {
+            // The order is handed out; the stream is done once the helpers' last blocks are in.
+            loader_cv_.wait(lock, [&] { return stop_ || helpers_running_ == 0; });
+            continue;
+          }
+        } else if (cursor < order.size()) {
           if (batch_bytes_ > 0) {
             FillBatch(order, &cursor, &batch);
             if (batch.empty()) continue;  // the rest of the order was loaded already

@@ -164,6 +164,10 @@ class HALITE_HIDDEN RestoreEngine::Impl {
 
   // --- background_loader.cc ---
   void BackgroundThread();
+  // With loader helpers: the restore order is shared through order_cursor_ (see RestoreEngineOptions).
+  bool UsesLoaderHelpers() const;
+  void LoaderHelperThread();
+  void LowerThreadPriority() const;
   Status Preload(const std::vector<uint32_t>& blocks);
   void FetchSegment(uint64_t segment);
   // Waits until no demand read is in flight (or max_step_aside has passed) and the rate limiter allows `bytes`;
@@ -248,6 +252,11 @@ class HALITE_HIDDEN RestoreEngine::Impl {
   // the first whose block is still not loaded: a transient error is history once a fault has loaded the block.
   std::vector<std::pair<uint32_t, Status>> loader_block_errors_;
   std::thread thread_;
+  // Loader helpers (RestoreEngineOptions::loader_threads): they and the background thread take the blocks of the
+  // restore order from order_cursor_; the background thread says the stream is done once none is running.
+  std::atomic<size_t> order_cursor_{0};
+  std::vector<std::thread> helpers_;
+  unsigned helpers_running_ = 0;  // under loader_mu_
   RateLimiter limiter_;
   std::vector<uint64_t> segment_base_;  // first segment number of each region, plus the total at the end
   std::unique_ptr<std::atomic<uint32_t>[]> segment_faults_;
