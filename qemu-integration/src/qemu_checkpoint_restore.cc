@@ -493,6 +493,16 @@ Status RestoreCheckpointIntoQemu(const CheckpointReader& reader, QmpClient& qmp,
     return engine->Start();
   };
 
+  // Postcopy, every stored page in: RAM END and EOF (QEMU may unregister its memory from then on, so a zero run
+  // placed late is done, not an error); the zero pages never sent read as zero.
+  auto end_postcopy_stream = [&]() -> Status {
+    if (direct_sink) direct_sink->MarkStreamEnding();
+    HLT_RETURN_IF_ERROR(channel.Finish());
+    for (uint64_t g = 0; g < total_pages; ++g) {
+      if (!engine->IsInstalled(reader.PageOf(g))) ++result->zero_pages_unsent;
+    }
+    return Status::Ok();
+  };
   // An eager load blocks for its whole length: progress comes from a reporter thread meanwhile.
   auto load_with_progress = [&](const std::function<Status()>& load) -> Status {
     std::atomic<bool> loaded{false};
@@ -526,12 +536,8 @@ Status RestoreCheckpointIntoQemu(const CheckpointReader& reader, QmpClient& qmp,
     if (s.ok()) s = all_stored_sent();
     if (!s.ok()) return fail(s);
     result->start_to_loaded_us = MicrosSince(t0);
-    if (direct_sink) direct_sink->MarkStreamEnding();
-    s = channel.Finish();
+    s = end_postcopy_stream();
     if (!s.ok()) return fail(s);
-    for (uint64_t g = 0; g < total_pages; ++g) {
-      if (!engine->IsInstalled(reader.PageOf(g))) ++result->zero_pages_unsent;
-    }
   } else if (!options.lazy) {
     // Eager through the stream (the direct path is not permitted, or shared regions): every block (several
     // threads), then every zero page, then the device state.
@@ -604,12 +610,8 @@ Status RestoreCheckpointIntoQemu(const CheckpointReader& reader, QmpClient& qmp,
     if (!s.ok()) return fail(s);
     if (progress) options.on_progress(engine->Stats(), channel.stats(false));
     result->start_to_loaded_us = MicrosSince(t0);
-    if (direct_sink) direct_sink->MarkStreamEnding();
-    s = channel.Finish();
+    s = end_postcopy_stream();
     if (!s.ok()) return fail(s);
-    for (uint64_t g = 0; g < total_pages; ++g) {
-      if (!engine->IsInstalled(reader.PageOf(g))) ++result->zero_pages_unsent;
-    }
   }
   engine->Stop();
   CollectStats(*engine, channel, direct_sink ? &*direct_sink : nullptr, result);

@@ -191,6 +191,23 @@ class RecordingSink : public PageSink {
   std::atomic<uint64_t> install_delay_us_{0};
 };
 
+// Every stored page of `m` was installed in `sink` with the saved bytes, and no page went in twice.
+inline void CheckEveryStoredPage(const RecordingSink& sink, const MemCheckpoint& m, const CheckpointReader& r) {
+  uint64_t wrong = 0, missing = 0;
+  for (uint64_t g = 0; g < r.total_pages(); ++g) {
+    if (r.Locate(g).kind != PageKind::kStored) continue;
+    PageRef p = r.PageOf(g);
+    if (!sink.Installed(p)) {
+      ++missing;
+    } else if (std::memcmp(sink.Page(p), m.content[p.region].data() + p.page * 4096, 4096) != 0) {
+      ++wrong;
+    }
+  }
+  CHECK(missing == 0);
+  CHECK(wrong == 0);
+  CHECK(sink.double_installs() == 0);
+}
+
 // Waits up to `timeout` for `pred`.
 inline bool WaitFor(const std::function<bool()>& pred, std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
   auto end = std::chrono::steady_clock::now() + timeout;

@@ -118,23 +118,6 @@ uint64_t TotalStored(const CheckpointReader& r) {
   return n;
 }
 
-// Every stored page holds the saved bytes, and no page went in twice.
-void CheckAllStoredPages(const RecordingSink& sink, const MemCheckpoint& m, const CheckpointReader& r) {
-  uint64_t wrong = 0, missing = 0;
-  for (uint64_t g = 0; g < r.total_pages(); ++g) {
-    if (r.Locate(g).kind != PageKind::kStored) continue;
-    PageRef p = r.PageOf(g);
-    if (!sink.Installed(p)) {
-      ++missing;
-    } else if (std::memcmp(sink.Page(p), m.content[p.region].data() + p.page * 4096, 4096) != 0) {
-      ++wrong;
-    }
-  }
-  CHECK(missing == 0);
-  CHECK(wrong == 0);
-  CHECK(sink.double_installs() == 0);
-}
-
 }  // namespace
 
 TEST_CASE("a batching loader restores everything in restore order with each block read and installed once",
@@ -162,7 +145,7 @@ TEST_CASE("a batching loader restores everything in restore order with each bloc
   CHECK(st.loader_fetched_unused == 0);
   CHECK(o.file->max_batch_bytes() <= quarter);
   for (size_t n : o.file->batch_sizes()) CHECK(n > 1);
-  CheckAllStoredPages(sink, m, *o.reader);
+  CheckEveryStoredPage(sink, m, *o.reader);
   std::vector<uint32_t> loaded;
   for (const auto& e : (*engine)->Timeline()) {
     if (e.kind == EngineEventKind::kLoaderBlock) loaded.push_back(e.block);
@@ -186,7 +169,7 @@ TEST_CASE("a local file (no hint) and loader_batch_bytes 0 load one block at a t
     CHECK((*engine)->Stats().loader_batches == 0);
     CHECK(o.file->batch_sizes().empty());
     CHECK(o.file->single_reads() - reads_at_open == o.reader->blocks().size());
-    CheckAllStoredPages(sink, m, *o.reader);
+    CheckEveryStoredPage(sink, m, *o.reader);
   }
 }
 
@@ -218,7 +201,7 @@ TEST_CASE("a fault never waits for a loader batch in flight: it reads its own bl
   CHECK(st.blocks_read == o.reader->blocks().size());
   CHECK(st.blocks_read_demand == 1);
   CHECK(st.loader_fetched_unused == 1);
-  CheckAllStoredPages(sink, m, *o.reader);
+  CheckEveryStoredPage(sink, m, *o.reader);
 }
 
 TEST_CASE("in a batch a payload flipped once is read again and restored but one flipped on every read fails alone",
@@ -253,7 +236,7 @@ TEST_CASE("in a batch a payload flipped once is read again and restored but one 
       CHECK(st.blocks_reread == 1);
       CHECK(st.blocks_failed == 0);
       CHECK(st.blocks_read == (*r)->blocks().size());
-      CheckAllStoredPages(sink, m, **r);
+      CheckEveryStoredPage(sink, m, **r);
     } else {
       CHECK(done.code() == StatusCode::kCorrupt);
       CHECK_THAT(done.message(), Catch::Contains("block " + std::to_string(victim)));
@@ -300,7 +283,7 @@ TEST_CASE("a batch's transient read error is retried block by block within max_r
       CHECK(done.ok());
       CHECK(st.read_retries == failures);
       CHECK(injector->faults_injected() == failures);
-      CheckAllStoredPages(sink, m, **r);
+      CheckEveryStoredPage(sink, m, **r);
     } else {
       // Three attempts in all (the batch's and two alone), then the loader goes on; a later fault may try again.
       CHECK(done.code() == StatusCode::kIoError);
@@ -314,7 +297,7 @@ TEST_CASE("a batch's transient read error is retried block by block within max_r
       injector->set_enabled(false);
       out = (*engine)->HandleFault(page);
       REQUIRE(out.has_value());
-      CheckAllStoredPages(sink, m, **r);
+      CheckEveryStoredPage(sink, m, **r);
     }
   }
 }
@@ -337,5 +320,5 @@ TEST_CASE("a rate-limited batching loader keeps each batch within the limiter's 
   CHECK(o.file->max_batch_bytes() <= largest * 10);
   CHECK((*engine)->Stats().loader_batches >= TotalStored(*o.reader) / (largest * 10));
   CHECK((*engine)->Stats().loader_batches >= 2);
-  CheckAllStoredPages(sink, m, *o.reader);
+  CheckEveryStoredPage(sink, m, *o.reader);
 }

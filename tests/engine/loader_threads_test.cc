@@ -47,22 +47,6 @@ MemCheckpoint Checkpoint() {
                          wo);
 }
 
-void CheckEveryStoredPage(const RecordingSink& sink, const MemCheckpoint& m, const CheckpointReader& r) {
-  uint64_t wrong = 0, missing = 0;
-  for (uint64_t g = 0; g < r.total_pages(); ++g) {
-    if (r.Locate(g).kind != PageKind::kStored) continue;
-    PageRef p = r.PageOf(g);
-    if (!sink.Installed(p)) {
-      ++missing;
-    } else if (std::memcmp(sink.Page(p), m.content[p.region].data() + p.page * 4096, 4096) != 0) {
-      ++wrong;
-    }
-  }
-  CHECK(missing == 0);
-  CHECK(wrong == 0);
-  CHECK(sink.double_installs() == 0);
-}
-
 }  // namespace
 
 TEST_CASE("three loader threads stream the restore order together while faults come: each block once, all in when "
