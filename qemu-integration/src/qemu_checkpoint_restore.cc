@@ -26,8 +26,8 @@ namespace {
 // Routes each run to the channel or to a direct sink (QEMU's userfaultfd). Before LISTEN every run goes on the
 // channel (placed before the guest starts: a preload); from just before PACKAGED until the placement is decided,
 // installs wait (a few milliseconds: LISTEN's PONG); then runs of directly placed regions go to the direct sink,
-// the others to the channel. The switch is exclusive against installs in flight, so no page of a direct block can reach
-// the stream after LISTEN (which the channel also checks).
+// the others to the channel. The switch is exclusive against installs in flight, so no page of a direct block can
+// reach the stream after LISTEN (which the channel also checks).
 class RoutingSink final : public PageSink {
  public:
   RoutingSink(PushRestoreChannel* channel, ChannelSink* channel_sink, const std::vector<uint32_t>& block_of_region)
