@@ -7,7 +7,8 @@ usage: libvirt_guest_test.py --tools DIR --work DIR SCENARIO
   clones   a domain with a virtio disk and a NIC runs memcheck with its journal on the disk (memory and disk
            checked against each other every pass); hlt-save libvirt (--then destroy) freezes its disk;
            hlt-restore libvirt brings it back as itself, then as two clones (one --eager, placed through QEMU's
-           userfaultfd while libvirt's QEMU is held paused; one --detach, its outcome read from the status file): each continues memcheck with no fresh boot and no BAD, has its own name, UUID, MAC,
+           userfaultfd while libvirt's QEMU is held paused; one --detach, its outcome read from the status
+           file): each continues memcheck with no fresh boot and no BAD, has its own name, UUID, MAC,
            VM generation ID, serial log and disk overlay; the frozen base image is unchanged at the end
   daemon   under a libvirtd of the test's own (a session instance run as nobody: QEMU is unprivileged, as under
            qemu:///system): a lazy restore is refused up front while vm.unprivileged_userfaultfd=0; two clones

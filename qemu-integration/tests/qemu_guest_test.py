@@ -305,8 +305,8 @@ def scenario_placement_fallback(env):
                 print(out + err, flush=True)
                 if rc == 0 or "ptrace permission" not in err:
                     raise Fail(f"--placement direct without ptrace permission: exit {rc}, expected a refusal naming it")
-            rc, out, err = run_tool(nobody + [env.restore_bin, "qemu", ckpt, "--qmp", qmp, "--stats-json", stats, *flags],
-                                    env.path(name + ".restore.log"), 120)
+            rc, out, err = run_tool(nobody + [env.restore_bin, "qemu", ckpt, "--qmp", qmp, "--stats-json", stats,
+                                              *flags], env.path(name + ".restore.log"), 120)
             print(out + err, flush=True)
             if rc != 0:
                 raise Fail(f"hlt-restore qemu --qmp {' '.join(flags)} as nobody exited {rc}")
@@ -1062,9 +1062,9 @@ def restore_hugepage_guest(env, ckpt, name, flags, placement, extra, last):
     for bad in ("Non-same host page", "postcopy_place_page", "File exists"):
         if bad in stderr_text:
             raise Fail(f"QEMU reports {bad!r}: {stderr_text[-800:]}")
-    log(f"hugepages, {name}, {placement}: running {st['tool_to_running_us'] / 1e3:.1f} ms after hlt-restore started, all "
-        f"pages in at {st['start_to_loaded_us'] / 1e3:.0f} ms; {st['requests']} requests ({sizes.get(HUGE_PAGE, 0)} "
-        f"of 2 MiB, {sizes.get(4096, 0)} of 4 KiB) answered in p50 {st['request_latency_p50_us'] / 1e3:.2f} ms, "
+    log(f"hugepages, {name}, {placement}: running {st['tool_to_running_us'] / 1e3:.1f} ms after hlt-restore "
+        f"started, all pages in at {st['start_to_loaded_us'] / 1e3:.0f} ms; {st['requests']} requests "
+        f"({sizes.get(HUGE_PAGE, 0)} of 2 MiB, {sizes.get(4096, 0)} of 4 KiB) answered in p50 {st['request_latency_p50_us'] / 1e3:.2f} ms, "
         f"p99 {st['request_latency_p99_us'] / 1e3:.2f} ms; {st['faults_blocking']} blocking faults (p50 "
         f"{st['blocking_p50_us']:.0f} us); {st['host_pages_installed']} host pages installed whole; "
         f"{st['direct_copy_ioctls']} UFFDIO_COPYs of 2 MiB")
