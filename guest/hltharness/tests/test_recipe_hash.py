@@ -7,7 +7,6 @@ network."""
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 import unittest
 
