@@ -111,8 +111,8 @@ def build_image(variant, log_path=None, timeout=1500, extra_args=()):
     return GuestImage(variant, out["image_dir"], out["disk"], out["recipe_hash"], out["cached"] == "yes")
 
 
-def check_firmware(code=FIRMWARE_CODE, vars_template=FIRMWARE_VARS):
-    for path, what in ((code, "code"), (vars_template, "variables template")):
+def check_firmware():
+    for path, what in ((FIRMWARE_CODE, "code"), (FIRMWARE_VARS, "variables template")):
         if not os.path.isfile(path):
             raise MissingFile(f"the UEFI firmware's {what} {path} is missing (Debian package ovmf; HLT_OVMF_CODE / "
                               "HLT_OVMF_VARS choose other files)")
