@@ -15,6 +15,7 @@ TPM 2.0 (swtpm). A restore must use the same options: pass qemu_argv() to `hlt-r
 -incoming itself) with the source's overlay and NVRAM (the source is gone by then) or copies of them.
 """
 
+import json
 import os
 import re
 import shutil
@@ -67,6 +68,10 @@ class MissingFile(RuntimeError):
 
 class PageTimeout(RuntimeError):
     pass
+
+
+class ScreenGone(RuntimeError):
+    """The machine whose screen was asked for is not running any more."""
 
 
 class GuestImage:
@@ -355,17 +360,26 @@ class QmpScreen:
 
 
 class VirshScreen:
-    """Screendumps of a libvirt domain (`virsh screenshot`, PPM for QEMU) and its keyboard (`virsh send-key`)."""
+    """Screendumps of a libvirt domain and its keyboard (`virsh send-key`). The screendump is QEMU's own, through
+    libvirt's monitor passthrough (libvirt notes the domain as tainted "custom-monitor"), because `virsh
+    screenshot` of libvirt 9.0 writes a PNG, which would need PIL to read and costs QEMU an encoding each time."""
 
     def __init__(self, uri, domain):
         self.uri = uri
         self.domain = domain
 
     def grab(self, path, fmt="ppm"):
-        p = subprocess.run(["virsh", "-q", "-c", self.uri, "screenshot", self.domain, path], capture_output=True,
-                           text=True, timeout=60)
-        if p.returncode != 0:
-            raise QmpError(f"virsh screenshot {self.domain}: {p.stderr.strip()[-300:]}")
+        args = {"filename": path}
+        if fmt == "png":
+            args["format"] = "png"
+        cmd = json.dumps({"execute": "screendump", "arguments": args})
+        p = subprocess.run(["virsh", "-q", "-c", self.uri, "qemu-monitor-command", self.domain, cmd],
+                           capture_output=True, text=True, timeout=60)
+        if p.returncode != 0 or '"error"' in p.stdout:
+            why = (p.stdout + p.stderr).strip()[-300:]
+            if "Domain not found" in why or "domain is not running" in why:
+                raise ScreenGone(f"the domain {self.domain} is not running: {why}")
+            raise QmpError(f"screendump of {self.domain}: {why}")
 
     def send_key(self, qcode):
         key = "KEY_" + qcode.upper()
@@ -404,10 +418,11 @@ def wait_for_page(screen, timeout, work, alive=None, serial_log=None, interval=0
     dump = os.path.join(work, f"{name}.ppm")
     first = None
     last_problems = ["no screendump taken"]
+    gone = None
     while True:
         now = time.monotonic() - start
-        if (alive is not None and not alive()) or now > timeout:
-            why = "QEMU exited" if alive is not None and not alive() else f"not within {timeout:.0f} s"
+        if (alive is not None and not alive()) or gone or now > timeout:
+            why = "QEMU exited" if (alive is not None and not alive()) or gone else f"not within {timeout:.0f} s"
             raise PageTimeout(f"the desktop did not show the counter page ({why}): "
                               f"{'; '.join(last_problems)}. {_keep_last_screen(screen, dump, work, name)}"
                               + (f"; serial log {serial_log}" if serial_log else ""))
@@ -419,6 +434,10 @@ def wait_for_page(screen, timeout, work, alive=None, serial_log=None, interval=0
                     first = (now, c.timer)
                 elif c.timer != first[1]:
                     return PageShown(first[0], time.monotonic() - start, c.timer, c.keys, dump)
+        except ScreenGone as e:
+            gone = e
+            last_problems = [str(e)]
+            continue
         except (QmpError, OSError, screenmod.ImageError, TimeoutError) as e:
             last_problems = [f"screendump failed: {e}"]
         time.sleep(interval)
@@ -432,12 +451,12 @@ def _keep_last_screen(screen, dump, work, name):
         notes.append(f"last screendump saved as {kept}")
     else:
         notes.append("no screendump could be taken")
-    if isinstance(screen, QmpScreen):
+    if isinstance(screen, (QmpScreen, VirshScreen)):
         png = os.path.join(work, f"{name}-timeout.png")
         try:
             screen.grab(png, fmt="png")
             notes.append(f"and {png}")
-        except (QmpError, OSError, TimeoutError):
+        except (QmpError, ScreenGone, OSError, TimeoutError):
             pass
     return " ".join(notes)
 

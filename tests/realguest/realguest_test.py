@@ -5,14 +5,15 @@ UEFI) saved and restored lazily by the tools, checked from inside the OS. Under 
 usage: realguest_test.py --tools DIR --work DIR SCENARIO
 
   build    builds the minimal image (or finds it cached by its recipe hash) and says how long it took
-  qemu     boots it under QEMU (q35, OVMF with its own NVRAM, virtio disk overlay, NIC, agent channel); once
-           `systemctl is-system-running` says running (or degraded) through the agent: a token written to /run
-           (tmpfs: guest memory), the journal's cursor; hlt-save qemu (stopped guest), the source QEMU killed;
-           hlt-restore qemu lazily onto the same disk overlay and NVRAM. Then, from inside the restored OS: the
-           agent answers on the new QEMU's socket, the system is still running with no new failed unit, the same
-           boot (boot_id, uptime went on), the token is there, a file written and synced to the disk reads back,
-           no error line in the journal after the cursor. Then a desktop page that never shows: the harness's
-           wait_for_page gives up in time and keeps the last screendump and names the serial log
+  qemu     boots it under QEMU (q35, OVMF with its own NVRAM, virtio disk overlay, NIC, agent channel, a TPM 2.0 on
+           swtpm); once `systemctl is-system-running` says running (or degraded) through the agent: a token written
+           to /run (tmpfs: guest memory), the journal's cursor, the TPM's PCRs 0 and 7; hlt-save qemu (stopped
+           guest), the source QEMU killed; hlt-restore qemu lazily onto the same disk overlay and NVRAM, with a new
+           swtpm on the same state directory. Then, from inside the restored OS: the agent answers on the new QEMU's
+           socket, the system is still running with no new failed unit, the same boot (boot_id, uptime went on),
+           the token is there, a file written and synced to the disk reads back, the same PCR values, no error line
+           in the journal after the cursor. Then a desktop page that never shows: the harness's wait_for_page gives
+           up in time and keeps the last screendump and names the serial log
   libvirt  the same guest as a libvirt domain (guest/desktop/domain.xml: UEFI + NVRAM, agent channel, pty serial
            console with a log, VNC, genid) under libvirt's embedded driver: booted, checked through libvirt's
            agent, hlt-save libvirt (--then destroy), hlt-restore libvirt (lazy, as itself) and the same checks;
@@ -32,6 +33,7 @@ import os
 import random
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -107,7 +109,10 @@ class GuestFacts:
 
     FACTS = ("echo boot_id=$(cat /proc/sys/kernel/random/boot_id); echo uptime=$(cut -d' ' -f1 /proc/uptime); "
              "echo state=$(systemctl is-system-running); "
-             "echo failed=$(systemctl list-units --failed --no-legend --plain | cut -d' ' -f1 | sort | tr '\\n' ' ')")
+             "echo failed=$(systemctl list-units --failed --no-legend --plain | cut -d' ' -f1 | sort | tr '\\n' ' '); "
+             # The TPM's platform configuration registers the firmware extended while booting (none: no TPM).
+             "echo tpm_pcrs=$(cat /sys/class/tpm/tpm0/pcr-sha256/0 /sys/class/tpm/tpm0/pcr-sha256/7 2>/dev/null | "
+             "tr '\\n' ' ')")
 
     def __init__(self, agent):
         self.agent = agent
@@ -126,7 +131,8 @@ class GuestFacts:
             raise Fail(f"no journal cursor from the guest: {f}")
         f["token"] = token
         f["uptime"] = float(f["uptime"])
-        log(f"guest before the save: {f['state']} {f['failed']} boot_id {f['boot_id']} uptime {f['uptime']} s")
+        log(f"guest before the save: {f['state']} {f['failed']} boot_id {f['boot_id']} uptime {f['uptime']} s, "
+            f"TPM PCR 0 and 7: {f['tpm_pcrs'] or 'no TPM'}")
         return f
 
     def check_after_restore(self, before, what):
@@ -150,6 +156,9 @@ class GuestFacts:
                        f"the save {before['state']} ({before['failed']})")
         if f["disk"] != token2:
             raise Fail(f"{what}: a file written and synced to the disk does not read back")
+        if f["tpm_pcrs"] != before["tpm_pcrs"]:
+            raise Fail(f"{what}: the TPM's PCRs 0 and 7 are {f['tpm_pcrs']!r}, before the save {before['tpm_pcrs']!r} "
+                       "(its state was not restored)")
         # A few seconds of the restored system's life for errors to show (services noticing the pause, the clock).
         time.sleep(3)
         j = self.agent.shell(f"journalctl -p err --after-cursor '{before['cursor']}' -o short-monotonic -q --no-pager; "
@@ -177,7 +186,8 @@ def restore_stats(path):
 def scenario_qemu(work, tools):
     need_qemu_and_uffd()
     image = build(work)
-    inst = realguest.Instance(work, "rg", image)
+    # With a TPM 2.0 (swtpm): its state travels in the checkpoint's device state.
+    inst = realguest.Instance(work, "rg", image, tpm=True)
     inst.prepare()
     restored_pid = None
     try:
@@ -191,6 +201,8 @@ def scenario_qemu(work, tools):
         log(f"booted: system {running.state} through the agent {time.monotonic() - g.started:.1f} s after QEMU "
             f"started" + (f"; serial console: {on_serial[0]} at guest uptime {on_serial[1]} s" if on_serial else ""))
         before = GuestFacts(inst.agent()).snapshot()
+        if len(before["tpm_pcrs"].split()) != 2:
+            raise Fail(f"the guest sees no TPM 2.0 PCRs: {before['tpm_pcrs']!r}")
 
         ckpt = os.path.join(work, "rg.hlt")
         rc, out, secs = run_tool([os.path.join(tools, "hlt-save"), "qemu", "--qmp", inst.qmp_path, "-o", ckpt,
@@ -202,6 +214,7 @@ def scenario_qemu(work, tools):
         g.proc.kill()
         g.proc.wait()
 
+        inst.start_swtpm()  # the source's swtpm ended with its QEMU; the restored QEMU gets its state in the stream
         argv = inst.qemu_argv()
         stats_path = os.path.join(work, "restore.stats.json")
         qemu_dir = os.path.join(work, "restore.qemu")
@@ -407,6 +420,8 @@ def main():
     ap.add_argument("--work", required=True)
     ap.add_argument("scenario", choices=sorted(SCENARIOS))
     a = ap.parse_args()
+    # A SIGTERM (ctest's timeout) unwinds through the cleanups: no QEMU or libvirt domain is left behind.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     work = os.path.join(a.work, a.scenario)
     shutil.rmtree(work, ignore_errors=True)  # overlays, NVRAM, checkpoints of an earlier run
     os.makedirs(work)
