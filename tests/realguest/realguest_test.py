@@ -200,6 +200,9 @@ def scenario_qemu(work, tools):
         on_serial = realguest.serial_system_state(inst.serial_log)
         log(f"booted: system {running.state} through the agent {time.monotonic() - g.started:.1f} s after QEMU "
             f"started" + (f"; serial console: {on_serial[0]} at guest uptime {on_serial[1]} s" if on_serial else ""))
+        with open(inst.nvram, "rb") as f, open(realguest.FIRMWARE_VARS, "rb") as t:
+            if f.read() == t.read():
+                raise Fail(f"the firmware wrote nothing into the machine's NVRAM {inst.nvram} (its boot entries)")
         before = GuestFacts(inst.agent()).snapshot()
         if len(before["tpm_pcrs"].split()) != 2:
             raise Fail(f"the guest sees no TPM 2.0 PCRs: {before['tpm_pcrs']!r}")
