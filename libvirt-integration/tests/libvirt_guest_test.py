@@ -32,6 +32,9 @@ usage: libvirt_guest_test.py --tools DIR --work DIR SCENARIO
            continues memcheck with no fresh boot and no BAD, QEMU never saw a page twice, the restore's record and
            private monitor are gone at the end and libvirt can save the domain again (the blocker was removed);
            a --detach restore whose worker is SIGKILLed is resumed by its supervisor and completes
+  shared_s3  (label ceph) hlt-save libvirt -o s3://..., two --clone --memory shared --block-cache clones from that
+           URI: one image server through the block cache, both continue, no block decoded twice; without --disk-dir
+           the restore from the store is refused
   errors   libvirt not reachable, an unknown domain, a checkpoint not from libvirt, a name in use, a frozen disk that changed: each a clear
            message and a non-zero exit, with no domain or overlay left behind
 
@@ -905,6 +908,70 @@ def scenario_resume(env):
     log("PASS resume: killed during the restore and during its resume, taken over each time; the guest continues")
 
 
+def scenario_shared_s3(env):
+    """Issue 28 item 6: a golden checkpoint on the object store backs shared-memory clones under libvirt.
+    hlt-save libvirt -o s3://... (the radosgw of the ceph-labelled tests), then two hlt-restore libvirt --clone
+    --memory shared --block-cache DIR from that URI: one image server (named by the checkpoint's file id) fed
+    through the block cache; both clones continue memcheck with their RAM a private mapping of its image; the
+    second decodes no block again. Without --disk-dir the restore from the store is refused, saying why."""
+    if not env.ceph_env or not os.path.exists(env.ceph_env):
+        raise Skip(f"no Ceph cluster ({env.ceph_env or 'no --ceph-env'}): run through ctest (objstore/ceph-up)")
+    if not os.path.exists("/dev/fuse"):
+        raise Skip("no /dev/fuse: the image server and the RAM directory server are FUSE file systems")
+    for line in open(env.ceph_env):
+        if line.startswith("export "):
+            k, v = line[len("export "):].strip().split("=", 1)
+            os.environ[k] = v
+    uri = f"s3://{os.environ['HALITE_TEST_S3_BUCKET']}/golden-libvirt-{os.getpid()}.hlt"
+    env.boot_source()
+    env.tool([env.save_bin, "libvirt", "desk", "-o", uri, "--connect", env.uri, "--then", "destroy"], "save")
+    saved_after = max(int(m.group(1)) for m in OK_RX.finditer(read(env.path("desk.serial.log"))))
+    disks, images, cache = env.path("disks"), env.path("images"), env.path("block-cache")
+    os.makedirs(images)
+    ram_dir = os.path.join(env.root, "lib", "qemu", "ram")
+    rc, _, err = env.tool([env.restore_bin, "libvirt", uri, "--connect", env.uri, "--clone", "--name", "c0"],
+                          "restore_no_disk_dir", expect_ok=False)
+    if rc == 0 or "--disk-dir" not in err or env.domains():
+        raise Fail(f"a restore from {uri} without --disk-dir: exit {rc}: {err}")
+    servers, seen = [], []
+    try:
+        for name in ("c1", "c2"):
+            _, out, _ = env.tool([env.restore_bin, "libvirt", uri, "--connect", env.uri, "--clone", "--name", name,
+                                  "--disk-dir", disks, "--memory", "shared", "--image-dir", images,
+                                  "--block-cache", cache], "restore_" + name)
+            if not re.search(rf"^running {name} ", out, re.M) or "maps" not in out:
+                raise Fail(f"{name}: not running from the image of {uri}:\n{out}")
+            if name == "c1":
+                stats = [os.path.join(images, d, ".stats") for d in os.listdir(images)
+                         if os.path.exists(os.path.join(images, d, ".stats"))]
+                with open(stats[0]) as f:
+                    servers.append((json.load(f)["pid"], "image server"))
+                servers += [(p, "RAM directory server") for p in find_pids("serve-ram-dir", ram_dir)]
+            elif "image server already serving" not in out:
+                raise Fail(f"the second clone did not use the running image server:\n{out}")
+            env.wait_passes(env.path(f"desk.serial.log.{name}"), 2, after=saved_after)
+            with open(stats[0]) as f:
+                seen.append([x for x in json.load(f)["files"] if x["name"].endswith(".pc.ram")][0])
+        first, ram = seen
+        again = (ram["blocks_decoded"] - first["blocks_decoded"]) - (ram["distinct_blocks"] - first["distinct_blocks"])
+        cached = len([f for _, _, fs in os.walk(cache) for f in fs])
+        log(f"two clones from {uri}: {ram['blocks_decoded']} blocks decoded ({ram['distinct_blocks']} distinct), "
+            f"the second clone decoded {again} the first had brought in; {ram['read_errors']} read errors, "
+            f"{ram['open_handles']} open; block cache: {cached} files")
+        if again != 0 or ram["read_errors"] or ram["open_handles"] != 2:
+            raise Fail(f"image server state: {ram}")
+        if cached < ram["distinct_blocks"]:
+            raise Fail(f"the image server did not fetch through the block cache: {cached} files in {cache}")
+        for name in ("c1", "c2"):
+            env.destroy(name)
+        log("PASS shared_s3: two --memory shared clones under libvirt from a golden checkpoint on s3://")
+    finally:
+        for name in env.domains():
+            env.virsh("destroy", name, check=False)
+        for pid, what in servers:
+            stop_server(pid, what)
+
+
 OVMF_CODE = "/usr/share/OVMF/OVMF_CODE_4M.fd"
 OVMF_VARS = "/usr/share/OVMF/OVMF_VARS_4M.fd"
 PCR_RX = re.compile(r"HLT-GUEST TPM pcr-sha256/0 ([0-9A-Fa-f]{64})")
@@ -1143,15 +1210,19 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--tools", required=True)
     ap.add_argument("--work", required=True)
-    ap.add_argument("scenario", choices=["clones", "errors", "daemon", "shared", "daemon_shared", "resume", "devices"])
+    ap.add_argument("--ceph-env", help="the env file of a cluster started by scripts/ceph-up (scenario shared_s3)")
+    ap.add_argument("scenario", choices=["clones", "errors", "daemon", "shared", "daemon_shared", "resume", "devices",
+                                         "shared_s3"])
     a = ap.parse_args()
     work = os.path.join(a.work, a.scenario)
     env = DaemonEnv(a.tools, work) if a.scenario.startswith("daemon") else Env(a.tools, work)
+    env.ceph_env = a.ceph_env
     try:
         env.setup()
         {"clones": scenario_clones, "errors": scenario_errors, "daemon": scenario_daemon,
          "shared": scenario_shared, "daemon_shared": scenario_daemon_shared,
-         "resume": scenario_resume, "devices": scenario_devices}[a.scenario](env)
+         "resume": scenario_resume, "devices": scenario_devices,
+         "shared_s3": scenario_shared_s3}[a.scenario](env)
         return 0
     except Skip as e:
         print("*" * 70 + f"\nlibvirt_guest_test: SKIPPED: {e}\n" + "*" * 70, flush=True)
