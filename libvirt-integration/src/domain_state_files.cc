@@ -180,21 +180,36 @@ Status WriteNewFile(const std::string& path, const std::vector<uint8_t>& bytes) 
 
 Status InstallTpmState(const std::vector<StateFile>& files, const std::string& state_path) {
   std::error_code ec;
-  // libvirt makes its storage directory and the UUID's 0711 (its swtpm user must get through) and the state
-  // directory 0700; it then gives them to that user.
   const std::filesystem::path state(state_path);
-  for (const auto& dir : {state.parent_path().parent_path(), state.parent_path()}) {
-    std::filesystem::create_directory(dir, ec);
+  // Who may own what we make: a privileged libvirt gives the state to its swtpm user itself, but a session
+  // instance cannot (it runs swtpm as its own user), so what a root hlt-restore makes goes to the owner of the
+  // nearest directory that exists above it (the session user's ~/.config/libvirt/...).
+  std::filesystem::path above = state.parent_path().parent_path();
+  struct stat owner {};
+  while (!above.empty() && stat(above.c_str(), &owner) != 0) above = above.parent_path();
+  std::vector<std::string> made;
+  // libvirt makes its storage directory and the UUID's 0711 (its swtpm user must get through), the state
+  // directory 0700.
+  for (const auto& [dir, mode] : {std::pair{state.parent_path().parent_path(), 0711},
+                                  std::pair{state.parent_path(), 0711}, std::pair{state, 0700}}) {
+    if (std::filesystem::create_directory(dir, ec)) made.push_back(dir.string());
     if (ec) return Status::IoError(dir.string() + ": cannot create the TPM state's directory", ec.value());
-    chmod(dir.c_str(), 0711);
+    chmod(dir.c_str(), mode_t(mode));
   }
-  std::filesystem::create_directory(state, ec);
-  if (ec) return Status::IoError(state_path + ": cannot create the TPM state directory", ec.value());
-  chmod(state_path.c_str(), 0700);
   for (const StateFile& f : files) {
     const std::string path = state_path + "/" + f.name;
     unlink(path.c_str());
     HLT_RETURN_IF_ERROR(WriteNewFile(path, f.bytes));
+    made.push_back(path);
+  }
+  if (geteuid() == 0 && !above.empty() && owner.st_uid != 0) {
+    for (const std::string& path : made) {
+      if (chown(path.c_str(), owner.st_uid, owner.st_gid) != 0) {
+        return Status::IoError(fmt::format("{}: cannot give it to uid {} (the owner of {})", path, owner.st_uid,
+                                           above.string()),
+                               errno);
+      }
+    }
   }
   return Status::Ok();
 }

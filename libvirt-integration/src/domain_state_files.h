@@ -59,7 +59,9 @@ std::string TpmStatePath(const std::string& storage_dir, const std::string& uuid
 
 // Writes the saved TPM state into `state_path` (created with its parents; files already there are replaced), so
 // that libvirt starts swtpm on it instead of making a new TPM (libvirt runs swtpm_setup only for a directory that
-// does not exist, and gives the files to its swtpm user itself). kIoError naming the file.
+// does not exist, and a privileged libvirt gives the files to its swtpm user itself). Run as root, what it makes
+// goes to the owner of the nearest existing directory above the storage directory when that is not root (a session
+// instance's user). kIoError naming the file.
 Status InstallTpmState(const std::vector<StateFile>& files, const std::string& state_path);
 
 // Creates `path` with `bytes` (O_EXCL: kInvalidArgument when it exists), synced. kIoError naming the file.

@@ -259,7 +259,8 @@ Status PrepareRestoreFiles(const Connection& connection, const std::vector<Froze
     if (owner) HLT_RETURN_IF_ERROR(GiveToOwner(overlay, *owner));
     HLT_RETURN_IF_ERROR(xml.SetDiskSource(d.target, overlay, "qcow2"));
   }
-  HLT_ASSIGN_OR_RETURN(std::optional<ProcessOwner> owner, owner_of(dir));
+  // The NVRAM copy goes to QEMU's user as the overlays do (without a DAC label: the owner of the saved images).
+  HLT_ASSIGN_OR_RETURN(std::optional<ProcessOwner> owner, owner_of(disks.empty() ? dir : disks.front().path));
   return PlaceNvram(xml, state, dir, name, owner, undo, result);
 }
 

@@ -32,6 +32,9 @@ usage: libvirt_guest_test.py --tools DIR --work DIR SCENARIO
            continues memcheck with no fresh boot and no BAD, QEMU never saw a page twice, the restore's record and
            private monitor are gone at the end and libvirt can save the domain again (the blocker was removed);
            a --detach restore whose worker is SIGKILLed is resumed by its supervisor and completes
+  daemon_devices  the devices scenario under a session libvirtd of the test's own whose character device logs go
+           through its own virtlogd (libvirt's default), as nobody; c1 and c2 restored at the same moment (a shared
+           console log made the second fail: "Cannot open log file: ...: Device or resource busy")
   shared_s3  (label ceph) hlt-save libvirt -o s3://..., two --clone --memory shared --block-cache clones from that
            URI: one image server through the block cache, both continue, no block decoded twice; without --disk-dir
            the restore from the store is refused
@@ -242,6 +245,9 @@ class Env:
             time.sleep(0.5)
         raise Fail(f"{serial}: fewer than {count} memcheck passes within {timeout} s:\n{read(serial)[-2000:]}")
 
+    def swtpm_storage(self):
+        return os.path.join(self.root, "lib", "swtpm")  # the embedded driver's (libvirt 9.0)
+
     def identity(self, name):
         xml = self.virsh("dumpxml", name)
         uuid = re.search(r"<uuid>([^<]+)</uuid>", xml).group(1)
@@ -270,8 +276,9 @@ class DaemonEnv(Env):
 
     USER = "nobody"
 
-    def __init__(self, tools, work, **kw):
+    def __init__(self, tools, work, logd=False, **kw):
         super().__init__(tools, work, **kw)
+        self.logd = logd  # QEMU's output and character device logs through virtlogd (libvirt's default)
         self.root = f"/tmp/hlt-lvd-{os.getpid()}"
         self.logs = work  # the tools' output stays in the build tree; the guest's files live under the root
         self.work = os.path.join(self.root, "work")
@@ -298,7 +305,9 @@ class DaemonEnv(Env):
         config = os.path.join(self.root, "config", "libvirt")
         os.makedirs(config)
         with open(os.path.join(config, "qemu.conf"), "w") as f:
-            f.write('stdio_handler = "file"\n')  # QEMU's own log in a file: no virtlogd to start
+            # QEMU's own log in a file: no virtlogd to start; with logd, the session libvirtd starts its own
+            # virtlogd, which refuses to open one log file for two domains ("Device or resource busy").
+            f.write("" if self.logd else 'stdio_handler = "file"\n')
         os.makedirs(os.path.join(self.root, "run"), mode=0o700)
         for d, _, files in os.walk(self.root):
             os.chown(d, self.uid, self.gid)
@@ -328,6 +337,9 @@ class DaemonEnv(Env):
 
     def chown(self, path):
         os.chown(path, self.uid, self.gid)
+
+    def swtpm_storage(self):
+        return os.path.join(self.root, "config", "libvirt", "qemu", "swtpm")  # a session instance's
 
     def tool(self, argv, name, **kw):
         saved, self.work = self.work, self.logs
@@ -1064,6 +1076,12 @@ def scenario_devices(env):
         if not os.path.exists(f):
             raise Skip(f"{f} is missing (scripts/install-deps: {pkg})")
     shutil.copy(os.path.join(launch.guest_dir(), "vmlinuz"), env.path("vmlinuz"))
+    daemon = isinstance(env, DaemonEnv)
+    if daemon:
+        env.chown(env.path("desk.img"))
+        # hlt-restore finds a session instance's swtpm storage through XDG_CONFIG_HOME, as libvirtd does.
+        os.environ["XDG_CONFIG_HOME"] = os.path.join(env.root, "config")
+        env.set_unprivileged_userfaultfd(1)  # QEMU runs as nobody: the lazy clones' postcopy needs it
     xml = env.path("uefi.xml")
     with open(xml, "w") as f:
         f.write(devices_xml(env))
@@ -1085,7 +1103,7 @@ def scenario_devices(env):
         raise Fail("hlt-save did not report the NVRAM and the TPM state saved with the memory:\n" + out)
     # The source stays paused: what it holds now is what was saved.
     saved_nvram = sha256(env.path("uefi_VARS.fd"))
-    saved_tpm = tree_hashes(os.path.join(env.root, "lib", "swtpm", source_uuid, "tpm2"))
+    saved_tpm = tree_hashes(os.path.join(env.swtpm_storage(), source_uuid, "tpm2"))
     saved_after = max(int(m.group(1)) for m in OK_RX.finditer(read(console)))
     env.destroy("uefi")
     console_size = os.path.getsize(console)
@@ -1096,9 +1114,26 @@ def scenario_devices(env):
     disks = env.path("disks")  # does not exist: hlt-restore creates it
     clones = {"c1": [], "c2": ["--eager"], "c3": ["--no-sync-time"]}
     outs = {}
+    if daemon:
+        # Two clones at once under the daemon (the embedded driver runs one restore at a time): the second of
+        # them is where a shared console log failed to open.
+        procs = {}
+        for name in ("c1", "c2"):
+            argv = [env.restore_bin, "libvirt", ckpt, "--connect", env.uri, "--clone", "--name", name,
+                    "--disk-dir", disks, *clones[name]]
+            log(f"$ {' '.join(argv)} &")
+            procs[name] = subprocess.Popen(argv, stdout=open(os.path.join(env.logs, f"restore_{name}.out"), "wb"),
+                                           stderr=subprocess.STDOUT)
+        for name, p in procs.items():
+            rc = p.wait(timeout=300)
+            outs[name] = read(os.path.join(env.logs, f"restore_{name}.out"))
+            if rc != 0:
+                raise Fail(f"{name}: exit {rc}\n{outs[name]}")
+        del clones["c1"], clones["c2"]
     for name, extra in clones.items():
         _, outs[name], _ = env.tool([env.restore_bin, "libvirt", ckpt, "--connect", env.uri, "--clone", "--name",
                                      name, "--disk-dir", disks, *extra], "restore_" + name)
+    clones = {"c1": [], "c2": ["--eager"], "c3": ["--no-sync-time"]}
     ids, swtpms = {}, find_pids("swtpm", "--tpmstate")
     for name in clones:
         out, mine = outs[name], env.path("console.log." + name)
@@ -1116,16 +1151,24 @@ def scenario_devices(env):
         banner = vnc_banner(env.path("vnc.sock." + name))
         if not banner.startswith(b"RFB "):
             raise Fail(f"{name}: its VNC socket answered {banner!r}")
-        replies = agent_call(env.path("agent.sock." + name), {"execute": "guest-sync", "arguments": {"id": 7}},
-                             {"execute": "guest-get-time"})
-        if len(replies) != 2 or replies[0].get("return") != 7:
-            raise Fail(f"{name}: the guest agent on its own channel answered {replies}")
+        if daemon:
+            # libvirtd holds the agent's socket (QEMU serves one client): ask through it.
+            replies = [json.loads(env.virsh("qemu-agent-command", name, json.dumps(c)))
+                       for c in ({"execute": "guest-ping"}, {"execute": "guest-get-time"})]
+            if "agent.sock." + name not in dom or "state='connected'" not in env.virsh("dumpxml", name):
+                raise Fail(f"{name}: libvirt does not see its agent channel connected:\n{dom}")
+        else:
+            # The embedded driver's process is gone: the socket is free, talk to the agent directly.
+            replies = agent_call(env.path("agent.sock." + name),
+                                 {"execute": "guest-sync", "arguments": {"id": 7}}, {"execute": "guest-get-time"})
+            if len(replies) != 2 or replies[0].get("return") != 7:
+                raise Fail(f"{name}: the guest agent on its own channel answered {replies}")
         behind = time.time() - replies[1]["return"] / 1e9
         # NVRAM: a copy of the saved one; TPM: the saved state under the clone's UUID, its swtpm on it.
         nvram = os.path.join(disks, name + "_VARS.fd")
         if sha256(nvram) != saved_nvram or f"nvram            {nvram}" not in out:
             raise Fail(f"{name}: {nvram} is not a copy of the saved NVRAM:\n{out}")
-        tpm_dir = os.path.join(env.root, "lib", "swtpm", ident["uuid"], "tpm2")
+        tpm_dir = os.path.join(env.swtpm_storage(), ident["uuid"], "tpm2")
         if not os.path.isdir(tpm_dir) or tree_hashes(tpm_dir) != saved_tpm or f"tpm              {tpm_dir}" not in out:
             raise Fail(f"{name}: {tpm_dir} does not hold a copy of the saved TPM state {saved_tpm}")
         if not any(tpm_dir in " ".join(open(f"/proc/{p}/cmdline").read().split("\0")) for p in swtpms
@@ -1212,16 +1255,17 @@ def main():
     ap.add_argument("--work", required=True)
     ap.add_argument("--ceph-env", help="the env file of a cluster started by scripts/ceph-up (scenario shared_s3)")
     ap.add_argument("scenario", choices=["clones", "errors", "daemon", "shared", "daemon_shared", "resume", "devices",
-                                         "shared_s3"])
+                                         "daemon_devices", "shared_s3"])
     a = ap.parse_args()
     work = os.path.join(a.work, a.scenario)
-    env = DaemonEnv(a.tools, work) if a.scenario.startswith("daemon") else Env(a.tools, work)
+    env = DaemonEnv(a.tools, work, logd=a.scenario == "daemon_devices") if a.scenario.startswith("daemon") \
+        else Env(a.tools, work)
     env.ceph_env = a.ceph_env
     try:
         env.setup()
         {"clones": scenario_clones, "errors": scenario_errors, "daemon": scenario_daemon,
          "shared": scenario_shared, "daemon_shared": scenario_daemon_shared,
-         "resume": scenario_resume, "devices": scenario_devices,
+         "resume": scenario_resume, "devices": scenario_devices, "daemon_devices": scenario_devices,
          "shared_s3": scenario_shared_s3}[a.scenario](env)
         return 0
     except Skip as e:
