@@ -1118,6 +1118,8 @@ def scenario_devices(env):
         # Two clones at once under the daemon (the embedded driver runs one restore at a time): the second of
         # them is where a shared console log failed to open.
         procs = {}
+        # Again: the sysctl is global, and another test on this machine may have put it back meanwhile.
+        env.set_unprivileged_userfaultfd(1)
         for name in ("c1", "c2"):
             argv = [env.restore_bin, "libvirt", ckpt, "--connect", env.uri, "--clone", "--name", name,
                     "--disk-dir", disks, *clones[name]]
