@@ -81,7 +81,8 @@ watch_macs() {
     if [ "$now" != "$seen" ]; then
       for pair in $now; do echo "HLT-GUEST MAC ${pair%%=*} ${pair#*=}"; done
       # Read afresh from the TPM: a clone's (whose NIC comes back with its new MAC) must hold the saved state.
-      [ -r /sys/class/tpm/tpm0/pcr-sha256/0 ] && echo "HLT-GUEST TPM pcr-sha256/0 $(cat /sys/class/tpm/tpm0/pcr-sha256/0)"
+      pcr=/sys/class/tpm/tpm0/pcr-sha256/0
+      [ -r $pcr ] && echo "HLT-GUEST TPM pcr-sha256/0 $(cat $pcr)"
       seen=$now
     fi
     sleep 0.5

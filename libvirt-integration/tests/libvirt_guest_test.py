@@ -1229,6 +1229,13 @@ def scenario_errors(env):
                           "restore_name_in_use", expect_ok=False)
     if rc == 0 or "exists already" not in err or os.listdir(env.path("disks")):
         raise Fail(f"name in use: exit {rc}: {err}")
+    # A --disk-dir that cannot be a directory: said, naming it, nothing made.
+    not_a_dir = env.path("not-a-dir")
+    open(not_a_dir, "w").close()
+    rc, _, err = env.tool([env.restore_bin, "libvirt", ckpt, "--connect", env.uri, "--clone", "--name", "c8",
+                           "--disk-dir", not_a_dir], "restore_disk_dir_file", expect_ok=False)
+    if rc == 0 or not_a_dir not in err or "disk overlays" not in err or env.domains() != ["desk"]:
+        raise Fail(f"--disk-dir naming a file: exit {rc}: {err}")
     # A checkpoint not from libvirt.
     raw_img = env.path("raw.img")
     with open(raw_img, "wb") as f:

@@ -359,8 +359,12 @@ int RestoreLibvirt(cli::Args& args) {
     for (const auto& r : res.renamed) {
       std::printf("  own file         %s: %s (saved: %s)\n", r.what.c_str(), r.to.c_str(), r.from.c_str());
     }
-    if (!res.nvram.empty()) std::printf("  nvram            %s, a copy of the saved UEFI variables\n", res.nvram.c_str());
-    if (!res.tpm_state.empty()) std::printf("  tpm              %s, a copy of the saved TPM state\n", res.tpm_state.c_str());
+    if (!res.nvram.empty()) {
+      std::printf("  nvram            %s, a copy of the saved UEFI variables\n", res.nvram.c_str());
+    }
+    if (!res.tpm_state.empty()) {
+      std::printf("  tpm              %s, a copy of the saved TPM state\n", res.tpm_state.c_str());
+    }
     if (!res.tpm_note.empty()) std::printf("  note             tpm: %s\n", res.tpm_note.c_str());
     if (res.time_sync.synced) {
       std::printf("  clock            set to the host's through the guest agent (it was %.3f s behind)\n",
