@@ -167,12 +167,14 @@ void SyncGuestTime(const Domain& domain, bool has_agent, int timeout_ms, Libvirt
   for (;;) {
     long long guest_s = 0;
     unsigned int guest_ns = 0;
+    // The guest's clock before, for the report (an agent without guest-get-time still gets its clock set).
     const bool read = virDomainGetTime(domain.get(), &guest_s, &guest_ns, 0) == 0;
     timespec now;
     clock_gettime(CLOCK_REALTIME, &now);
+    out->read_before = read;
     if (read) out->guest_behind_s = double(now.tv_sec - guest_s) + (double(now.tv_nsec) - double(guest_ns)) / 1e9;
     clock_gettime(CLOCK_REALTIME, &now);
-    if (read && virDomainSetTime(domain.get(), now.tv_sec, unsigned(now.tv_nsec), 0) == 0) {
+    if (virDomainSetTime(domain.get(), now.tv_sec, unsigned(now.tv_nsec), 0) == 0) {
       out->synced = true;
       return;
     }

@@ -366,9 +366,11 @@ int RestoreLibvirt(cli::Args& args) {
       std::printf("  tpm              %s, a copy of the saved TPM state\n", res.tpm_state.c_str());
     }
     if (!res.tpm_note.empty()) std::printf("  note             tpm: %s\n", res.tpm_note.c_str());
-    if (res.time_sync.synced) {
+    if (res.time_sync.synced && res.time_sync.read_before) {
       std::printf("  clock            set to the host's through the guest agent (it was %.3f s behind)\n",
                   res.time_sync.guest_behind_s);
+    } else if (res.time_sync.synced) {
+      std::printf("  clock            set to the host's through the guest agent\n");
     } else if (res.time_sync.attempted) {
       std::printf("  note             clock not synced: %s\n", res.time_sync.note.c_str());
     }

@@ -121,6 +121,7 @@ struct LibvirtRestoreResult {
   struct TimeSync {
     bool attempted = false;
     bool synced = false;
+    bool read_before = false;   // the agent told the guest's time before it was set
     double guest_behind_s = 0;  // host time minus the guest's, just before it was set
     std::string note;           // why it was not synced
   } time_sync;
