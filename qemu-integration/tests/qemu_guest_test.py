@@ -6,6 +6,8 @@ usage: qemu_guest_test.py --tools DIR --work DIR [--ceph-env FILE] SCENARIO
   lazy                boot (1 GiB, memcheck 256 MiB), hlt-save qemu, kill the source, hlt-restore qemu -- ARGS;
                       the restored memcheck must continue (no fresh boot) with >= 2 OK passes and no BAD
   live                the same with hlt-save --live (background snapshot; the guest never stops)
+  access_window       the accessed bits sampled before a stopped-guest save give a working set of memcheck's
+                      pages; the restored guest continues; --access-window 0 gives none
   eager               hlt-restore --eager: pc.ram placed through QEMU's userfaultfd while the guest is held
                       paused; it runs only after the last page
   eager_channel       hlt-restore --eager --placement channel: a precopy load in QEMU's stream
@@ -337,6 +339,50 @@ def scenario_live(env):
     if rc != 0:
         raise Fail(f"hlt-restore qemu exited {rc}")
     env.expect_continues(serial, 0)
+
+
+def working_set_blocks(env, ckpt):
+    out = subprocess.run([env.restore_bin, "info", ckpt, "--json"], capture_output=True, text=True, check=True).stdout
+    return json.loads(out)["working_set_blocks"]
+
+
+def scenario_access_window(env):
+    """A stopped-guest save of a running guest samples its page tables' accessed bits first (the default): the
+    pages memcheck keeps touching become the working set; the guest, whose page tables were written, continues
+    correctly from the checkpoint. With --access-window 0 there is no working set."""
+    g, qmp = env.boot_source("window-src")
+    try:
+        ckpt = env.path("window.hlt")
+        out, last = env.save_from(g, qmp, ckpt, ["--access-window", "1.5", "--access-interval", "150"])
+    finally:
+        g.stop()
+    m = re.search(r"access window\s+(\d+) samples in [\d.]+ s \(paused ([\d.]+) ms in all, at most ([\d.]+) ms\), "
+                  r"(\d+) address spaces seen, (\d+) measured; (\d+) pages touched, (\d+) given", out)
+    if not m:
+        raise Fail("hlt-save printed no access window line")
+    samples, paused, max_pause, spaces, measured, touched, given = (float(x) for x in m.groups())
+    if samples < 8 or measured < 1 or given < 1000:
+        raise Fail(f"the access window saw too little of memcheck's {MIB} MiB: {m.group(0)}")
+    blocks = working_set_blocks(env, ckpt)
+    if blocks < given / 64:
+        raise Fail(f"{int(given)} pages given as the working set but only {blocks} working-set blocks")
+    log(f"access window: {int(samples)} samples, paused {paused:.1f} ms in all (max {max_pause:.1f} ms), "
+        f"{int(spaces)} address spaces, {int(touched)} pages touched, {int(given)} given, {blocks} hot blocks")
+    rc, out, err, serial = env.restore(ckpt, "window")
+    if rc != 0:
+        raise Fail(f"hlt-restore qemu exited {rc}")
+    env.expect_continues(serial, last)
+
+    g, qmp = env.boot_source("window-off-src")
+    try:
+        off = env.path("window-off.hlt")
+        out, _ = env.save_from(g, qmp, off, ["--access-window", "0"])
+    finally:
+        g.stop()
+    if "access window    skipped: off" not in out:
+        raise Fail("--access-window 0 did not say the window was off")
+    if working_set_blocks(env, off) != 0:
+        raise Fail("a stopped-guest save without the access window has a working set")
 
 
 def check_eager(stats_path, out, placement):
@@ -1224,6 +1270,7 @@ def scenario_s3(env):
 SCENARIOS = {
     "lazy": (scenario_lazy, True),
     "live": (scenario_live, True),
+    "access_window": (scenario_access_window, True),
     "eager": (scenario_eager, False),
     "eager_channel": (scenario_eager_channel, False),
     "attach": (scenario_attach, True),

@@ -31,7 +31,7 @@ const char* kLibvirtUsage =
 
 int SaveLibvirt(cli::Args& args) {
   const std::string tool = "hlt-save libvirt";
-  std::string usage = std::string(kLibvirtUsage) + kWriterFlagsHelp;
+  std::string usage = std::string(kLibvirtUsage) + kAccessWindowHelp + kWriterFlagsHelp;
   std::string domain, uri, out, error, v;
   WriterFlags flags;
   flags.options.metadata.creator = "libhalite hlt-save libvirt";
@@ -58,6 +58,7 @@ int SaveLibvirt(cli::Args& args) {
         error = "--then: expected cont, stop or destroy, got \"" + v + "\"";
     } else if (args.Flag("--no-va")) {
       opt.qemu.va_walk = false;
+    } else if (ParseAccessWindowFlag(args, &opt.qemu.access_window, &error)) {
     } else if (ParseWriterFlag(args, &flags, &error)) {
     } else {
       args.Positional(&domain, &error);
@@ -93,6 +94,7 @@ int SaveLibvirt(cli::Args& args) {
                 r->overlays[i].c_str());
   }
   if (r->disks.empty()) std::printf("  disks            none writable\n");
+  PrintAccessWindow(r->qemu);
   PrintVaReport(r->qemu.va);
   return cli::kExitOk;
 }
