@@ -74,6 +74,11 @@ RestoreEngineStats RestoreEngine::Impl::Stats() const {
   s.fault_latency = fault_hist_.Summary();
   s.blocking_latency = blocking_hist_.Summary();
   s.wake_latency = wake_hist_.Summary();
+  s.stall_ns = get(c_.stall_ns);
+  s.stall_blocking_ns = get(c_.stall_blocking_ns);
+  s.stall_joined_ns = get(c_.stall_joined_ns);
+  s.stall_latency = stall_hist_.Summary();
+  s.join_latency = join_hist_.Summary();
   {
     std::lock_guard<std::mutex> lock(loader_mu_);
     s.loader_done = loader_done_;
