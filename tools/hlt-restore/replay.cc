@@ -27,7 +27,7 @@ constexpr uint64_t kPage = format::kPageSize;
 
 const char* kReplayUsage =
     "usage: hlt-restore replay CKPT --trace FILE [--threads N] [--loader on|off] [--preload-ws] [--eager]\n"
-    "                          [--record-trace OUT] [--json] [options]\n"
+    "                          [--wait-loader] [--record-trace OUT] [--json] [options]\n"
     "Restores CKPT lazily into userfaultfd-backed memory of this process (one locality block per fault), touches\n"
     "the pages of the trace in order with N threads taking the next entry in turn, checks that every touched page\n"
     "equals the checkpoint's content, and prints the restore engine's statistics: faults, and the stall they cost\n"
@@ -39,6 +39,7 @@ const char* kReplayUsage =
     "  --preload-ws           load the working-set blocks before the first access (Twinkle)\n"
     "  --eager                load every block before the first access (the eager baseline)\n"
     "  --predict N:P          Twinkle demand prediction: after P blocking faults in a segment of N pages, fetch it\n"
+    "  --wait-loader          after the trace, wait until the loader has loaded every block (loader_done_seconds)\n"
     "  --record-trace OUT     write the pages touched, in first-touch order, as an access trace (for relayout)\n"
     "  --timeline CSV         write the engine's timeline (time_us,region,page,kind,block,latency_us)\n"
     "  --backing anon|memfd   memory behind the regions (default anon)\n"
@@ -51,6 +52,7 @@ struct Config {
   std::string ckpt, trace, record, timeline;
   unsigned threads = 1;
   bool json = false;
+  bool wait_loader = false;
   RestoreEngineOptions engine;
   LazyMemoryOptions memory;
   ReaderOptions reader;
@@ -80,7 +82,8 @@ int ParseArgs(cli::Args& args, Config* c) {
       c->engine.preload_working_set = true;
     } else if (args.Flag("--eager")) {
       c->engine.preload_all = true;
-
+    } else if (args.Flag("--wait-loader")) {
+      c->wait_loader = true;
     } else if (args.Option("--predict", &v, &error)) {
       size_t colon = v.find(':');
       uint64_t seg = 0, thr = 0;
@@ -328,6 +331,12 @@ int Replay(cli::Args& args) {
     std::_Exit(cli::ExitCodeFor(e));
   }
   double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  double loader_done_seconds = 0;
+  if (c.wait_loader && c.engine.background_loader) {
+    s = (*engine)->WaitForLoader();
+    if (!s.ok()) return cli::Fail(tool, s.WithContext("the loader"));
+    loader_done_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  }
   // A faulting thread resumes as soon as its page is in; let the handler finish counting its fault.
   for (int i = 0; i < 1000; ++i) {
     LazyMemoryStats now = (*memory)->Stats();
@@ -390,6 +399,7 @@ int Replay(cli::Args& args) {
         {"bytes_read", st.bytes_read},
         {"loader_batches", st.loader_batches},
         {"loader_fetched_unused", st.loader_fetched_unused},
+        {"preload_batches", st.preload_batches},
         {"storage_requests", rs.storage_requests},
         {"storage_bytes", rs.storage_bytes},
         {"blocks_fetched", rs.blocks_fetched},
@@ -405,6 +415,7 @@ int Replay(cli::Args& args) {
         {"seconds", seconds},
         {"open_seconds", open_seconds},
         {"start_seconds", start_seconds},
+        {"loader_done_seconds", loader_done_seconds},
         {"time_to_first_access_us", toucher.first_access_seconds() * 1e6},
         {"read_seconds", double(st.read_ns) / 1e9},
         {"install_seconds", double(st.install_ns) / 1e9},
@@ -424,6 +435,7 @@ int Replay(cli::Args& args) {
                 c.engine.preload_working_set ? ", working set preloaded" : "", c.engine.preload_all ? ", eager" : "");
     std::printf("  time            %.3f s (first access after %.1f us; start %.3f s)\n", seconds,
                 toucher.first_access_seconds() * 1e6, start_seconds);
+    if (loader_done_seconds > 0) std::printf("  loader done     %.3f s\n", loader_done_seconds);
     std::printf("  faults          %llu blocking (%llu joined a read in flight), %llu zero, %llu present\n",
                 (unsigned long long)st.faults_blocking, (unsigned long long)st.faults_joined,
                 (unsigned long long)st.faults_zero, (unsigned long long)st.faults_present);
@@ -445,6 +457,7 @@ int Replay(cli::Args& args) {
                 cli::HumanBytes(st.bytes_decompressed).c_str());
     std::printf("  storage         %llu requests, %s", (unsigned long long)rs.storage_requests,
                 cli::HumanBytes(rs.storage_bytes).c_str());
+    if (st.preload_batches) std::printf(" (preload: %llu batches)", (unsigned long long)st.preload_batches);
     if (st.loader_batches) {
       std::printf(" (loader: %llu batches, %llu blocks a fault took meanwhile)", (unsigned long long)st.loader_batches,
                   (unsigned long long)st.loader_fetched_unused);

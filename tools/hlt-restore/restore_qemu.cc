@@ -560,6 +560,7 @@ int RestoreQemu(cli::Args& args) {
         {"engine_install_us", ef.install_ns / 1000},
         {"bytes_decompressed", ef.bytes_decompressed},
         {"loader_batches", ef.loader_batches},
+        {"preload_batches", ef.preload_batches},
         {"storage_requests", rs.storage_requests},
         {"storage_bytes", rs.storage_bytes},
         {"blocks_fetched", rs.blocks_fetched},

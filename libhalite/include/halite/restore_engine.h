@@ -88,7 +88,9 @@ struct HALITE_EXPORT RestoreEngineOptions {
   bool preload_working_set = false;
   // Start() loads every block before it returns: an eager restore, the baseline lazy restore is measured against.
   bool preload_all = false;
-  // Threads used by a preload; 0 = one per CPU (at most 8).
+  // Threads used by a preload; 0 = one per CPU (at most 8). Where storage suggests batches (loader_batch_bytes:
+  // an object store), the preload fetches the order in batches of that size, a few at once and ahead of these
+  // threads, which decode and install the fetched blocks (as the loader's batches: a fault never waits for one).
   unsigned preload_threads = 0;
   // Twinkle's demand prediction: memory is cut into segments of `predict_segment_pages` pages of a region; once
   // `predict_threshold` faults that read a block (or joined one) fell in a segment, the rest of the segment is
@@ -169,6 +171,7 @@ struct HALITE_EXPORT RestoreEngineStats {
   uint64_t blocks_reread = 0;          // payloads that failed verification, then verified when read again
   uint64_t loader_batches = 0;         // batches fetched by the background thread (loader_batch_bytes)
   uint64_t loader_fetched_unused = 0;  // blocks a batch fetched that a fault had loaded meanwhile (fetched twice)
+  uint64_t preload_batches = 0;        // batches Start()'s preload fetched (storage suggesting batches; else 0)
   uint64_t bytes_read = 0;             // stored payload bytes read from the checkpoint
   uint64_t bytes_decompressed = 0;     // raw bytes produced by those reads
 

@@ -16,6 +16,8 @@ Status RestoreEngine::Impl::Preload(const std::vector<uint32_t>& blocks) {
   unsigned n = options_.preload_threads;
   if (n == 0) n = std::clamp(std::thread::hardware_concurrency(), 1u, 8u);
   n = std::max(1u, std::min<unsigned>(n, unsigned(blocks.size())));
+  // From an object store a request per block costs a round trip each (preload_batches.cc).
+  if (batch_bytes_ > 0 && blocks.size() > 1) return PreloadInBatches(blocks, n);
   std::atomic<size_t> next{0};
   std::mutex mu;
   Status first;
@@ -126,6 +128,13 @@ Status RestoreEngine::Impl::WaitForLoader() {
     if (block_state_[block].load(std::memory_order_acquire) != kLoaded) return error;
   }
   return Status::Ok();
+}
+
+bool RestoreEngine::Impl::StepAsideForDemand(std::chrono::nanoseconds max_step_aside) {
+  std::unique_lock<std::mutex> lock(loader_mu_);
+  loader_cv_.wait_for(lock, max_step_aside,
+                      [&] { return stop_ || demand_reads_.load(std::memory_order_acquire) == 0; });
+  return !stop_;
 }
 
 bool RestoreEngine::Impl::WaitForTurn(uint64_t bytes, std::chrono::nanoseconds max_step_aside) {

@@ -75,7 +75,7 @@ class HALITE_HIDDEN RestoreEngine::Impl {
     std::atomic<uint64_t> pages_present_at_start{0}, blocks_present_at_start{0};
     std::atomic<uint64_t> host_pages_installed{0}, host_page_extra_reads{0};
     std::atomic<uint64_t> read_ns{0}, install_ns{0};
-    std::atomic<uint64_t> loader_batches{0}, loader_fetched_unused{0};
+    std::atomic<uint64_t> loader_batches{0}, loader_fetched_unused{0}, preload_batches{0};
   };
 
   static constexpr uint64_t kNoPage = UINT64_MAX;
@@ -185,6 +185,8 @@ class HALITE_HIDDEN RestoreEngine::Impl {
   // Waits until no demand read is in flight (or max_step_aside has passed) and the rate limiter allows `bytes`;
   // false when stopping.
   bool WaitForTurn(uint64_t bytes, std::chrono::nanoseconds max_step_aside = std::chrono::nanoseconds::max());
+  // Waits until no demand read is in flight or `max_step_aside` has passed; false when stopping.
+  bool StepAsideForDemand(std::chrono::nanoseconds max_step_aside);
   void LoadInBackground(uint32_t b, Cause cause);
   // Records a block the background thread could not load (WaitForLoader reports it unless a fault loads it).
   void NoteLoaderError(uint32_t b, const Status& s);
@@ -210,7 +212,16 @@ class HALITE_HIDDEN RestoreEngine::Impl {
   // A batch may be fetched ahead: the loader is not rate-limited (a limited one spends its bytes batch by batch).
   bool MayFetchAhead() const;
   // One claimed block of a batch: decode (or read again alone when the batch's fetch failed transiently), install.
-  void FinishBatchBlock(uint32_t b, FetchedBlock& fetched, Cause cause, uint64_t batch_start_ns);
+  // Returns the error naming the block (it is left not loaded or failed, as after a read of its own).
+  Status FinishBatchBlock(uint32_t b, FetchedBlock& fetched, Cause cause, uint64_t batch_start_ns);
+
+  // --- preload_batches.cc ---
+  // Preload (Start) when storage suggests batches: the order fetched in batches, several at once, decoded and
+  // installed by `threads` threads meanwhile.
+  struct PreloadPipeline;
+  Status PreloadInBatches(const std::vector<uint32_t>& blocks, unsigned threads);
+  void PreloadFetcher(PreloadPipeline& p);
+  void PreloadDecoder(PreloadPipeline& p);
 
   const CheckpointReader& reader_;
   PageSink& sink_;

@@ -59,6 +59,7 @@ RestoreEngineStats RestoreEngine::Impl::Stats() const {
   s.blocks_reread = get(c_.blocks_reread);
   s.loader_batches = get(c_.loader_batches);
   s.loader_fetched_unused = get(c_.loader_fetched_unused);
+  s.preload_batches = get(c_.preload_batches);
   s.bytes_read = get(c_.bytes_read);
   s.bytes_decompressed = get(c_.bytes_decompressed);
   s.pages_installed = get(c_.pages_installed);

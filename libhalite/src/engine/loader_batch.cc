@@ -102,12 +102,12 @@ void RestoreEngine::Impl::LoadBatchInBackground(std::vector<uint32_t> blocks, Ca
     if (pick == claimed.end()) pick = claimed.begin();
     const size_t i = *pick;
     claimed.erase(pick);
-    FinishBatchBlock(blocks[i], fetched[i], cause, t);
+    if (Status s = FinishBatchBlock(blocks[i], fetched[i], cause, t); !s.ok()) NoteLoaderError(blocks[i], s);
     std::vector<uint8_t>().swap(fetched[i].payload);  // its memory goes back as the batch drains
   }
 }
 
-void RestoreEngine::Impl::FinishBatchBlock(uint32_t b, FetchedBlock& fetched, Cause cause, uint64_t batch_start_ns) {
+Status RestoreEngine::Impl::FinishBatchBlock(uint32_t b, FetchedBlock& fetched, Cause cause, uint64_t batch_start_ns) {
   const BlockInfo& info = reader_.blocks()[b];
   thread_local std::vector<uint8_t> raw;
   raw.resize(info.raw_length());
@@ -122,22 +122,17 @@ void RestoreEngine::Impl::FinishBatchBlock(uint32_t b, FetchedBlock& fetched, Ca
     s = ReadWithRetries(b, raw, nullptr, 0, 2);
   }
   c_.read_ns.fetch_add(NowNs() - t_read, std::memory_order_relaxed);
-  if (!s.ok()) {
-    NoteLoaderError(b, BlockReadFailed(b, s));
-    return;
-  }
-  s = InstallLoaded(b, cause, raw, kNoPage, 0);
-  if (!s.ok()) {
-    NoteLoaderError(b, s);
-    return;
-  }
+  if (!s.ok()) return BlockReadFailed(b, s);
+  HLT_RETURN_IF_ERROR(InstallLoaded(b, cause, raw, kNoPage, 0, nullptr));
   if (timeline_.enabled()) {
     auto members = reader_.BlockMembers(b);
     PageRef p = members.empty() ? PageRef{} : RefOf(members[0].page);
-    timeline_.Add({batch_start_ns, p,
-                   cause == Cause::kPredicted ? EngineEventKind::kPredictedBlock : EngineEventKind::kLoaderBlock, b,
-                   NowNs() - batch_start_ns});
+    const EngineEventKind kind = cause == Cause::kPredicted ? EngineEventKind::kPredictedBlock
+                                 : cause == Cause::kPreload ? EngineEventKind::kPreloadBlock
+                                                            : EngineEventKind::kLoaderBlock;
+    timeline_.Add({batch_start_ns, p, kind, b, NowNs() - batch_start_ns});
   }
+  return Status::Ok();
 }
 
 }  // namespace halite
