@@ -6,7 +6,8 @@
         [--csv F] [--json F]
 
 With --image, saves IMAGE twice with the given hints, at the defaults (16-page frames) and with --frame-pages 0
-(one zstd frame a block, as before format 1.3; the baseline), in the same run. With --checkpoint, replays the
+(one zstd frame a block, as before format 1.3; the baseline), in the same run; --whole-blocks adds the frames-off
+checkpoint replayed with --stream-faults off (the whole block decoded and installed before the thread goes on). With --checkpoint, replays the
 given checkpoints (e.g. a real desktop's, saved both ways; its trace recorded by `hlt-restore qemu
 --record-trace`). Each is replayed --runs times with `hlt-restore replay --json`, alternating, and the table shows
 per checkpoint the median and range of: blocks read by faults, blocking faults and those that joined a block in
@@ -32,9 +33,9 @@ KEYS = ("blocks_read_demand", "faults_blocking", "faults_joined", "stall_seconds
         "stall_joined_seconds", "touch_stall_seconds", "touches_missing", "seconds")
 
 
-def replay(tools, ckpt, a):
+def replay(tools, ckpt, a, extra=()):
     cmd = [f"{tools}/hlt-restore", "replay", ckpt, "--trace", a.trace, "--json", "--loader", a.loader,
-           "--threads", str(a.threads)]
+           "--threads", str(a.threads), *extra]
     out = subprocess.run(cmd, capture_output=True, text=True)
     if out.returncode != 0:
         sys.exit(f"stall_replay: {' '.join(cmd)} failed ({out.returncode}): {out.stderr.strip()}")
@@ -58,6 +59,9 @@ def main():
     ap.add_argument("--runs", type=int, default=7)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--loader", choices=("on", "off"), default="off")
+    ap.add_argument("--whole-blocks", action="store_true",
+                    help="with --image, also the frames-off checkpoint with --stream-faults off (the whole block in "
+                         "before the faulting thread goes on: no joins)")
     ap.add_argument("--csv")
     ap.add_argument("--json")
     a = ap.parse_args()
@@ -74,18 +78,20 @@ def main():
                 path = os.path.join(tmp, f"{len(ckpts)}.hlt")
                 subprocess.run([f"{a.tools}/hlt-save", "raw", a.image, "-o", path, "--no-sync", *hints, *extra],
                                check=True, stdout=subprocess.DEVNULL)
-                ckpts.append((name, path))
+                ckpts.append((name, path, []))
+            if a.whole_blocks:
+                ckpts.append(("frames off, whole-block faults", ckpts[0][1], ["--stream-faults", "off"]))
         for spec in a.checkpoint:
             name, _, path = spec.partition("=")
-            ckpts.append((name, path or name))
+            ckpts.append((name, path or name, []))
         if not ckpts:
             sys.exit("stall_replay: give --image or --checkpoint")
-        for _, path in ckpts:  # warm the page cache: the runs compare fault paths, not disks
-            replay(a.tools, path, a)
+        for _, path, extra in ckpts:  # warm the page cache: the runs compare fault paths, not disks
+            replay(a.tools, path, a, extra)
         rows = []
         for run in range(a.runs):
-            for name, path in ckpts:
-                rows.append({"checkpoint": name, "run": run, **{k: replay(a.tools, path, a)[k] for k in KEYS}})
+            for name, path, extra in ckpts:
+                rows.append({"checkpoint": name, "run": run, **{k: replay(a.tools, path, a, extra)[k] for k in KEYS}})
         print(f"{a.trace}: loader {a.loader}, {a.threads} touching thread(s), {a.runs} runs each (median [min-max]); "
               "stall in ms")
         hdr = ["checkpoint", "blocks by faults", "blocking faults", "joined", "stall all", "stall blocking",
@@ -94,7 +100,7 @@ def main():
         print("|" + " --- |" * len(hdr))
         base = None
         summary = {}
-        for name, _ in ckpts:
+        for name, _, _ in ckpts:
             rs = [r for r in rows if r["checkpoint"] == name]
 
             def cell(k, scale=1.0, fmt="{:.0f}"):

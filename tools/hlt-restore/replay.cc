@@ -40,6 +40,8 @@ const char* kReplayUsage =
     "  --eager                load every block before the first access (the eager baseline)\n"
     "  --predict N:P          Twinkle demand prediction: after P blocking faults in a segment of N pages, fetch it\n"
     "  --wait-loader          after the trace, wait until the loader has loaded every block (loader_done_seconds)\n"
+    "  --stream-faults on|off a fault's block decoded piece by piece, its page in first (default on); off: the\n"
+    "                         whole block decoded and installed before the faulting thread goes on\n"
     "  --record-trace OUT     write the pages touched, in first-touch order, as an access trace (for relayout)\n"
     "  --timeline CSV         write the engine's timeline (time_us,region,page,kind,block,latency_us)\n"
     "  --backing anon|memfd   memory behind the regions (default anon)\n"
@@ -82,6 +84,9 @@ int ParseArgs(cli::Args& args, Config* c) {
       c->engine.preload_working_set = true;
     } else if (args.Flag("--eager")) {
       c->engine.preload_all = true;
+    } else if (args.Option("--stream-faults", &v, &error)) {
+      if (error.empty() && v != "on" && v != "off") error = "--stream-faults: expected on or off, got \"" + v + "\"";
+      c->engine.stream_faults = v == "on";
     } else if (args.Flag("--wait-loader")) {
       c->wait_loader = true;
     } else if (args.Option("--predict", &v, &error)) {
@@ -377,6 +382,7 @@ int Replay(cli::Args& args) {
         {"loader", c.engine.background_loader},
         {"preload_ws", c.engine.preload_working_set},
         {"eager", c.engine.preload_all},
+        {"stream_faults", c.engine.stream_faults},
         {"faults_blocking", st.faults_blocking},
         {"faults_joined", st.faults_joined},
         {"faults_zero", st.faults_zero},
