@@ -4,7 +4,8 @@
 //      flight at once, each batch a ranged read of many blocks, not a request per block.
 //   2. A demand fault is served while the preload's batch fetches are held back (a gate in front of storage
 //      stops every read of more than one block): a fault never waits behind the preload.
-//   3. The lazy loader streams the order in batches too, in restore order, each sent as several requests.
+//   3. The lazy loader streams the order in batches too, in restore order, each sent as several requests, and a
+//      fault is served while its batch is held.
 // Every page restored is compared with IMAGE. Exit 0 when all hold, 1 (saying what failed) otherwise.
 #include <algorithm>
 #include <atomic>
@@ -276,8 +277,19 @@ void LoaderCase(const std::string& uri, const std::vector<uint8_t>& image) {
   auto engine = RestoreEngine::Create(reader, sink, eo);
   if (!engine) std::exit(1);
   const uint64_t requests_at_open = o.file->counters().requests;
+  o.file->Close();
   Status s = (*engine)->Start();
-  if (s.ok()) s = (*engine)->WaitForLoader();
+  Check(s.ok(), "loader: Start: " + s.ToString());
+  Check(o.file->WaitForHeld(std::chrono::seconds(30)), "loader: no batch of several blocks within 30 s");
+  // While the loader's batch is held: a fault on the last block of the order is served at once.
+  const uint32_t last = reader.restore_order().back();
+  const auto members = reader.BlockMembers(last);
+  Result<FaultOutcome> fault = Status::Internal("no member");
+  if (!members.empty()) fault = (*engine)->HandleFault(reader.PageOf(members[0].page));
+  Check(fault.has_value() && fault->kind == FaultKind::kBlocking && !fault->joined,
+        "loader: a fault while the loader's batch was held was not served by its own read");
+  o.file->Open();
+  s = (*engine)->WaitForLoader();
   Check(s.ok(), "loader: " + s.ToString());
   const RestoreEngineStats st = (*engine)->Stats();
   const std::vector<BatchCall> calls = o.file->calls();
