@@ -3,13 +3,14 @@
 a local copy of the checkpoint and a plain download of the object, in one run.
 
     bench/objstore/eager_qemu.py --ceph-env DIR/env [--tools build/tools] [--baseline-tools DIR] [--mem 2G]
-        [--mib 1536] [--runs 2] [--json F]
+        [--mib 1536] [--runs 2] [--lazy] [--json F]
 
 Boots the project's test guest (guest/: memcheck over --mib MiB of a --mem guest, TCG), saves it with
 `hlt-save qemu -o s3://BUCKET/...` once it has passed once, then per run, page cache dropped before each restore:
 the eager restore from s3:// (and with --baseline-tools, the same by those tools), a plain download of the object
-(boto3, 8 MiB parts, 10 in flight) to a local file, and the eager restore from that file. Prints the time from
-starting hlt-restore to the guest running (QEMU's RESUME event, from --stats-json) and the storage requests.
+(boto3, 8 MiB parts, 10 in flight) to a local file, and the eager restore from that file; with --lazy, lazy restores
+from both too. Prints the time from starting hlt-restore to the guest running (QEMU's RESUME event) and to every
+page in (start_to_loaded_us of --stats-json), and the storage requests.
 Run it with Debian's python3 (python3-boto3: scripts/install-deps --bench).
 """
 import argparse
@@ -33,13 +34,13 @@ def drop_caches():
         f.write("3\n")
 
 
-def eager(tools, ckpt, env, work, a, tag):
+def restore(tools, ckpt, env, work, a, tag, lazy=False):
     stats = os.path.join(work, f"{tag}.stats.json")
     if os.path.exists(stats):
         os.unlink(stats)
     argv = launch.qemu_argv(mem=a.mem, workload="memcheck", workload_args=["--mib", str(a.mib)],
                             serial_log=os.path.join(work, f"{tag}.serial"))
-    cmd = [f"{tools}/hlt-restore", "qemu", ckpt, "--eager", "--stats-json", stats, "--quiet",
+    cmd = [f"{tools}/hlt-restore", "qemu", ckpt, *([] if lazy else ["--eager"]), "--stats-json", stats, "--quiet",
            "--qemu-dir", os.path.join(work, f"{tag}.qemu"), "--", *argv]
     drop_caches()
     r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
@@ -49,7 +50,8 @@ def eager(tools, ckpt, env, work, a, tag):
         st = json.load(f)
     os.kill(int(st["qemu_pid"]), 9)  # the restored guest: only its restore is measured
     time.sleep(1)
-    return {"running_s": st["start_to_running_us"] / 1e6, "storage_requests": st.get("storage_requests"),
+    return {"running_s": st["start_to_running_us"] / 1e6, "all_in_s": st["start_to_loaded_us"] / 1e6,
+            "storage_requests": st.get("storage_requests"), "loader_batches": st.get("loader_batches", 0),
             "preload_batches": st.get("preload_batches", 0), "blocks": st.get("blocks_total")}
 
 
@@ -61,6 +63,7 @@ def main():
     ap.add_argument("--mem", default="2G")
     ap.add_argument("--mib", type=int, default=1536)
     ap.add_argument("--runs", type=int, default=2)
+    ap.add_argument("--lazy", action="store_true", help="also lazy restores (the loader streams every page in)")
     ap.add_argument("--json")
     a = ap.parse_args()
     env = restore_all_env(a.ceph_env)
@@ -83,18 +86,25 @@ def main():
         for run in range(a.runs):
             if a.baseline_tools:
                 rows.append({"case": "s3 eager (baseline build)", "run": run,
-                             **eager(a.baseline_tools, uri, env, work, a, "base")})
-            rows.append({"case": "s3 eager", "run": run, **eager(a.tools, uri, env, work, a, "s3")})
-            rows.append({"case": "download", "run": run,
-                         "running_s": restore_all.s3_download(env, bucket, key, local)})
-            rows.append({"case": "local eager", "run": run, **eager(a.tools, local, env, work, a, "local")})
+                             **restore(a.baseline_tools, uri, env, work, a, "base")})
+            rows.append({"case": "s3 eager", "run": run, **restore(a.tools, uri, env, work, a, "s3")})
+            if a.lazy:
+                rows.append({"case": "s3 lazy", "run": run, **restore(a.tools, uri, env, work, a, "s3l", True)})
+            d = restore_all.s3_download(env, bucket, key, local)
+            rows.append({"case": "download", "run": run, "running_s": d, "all_in_s": d})
+            rows.append({"case": "local eager", "run": run, **restore(a.tools, local, env, work, a, "local")})
+            if a.lazy:
+                rows.append({"case": "local lazy", "run": run,
+                             **restore(a.tools, local, env, work, a, "locall", True)})
             os.unlink(local)
     finally:
         subprocess.run(["rm", "-rf", work])
-    print(f"\n{a.mem} guest, memcheck {a.mib} MiB; time to running (s) and storage requests, per run")
+    print(f"\n{a.mem} guest, memcheck {a.mib} MiB; per run: time to running, to every page in (s), storage requests")
+    print("| restore | to running | all in | requests |\n| --- | --- | --- | --- |")
     for case in dict.fromkeys(r["case"] for r in rows):
         rs = [r for r in rows if r["case"] == case]
         print(f"| {case} | " + ", ".join(f"{r['running_s']:.2f}" for r in rs) + " | " +
+              ", ".join(f"{r['all_in_s']:.2f}" for r in rs) + " | " +
               ", ".join(str(r.get("storage_requests", "")) for r in rs) + " |")
     if a.json:
         with open(a.json, "w") as f:
