@@ -445,8 +445,8 @@ int Replay(cli::Args& args) {
     std::printf("  faults          %llu blocking (%llu joined a read in flight), %llu zero, %llu present\n",
                 (unsigned long long)st.faults_blocking, (unsigned long long)st.faults_joined,
                 (unsigned long long)st.faults_zero, (unsigned long long)st.faults_present);
-    std::printf("  stall           %.2f ms in the engine (blocking faults %.2f ms, of which joined %.2f ms; blocking p50 "
-                "%.1f us, p99 %.1f us); touching threads %.2f ms in %llu touches of pages not in yet\n",
+    std::printf("  stall           %.2f ms in the engine (blocking faults %.2f ms, of which joined %.2f ms; "
+                "blocking p50 %.1f us, p99 %.1f us); touching threads %.2f ms in %llu touches of pages not in yet\n",
                 double(st.stall_ns) / 1e6, double(st.stall_blocking_ns) / 1e6, double(st.stall_joined_ns) / 1e6,
                 Us(st.stall_latency.p50_ns), Us(st.stall_latency.p99_ns), toucher.stall_seconds() * 1e3,
                 (unsigned long long)toucher.missing_touches());

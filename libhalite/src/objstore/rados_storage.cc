@@ -210,7 +210,8 @@ class RadosFile final : public RandomAccessFile {
     for (size_t i = 0; i < reads.size(); ++i) {
       if (scratch[i].empty()) continue;
       for (ReadRequest* r : reads[i].parts) {
-        if (r->status.ok()) std::memcpy(r->buffer.data(), scratch[i].data() + (r->offset - reads[i].offset), r->buffer.size());
+        if (!r->status.ok()) continue;
+        std::memcpy(r->buffer.data(), scratch[i].data() + (r->offset - reads[i].offset), r->buffer.size());
       }
     }
     Status first;
