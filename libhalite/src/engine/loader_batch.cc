@@ -11,7 +11,7 @@
 // block within max_read_attempts, and the rate limiter is charged for the whole batch before it is fetched.
 //
 // Before a batch the loader steps aside for demand reads in flight as it does before a single block, but for at
-// most kMaxStepAside. Without a rate limit, the next batch is fetched (on a helper thread) while this one is
+// most kMaxStepAside. Without a rate limit, the next two batches are fetched (on helper threads) while this one is
 // decoded and installed, so that the network and the CPU work at once.
 #include <algorithm>
 
@@ -94,7 +94,7 @@ void RestoreEngine::Impl::LoadBatchInBackground(std::vector<uint32_t> blocks, Ca
       c_.loader_fetched_unused.fetch_add(1, std::memory_order_relaxed);  // a fault read it meanwhile
     }
   }
-  // The network fetches the next batch while this one is decoded and installed.
+  // The network fetches the next batches while this one is decoded and installed.
   if (next) next();
   // Every claimed block is finished, even when stopping: a block left "loading" would hold its faults forever.
   while (!claimed.empty()) {
