@@ -52,13 +52,19 @@ Result<LibvirtSaveResult> SaveLibvirtDomain(const Connection& connection, const 
 
   LibvirtSaveResult result;
   result.domain = name;
-  // A stopped-guest save pauses through libvirt, so that libvirt knows; the QEMU save then finds it stopped and
-  // leaves it so, and the disks are frozen while it is.
+  // The guest is paused and resumed through libvirt, so that libvirt knows (the access window's samples, the
+  // stopped-guest save); the QEMU save leaves it paused, and the disks are frozen while it is.
   const bool was_running = state == VIR_DOMAIN_RUNNING;
-  const auto paused_at = Clock::now();
-  if (was_running && !options.qemu.live && virDomainSuspend(domain.get()) < 0) {
-    return LastError("libvirt: pausing domain " + name);
-  }
+  Clock::time_point paused_at = Clock::now();
+  options.qemu.pause_guest = [&]() -> Status {
+    if (virDomainSuspend(domain.get()) < 0) return LastError("libvirt: pausing domain " + name);
+    paused_at = Clock::now();
+    return Status::Ok();
+  };
+  options.qemu.resume_guest = [&]() -> Status {
+    if (virDomainResume(domain.get()) < 0) return LastError("libvirt: resuming domain " + name);
+    return Status::Ok();
+  };
   auto resume = [&] {
     if (was_running && !options.qemu.live) (void)virDomainResume(domain.get());
   };

@@ -55,7 +55,7 @@ const char* kQemuUsage =
     "  --timeline FILE        the engine's fault and block-load timeline (CSV)\n"
     "  --stats-json FILE      everything measured, as JSON\n"
     "  --progress-log FILE    every 10 ms while pages move: wall_us,faults_blocking,faults_zero,blocks_read,\n"
-    "                         bytes_read,requests,pages_sent (CSV)\n"
+    "                         bytes_read,requests,pages_sent,stall_us (CSV)\n"
     "  --memory copy|shared   copy (default): every page goes into this QEMU's own memory (lazily, or --eager).\n"
     "                         shared: QEMU maps the guest RAM (pc.ram) privately from the checkpoint's image\n"
     "                         file, served by the host's image server (`hlt-restore serve`, started on demand,\n"
@@ -431,17 +431,18 @@ int RestoreQemu(cli::Args& args) {
   };
   std::string progress_text;
   if (!progress_log.empty()) {
-    progress_text = "wall_us,faults_blocking,faults_zero,blocks_read,bytes_read,requests,pages_sent\n";
+    progress_text = "wall_us,faults_blocking,faults_zero,blocks_read,bytes_read,requests,pages_sent,stall_us\n";
     opt.progress_interval_ms = 10;
     opt.on_progress = [&](const RestoreEngineStats& e, const qemu::PushRestoreStats& c) {
       char line[256];
       const int64_t now =
           std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
               .count();
-      std::snprintf(line, sizeof line, "%lld,%llu,%llu,%llu,%llu,%llu,%llu\n", (long long)now,
+      std::snprintf(line, sizeof line, "%lld,%llu,%llu,%llu,%llu,%llu,%llu,%llu\n", (long long)now,
                     (unsigned long long)e.faults_blocking, (unsigned long long)e.faults_zero,
                     (unsigned long long)e.blocks_read, (unsigned long long)e.bytes_read, (unsigned long long)c.requests,
-                    (unsigned long long)(c.preload_pages + c.request_pages + c.pushed_pages));
+                    (unsigned long long)(c.preload_pages + c.request_pages + c.pushed_pages),
+                    (unsigned long long)(e.stall_ns / 1000));
       progress_text += line;
     };
   }
@@ -543,6 +544,11 @@ int RestoreQemu(cli::Args& args) {
         {"faults_joined", e.faults_joined},
         {"faults_zero", e.faults_zero},
         {"faults_present", e.faults_present},
+        {"stall_us", e.stall_ns / 1000},
+        {"stall_blocking_us", e.stall_blocking_ns / 1000},
+        {"stall_joined_us", e.stall_joined_ns / 1000},
+        {"stall_blocking_p50_us", double(e.stall_latency.p50_ns) / 1e3},
+        {"stall_blocking_p99_us", double(e.stall_latency.p99_ns) / 1e3},
         {"blocks_total", e.blocks_total},
         {"blocks_read_demand", e.blocks_read_demand},
         {"blocks_read_loader", e.blocks_read_loader},
@@ -557,6 +563,7 @@ int RestoreQemu(cli::Args& args) {
         {"engine_install_us", ef.install_ns / 1000},
         {"bytes_decompressed", ef.bytes_decompressed},
         {"loader_batches", ef.loader_batches},
+        {"preload_batches", ef.preload_batches},
         {"storage_requests", rs.storage_requests},
         {"storage_bytes", rs.storage_bytes},
         {"blocks_fetched", rs.blocks_fetched},

@@ -33,7 +33,7 @@ const char* kLibvirtUsage =
 
 int SaveLibvirt(cli::Args& args) {
   const std::string tool = "hlt-save libvirt";
-  std::string usage = std::string(kLibvirtUsage) + kWriterFlagsHelp;
+  std::string usage = std::string(kLibvirtUsage) + kAccessWindowHelp + kWriterFlagsHelp;
   std::string domain, uri, out, error, v;
   WriterFlags flags;
   flags.options.metadata.creator = "libhalite hlt-save libvirt";
@@ -60,6 +60,7 @@ int SaveLibvirt(cli::Args& args) {
         error = "--then: expected cont, stop or destroy, got \"" + v + "\"";
     } else if (args.Flag("--no-va")) {
       opt.qemu.va_walk = false;
+    } else if (ParseAccessWindowFlag(args, &opt.qemu.access_window, &error)) {
     } else if (ParseWriterFlag(args, &flags, &error)) {
     } else {
       args.Positional(&domain, &error);
@@ -105,6 +106,7 @@ int SaveLibvirt(cli::Args& args) {
     std::printf("  tpm              state of %s saved with the memory (%s)\n", r->tpm_state_dir.c_str(),
                 files.empty() ? "no files" : files.c_str());
   }
+  PrintAccessWindow(r->qemu);
   PrintVaReport(r->qemu.va);
   return cli::kExitOk;
 }
