@@ -17,6 +17,8 @@
 
 #include <fmt/format.h>
 
+#include "halite/checkpoint_location.h"
+
 #include "halite/hint_files.h"
 #include "halite/qemu/qemu_checkpoint.h"
 #include "halite/qemu/qemu_launcher.h"
@@ -372,7 +374,7 @@ int RestoreQemu(cli::Args& args) {
       const auto a = std::filesystem::absolute(path, ec);
       return ec || path.empty() ? path : a.string();
     };
-    rec.checkpoint = absolute(ckpt);
+    rec.checkpoint = IsObjectStoreUri(ckpt) ? ckpt : absolute(ckpt);
     rec.file_id = file_id;
     rec.qemu_pid = qemu_pid;
     if (auto started = ProcessStartTime(qemu_pid)) rec.qemu_start_time = *started;
