@@ -14,11 +14,17 @@ from . import realguest
 TEMPLATE = os.path.join(realguest.REPO, "guest", "desktop", "domain.xml")
 _PLACEHOLDER = re.compile(r"@([A-Z_]+)@")
 _TPM_BLOCK = re.compile(r"<!--@TPM-BEGIN@-->\n(.*?)<!--@TPM-END@-->\n", re.S)
+_QMP_BLOCK = re.compile(r"<!--@QMP-BEGIN@-->\n(.*?)<!--@QMP-END@-->\n", re.S)
 
 
-def render(name, image, disk, nvram, serial_log, tpm=False, mac="52:54:00:48:4c:01", template=TEMPLATE):
+def render(name, image, disk, nvram, serial_log, tpm=False, mac="52:54:00:48:4c:01", qmp_socket=None,
+           template=TEMPLATE):
     """The domain XML for `image` (a realguest.GuestImage) booting from `disk` (normally an overlay on
-    image.disk) with its NVRAM at `nvram` (libvirt copies OVMF_VARS there when it does not exist)."""
+    image.disk) with its NVRAM at `nvram` (libvirt copies OVMF_VARS there when it does not exist). With
+    `qmp_socket`, QEMU also serves a QMP monitor of the harness's own there (libvirt taints the domain
+    "custom-argv"): screendumps and keys that need no libvirt, e.g. while hlt-restore holds the embedded driver.
+    QEMU replaces the socket file when it starts, so every clone of a saved domain listens on the same path: a
+    harness renames each clone's socket before it starts the next one."""
     realguest.check_firmware()
     if tpm:
         realguest.check_swtpm()
@@ -34,10 +40,12 @@ def render(name, image, disk, nvram, serial_log, tpm=False, mac="52:54:00:48:4c:
         "DISK": disk,
         "MAC": mac,
         "SERIAL_LOG": serial_log,
+        "QMP_SOCKET": qmp_socket or "",
     }
     with open(template) as f:
         text = f.read()
     text = _TPM_BLOCK.sub(lambda m: m.group(1) if tpm else "", text)
+    text = _QMP_BLOCK.sub(lambda m: m.group(1) if qmp_socket else "", text)
 
     def fill(m):
         key = m.group(1)
