@@ -23,7 +23,8 @@ skip() {
 trap 'echo "FAILED: packages test: line $LINENO: $BASH_COMMAND (exit $?)" >&2' ERR
 elapsed() { echo "$(date +%s.%N) $started" | awk '{printf "%.1f s", $1 - $2}'; }
 
-[[ -z $sanitize ]] || skip "the packages are built from the normal build only; this is a $sanitize build (its binaries would need the sanitizer runtime)"
+[[ -z $sanitize ]] ||
+  skip "the packages are built from the normal build only; this is a $sanitize build (its binaries need its runtime)"
 ((EUID == 0)) || skip "needs root (mmdebstrap's root mode, chroot, the image server's FUSE mount)"
 for tool in cpack dpkg-deb dpkg-shlibdeps readelf mmdebstrap curl unshare chroot flock; do
   command -v "$tool" >/dev/null || skip "$tool is not installed (scripts/install-deps installs it)"
@@ -69,7 +70,8 @@ for f in bin/hlt-save bin/hlt-restore lib/systemd/system/halite-image-server@.se
   has_file "$tools_deb" "./usr/$f"
 done
 # Depends: from dpkg-shlibdeps for the binaries, the exact library version for the -dev package.
-field "$dev_deb" Depends | grep -qF "$lib_pkg (= $version)" || fail "libhalite-dev does not depend on $lib_pkg (= $version)"
+field "$dev_deb" Depends | grep -qF "$lib_pkg (= $version)" ||
+  fail "libhalite-dev does not depend on $lib_pkg (= $version)"
 for deb in "$lib_deb" "$tools_deb"; do
   deps=$(field "$deb" Depends)
   for want in libc6 libzstd1 libsodium23; do
@@ -80,7 +82,9 @@ field "$tools_deb" Depends | grep -q '\blibfuse3-3\b' || fail "halite-tools Depe
 mkdir "$tmp/tools"
 dpkg-deb -x "$tools_deb" "$tmp/tools"
 for b in hlt-save hlt-restore; do
-  if readelf -d "$tmp/tools/usr/bin/$b" | grep -E 'RUNPATH|RPATH'; then fail "/usr/bin/$b keeps a run path into the build"; fi
+  if readelf -d "$tmp/tools/usr/bin/$b" | grep -E 'RUNPATH|RPATH'; then
+    fail "/usr/bin/$b keeps a run path into the build"
+  fi
 done
 for deb in "${debs[@]}"; do
   printf 'packages test: %-40s %9d bytes, Installed-Size %s KiB\n' "$(basename "$deb")" "$(stat -c %s "$deb")" \
@@ -93,7 +97,8 @@ say "packages checked as files after $(elapsed)"
 mirror=${HALITE_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 suite=bookworm
 if ! curl -fsS --max-time 20 -o /dev/null "$mirror/dists/$suite/InRelease"; then
-  skip "the Debian mirror $mirror is unreachable from this machine: the packages were built and checked as files, but NOT installed into a Debian root nor run there"
+  skip "the Debian mirror $mirror is unreachable from this machine: the packages were built and checked as" \
+    "files, but NOT installed into a Debian root nor run there"
 fi
 cache=${XDG_CACHE_HOME:-$HOME/.cache}/libhalite/debian-root
 mkdir -p "$cache/archives/partial"
@@ -114,17 +119,20 @@ say "base root ready after $(elapsed)"
 
 root=$tmp/root
 mkdir -p "$root"
+
+# --- 3. Install with apt (Depends from the mirror) and run the tools, in a mount namespace of our own ---
+# The root lives on a tmpfs of that namespace: nothing to delete afterwards, nothing left if the test is killed.
+rc=0
+unshare --mount --propagation private bash -euo pipefail -s "$root" "$cache" "$lib_pkg" "$version" "$base" "$here" \
+  "$tmp/debs" <<'INNER' || rc=$?
+root=$1 cache=$2 lib_pkg=$3 version=$4 base=$5 here=$6 debs=$7
+mount -t tmpfs -o size=4g,mode=0755 tmpfs "$root"
 tar -C "$root" -xf "$base"
 mkdir -p "$root/tmp/debs"
-cp "${debs[@]}" "$root/tmp/debs/"
+cp "$debs"/*.deb "$root/tmp/debs/"
 cp "$here/in_root_checks.sh" "$root/tmp/"
 rm -f "$root/etc/resolv.conf"
 cp -L /etc/resolv.conf "$root/etc/resolv.conf"
-
-# --- 3. Install with apt (Depends from the mirror) and run the tools, in a mount namespace of our own ---
-rc=0
-unshare --mount --propagation private bash -euo pipefail -s "$root" "$cache" "$lib_pkg" "$version" <<'INNER' || rc=$?
-root=$1 cache=$2 lib_pkg=$3 version=$4
 mount --rbind /dev "$root/dev"
 mount -t proc proc "$root/proc"
 mount -t sysfs sysfs "$root/sys"

@@ -40,7 +40,8 @@ say "verify of a damaged copy: $(tail -n1 bad.txt)"
 # The image server as halite-image-server@.service runs it: mounted at /run/halite/images/FILE_ID, where restores
 # with --memory shared look for it, its region readable as a file equal to the image.
 # info prints the file id as a UUID; the mount is named by its 16 bytes in hex.
-[[ $(<info.json) =~ \"file_id\":\"([0-9a-f-]{36})\" ]] || fail "no file_id in hlt-restore info --json: $(head -c 300 info.json)"
+[[ $(<info.json) =~ \"file_id\":\"([0-9a-f-]{36})\" ]] ||
+  fail "no file_id in hlt-restore info --json: $(head -c 300 info.json)"
 file_id=${BASH_REMATCH[1]//-/}
 image=/run/halite/images/$file_id/ckpt.ram
 hlt-restore serve --image-dir /run/halite/images /tmp/ckpt.hlt >serve.log 2>&1 &
@@ -77,7 +78,8 @@ say "pkg-config halite: $pc, $flags"
 if command -v systemd-analyze >/dev/null; then
   mkdir -p units /etc/halite/restore
   printf 'CHECKPOINT=/tmp/ckpt.hlt\n' >/etc/halite/restore/test.env
-  cp /usr/lib/systemd/system/halite-image-server@.service "units/halite-image-server@$(systemd-escape /tmp/ckpt.hlt).service"
+  cp /usr/lib/systemd/system/halite-image-server@.service \
+    "units/halite-image-server@$(systemd-escape /tmp/ckpt.hlt).service"
   cp /usr/lib/systemd/system/halite-restore@.service units/halite-restore@test.service
   if ! systemd-analyze verify units/*.service >verify-units.txt 2>&1; then
     cat verify-units.txt

@@ -200,7 +200,9 @@ int RestoreLibvirt(cli::Args& args) {
   }
   if (detach && supervise) return cli::UsageError(tool, "--detach or --supervise, not both", usage);
   opt.sync_time = sync_time.value_or(opt.clone);
-  if ((detach || supervise) && status_path.empty()) status_path = ckpt + "." + (opt.name.empty() ? "restore" : opt.name) + ".status";
+  if ((detach || supervise) && status_path.empty()) {
+    status_path = ckpt + "." + (opt.name.empty() ? "restore" : opt.name) + ".status";
+  }
 
   int report_fd = STDOUT_FILENO;
   // The restore itself, or with `resume` a domain's restore taken over (--resume, or a detached restore's

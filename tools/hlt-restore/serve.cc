@@ -142,7 +142,9 @@ int Serve(cli::Args& args) {
     if (!error.empty()) return cli::UsageError(tool, error, std::string(kServeUsage) + cli::kReaderFlagsHelp);
   }
   if (image_dir.empty()) {
-    if (checkpoints.size() < 2) return cli::UsageError(tool, "MOUNTPOINT and at least one CKPT are required", kServeUsage);
+    if (checkpoints.size() < 2) {
+      return cli::UsageError(tool, "MOUNTPOINT and at least one CKPT are required", kServeUsage);
+    }
     mountpoint = checkpoints.front();
     checkpoints.erase(checkpoints.begin());
   } else {
