@@ -235,29 +235,60 @@ Result<CheckpointSaveResult> SaveQemuToCheckpoint(QmpClient& qmp, const std::str
   }
   HLT_ASSIGN_OR_RETURN(std::vector<RamBlockInfo> qmp_blocks, QueryRamBlocks(qmp));
 
+  // How the guest is paused and resumed: the caller's way (a management layer that must know), or QMP.
+  auto pause = [&]() -> Status {
+    return options.pause_guest ? options.pause_guest() : qmp.Execute("stop").status();
+  };
+  auto resume = [&]() -> Status {
+    return options.resume_guest ? options.resume_guest() : qmp.Execute("cont").status();
+  };
+  // Where RAM is in guest-physical memory: for the access window and the page-table walk.
+  std::vector<GuestRamRange> ram_ranges;
+  std::string guest_info_note;
+  const bool sample_accesses = result.was_running && options.access_window.window_ms > 0;
+  if (options.va_walk || sample_accesses) {
+    auto ranges = QueryGuestRamMap(qmp);
+    if (ranges) {
+      ram_ranges = std::move(*ranges);
+    } else {
+      guest_info_note = ranges.error().message();
+    }
+  }
+
   bool stopped_by_us = false;
   Clock::time_point stopped_at;
-  if (!options.live && result.was_running) {
-    HLT_RETURN_IF_ERROR(qmp.Execute("stop").status());
+  AccessWindow window;
+  window.report.skipped = !result.was_running ? "the guest is not running" : "off";
+  if (sample_accesses && guest_info_note.empty()) {
+    AccessWindowOptions wo = options.access_window;
+    wo.leave_stopped = !options.live;  // a stopped-guest save stops it next anyway
+    wo.pause_guest = pause;
+    wo.resume_guest = resume;
+    HLT_ASSIGN_OR_RETURN(window, SampleGuestAccesses(qmp, qmp.PeerPid(), ram_ranges, wo));
+    if (window.left_stopped) {
+      stopped_by_us = true;
+      stopped_at = Clock::now();
+    }
+  }
+  result.access_window = window.report;
+  if (!options.live && result.was_running && !stopped_by_us) {
+    HLT_RETURN_IF_ERROR(pause());
     stopped_by_us = true;
     stopped_at = Clock::now();
   }
   auto resume_after_failure = [&](Status s) -> Status {
-    if (stopped_by_us) (void)qmp.Execute("cont");
+    if (stopped_by_us) (void)resume();
     return s;
   };
-  // The inputs of the page-table walk, read while the guest is stopped (or just before a live snapshot).
-  std::vector<GuestRamRange> ram_ranges;
+  // The vCPUs' registers for the page-table walk, read while the guest is stopped (or just before a live
+  // snapshot).
   std::vector<CpuPagingRegisters> cpus;
-  std::string guest_info_note;
-  if (options.va_walk) {
-    auto ranges = QueryGuestRamMap(qmp);
+  if (options.va_walk && guest_info_note.empty()) {
     auto regs = QueryCpuPagingRegisters(qmp);
-    if (ranges && regs) {
-      ram_ranges = std::move(*ranges);
+    if (regs) {
       cpus = std::move(*regs);
     } else {
-      guest_info_note = !ranges ? ranges.error().message() : regs.error().message();
+      guest_info_note = regs.error().message();
     }
   }
 
@@ -295,11 +326,11 @@ Result<CheckpointSaveResult> SaveQemuToCheckpoint(QmpClient& qmp, const std::str
   // The stream is complete: the guest may go on while the checkpoint is compressed.
   using Then = SaveOptions::Then;
   if (options.then == Then::kContinue && stopped_by_us) {
-    HLT_RETURN_IF_ERROR(qmp.Execute("cont").status());
+    HLT_RETURN_IF_ERROR(resume());
     result.guest_stopped_seconds = std::chrono::duration<double>(Clock::now() - stopped_at).count();
     stopped_by_us = false;
   } else if (options.then == Then::kLeaveStopped && options.live && result.was_running) {
-    HLT_RETURN_IF_ERROR(qmp.Execute("stop").status());
+    HLT_RETURN_IF_ERROR(pause());
   }
   std::unique_ptr<CheckpointWriter> writer = handler.TakeWriter();
   result.machine_type = state->machine_type;
@@ -314,6 +345,11 @@ Result<CheckpointSaveResult> SaveQemuToCheckpoint(QmpClient& qmp, const std::str
   result.state_blob_bytes = blob.size();
   HLT_RETURN_IF_ERROR(writer->AddBlob(
       kQemuStateBlobName, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(blob.data()), blob.size())));
+  if (!window.samples.empty() && !handler.memory_map().empty()) {
+    const std::vector<halite::PageRun> touched = x86::AccessedPageRuns(window.samples, handler.memory_map());
+    for (const auto& run : touched) result.access_window_pages += run.count;
+    if (!touched.empty()) HLT_RETURN_IF_ERROR(writer->AddAccessedPages(touched));
+  }
   if (options.live && options.live_access_trace && !handler.trace().empty()) {
     HLT_RETURN_IF_ERROR(writer->AddAccessedPages(handler.trace()));
     result.access_trace_pages = handler.trace_pages();

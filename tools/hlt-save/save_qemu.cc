@@ -30,7 +30,7 @@ const char* kQemuUsage =
 
 int SaveQemu(cli::Args& args) {
   const std::string tool = "hlt-save qemu";
-  std::string usage = std::string(kQemuUsage) + kWriterFlagsHelp;
+  std::string usage = std::string(kQemuUsage) + kAccessWindowHelp + kWriterFlagsHelp;
   std::string socket, out, error, v;
   WriterFlags flags;
   flags.options.metadata.creator = "libhalite hlt-save qemu";
@@ -57,6 +57,7 @@ int SaveQemu(cli::Args& args) {
         error = "--then: expected stop, quit or cont, got \"" + v + "\"";
     } else if (args.Flag("--no-va")) {
       opt.va_walk = false;
+    } else if (ParseAccessWindowFlag(args, &opt.access_window, &error)) {
     } else if (ParseWriterFlag(args, &flags, &error)) {
     } else {
       args.Positional(nullptr, &error);
@@ -93,6 +94,7 @@ int SaveQemu(cli::Args& args) {
   }
   PrintParentImage(*r);
   std::printf("  state blob       %zu bytes (\"%s\")\n", r->state_blob_bytes, qemu::kQemuStateBlobName);
+  PrintAccessWindow(*r);
   PrintVaReport(r->va);
   return cli::kExitOk;
 }

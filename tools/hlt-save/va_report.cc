@@ -1,6 +1,7 @@
 #include "hlt-save/va_report.h"
 
 #include <cstdio>
+#include <cstdlib>
 
 namespace halite::save {
 
@@ -23,6 +24,42 @@ void PrintVaReport(const x86::PageTableHintReport& va) {
       100.0 * va.coverage(), (unsigned long long)va.mapped_nonzero_pages, (unsigned long long)va.nonzero_pages,
       100.0 * va.small_coverage(), (unsigned long long)va.mapped_nonzero_small_pages);
   if (!va.notes.empty()) std::printf("  va notes         %s\n", va.notes.c_str());
+}
+
+bool ParseAccessWindowFlag(cli::Args& args, qemu::AccessWindowOptions* window, std::string* error) {
+  std::string v;
+  if (args.Option("--access-window", &v, error)) {
+    char* end = nullptr;
+    const double seconds = error->empty() ? std::strtod(v.c_str(), &end) : 0;
+    if (error->empty() && (end == v.c_str() || *end != '\0' || !(seconds >= 0) || seconds > 3600)) {
+      *error = "--access-window: expected seconds from 0 to 3600, got \"" + v + "\"";
+    }
+    window->window_ms = int(seconds * 1000);
+    return true;
+  }
+  if (args.Option("--access-interval", &v, error)) {
+    uint64_t ms = 0;
+    if (error->empty() && (!cli::ParseU64(v, &ms) || ms < 1 || ms > 60000)) {
+      *error = "--access-interval: expected milliseconds from 1 to 60000, got \"" + v + "\"";
+    }
+    window->interval_ms = int(ms);
+    return true;
+  }
+  return false;
+}
+
+void PrintAccessWindow(const qemu::CheckpointSaveResult& r) {
+  const qemu::AccessWindowReport& w = r.access_window;
+  if (w.samples == 0) {
+    std::printf("  access window    skipped: %s\n", w.skipped.c_str());
+    return;
+  }
+  std::printf(
+      "  access window    %u samples in %.3f s (paused %.1f ms in all, at most %.1f ms), %u address spaces seen, "
+      "%u measured; %llu pages touched, %llu given as the working set%s%s\n",
+      w.samples, w.seconds, w.pause_total_ms, w.pause_max_ms, w.distinct_roots, w.measured_roots,
+      (unsigned long long)w.accessed_pages, (unsigned long long)r.access_window_pages,
+      w.skipped.empty() ? "" : "; stopped early: ", w.skipped.c_str());
 }
 
 }  // namespace halite::save

@@ -1,12 +1,27 @@
-// The page-table walk's report, printed the same way by every hlt-save mode that walks a guest.
+// The page-table walk's and the access window's reports, printed the same way by every hlt-save mode that walks a
+// guest, and the access window's flags.
 #ifndef HALITE_TOOLS_VA_REPORT_H_
 #define HALITE_TOOLS_VA_REPORT_H_
 
+#include <string>
+
+#include "halite/qemu/qemu_checkpoint.h"
 #include "halite/x86_guest_hints.h"
+#include "common/cli.h"
 
 namespace halite::save {
 
 void PrintVaReport(const x86::PageTableHintReport& va);
+
+// --access-window SECONDS and --access-interval MS (hlt-save qemu and libvirt): true when it was one of them.
+bool ParseAccessWindowFlag(cli::Args& args, qemu::AccessWindowOptions* window, std::string* error);
+inline constexpr const char* kAccessWindowHelp =
+    "  --access-window S      a running guest: sample the accessed bits of its page tables for S seconds\n"
+    "                         before the save (default 2; 0: off); the pages it touched, in the order the\n"
+    "                         samples saw them, become the working set (restored first). Each sample pauses\n"
+    "                         the guest for a few milliseconds\n"
+    "  --access-interval MS   between samples (default 200)\n";
+void PrintAccessWindow(const qemu::CheckpointSaveResult& r);
 
 }  // namespace halite::save
 

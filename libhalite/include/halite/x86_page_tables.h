@@ -7,7 +7,8 @@
 // Linux guest (every process's top-level table copies the kernel half, entries 256..511, of the kernel's).
 //
 // Supported: 4-level and 5-level (CR4.LA57) long-mode paging, 2 MiB and 1 GiB pages. Ignored: permissions, NX,
-// protection keys, PAT, accessed/dirty bits; PCID bits and CR3 bit 63 are masked. Not supported: 32-bit and PAE
+// protection keys, PAT, dirty bits, accessed bits (unless WalkLimits::accessed_only); PCID bits and CR3 bit 63
+// are masked. Not supported: 32-bit and PAE
 // paging (a guest in those modes gets kUnsupported from PagingRootFromRegisters), EPT/NPT of nested guests.
 //
 // Guest memory is untrusted: every walk is bounded. A table page is walked at most once per level and address
@@ -59,6 +60,14 @@ struct HALITE_EXPORT WalkLimits {
   // Walk only entries 0..255 of the top-level table (the user half): for address spaces whose kernel half was
   // already walked through another root.
   bool user_half_only = false;
+  // Walk only entries 256..511 (the kernel half), e.g. once for all the address spaces that share it.
+  bool kernel_half_only = false;
+  // Follow only entries whose accessed bit (bit 5) is set, below the top-level table: the mappings the guest used
+  // since the bits were last cleared (halite/x86_accessed_pages.h). The processor sets the bit in every entry it
+  // uses for a translation, so an entry without it hides nothing used beneath it. The top level's bits are
+  // ignored: its kernel half is one copy per process while the tables below are shared, so the copy walked may be
+  // that of a process that did not run.
+  bool accessed_only = false;
 };
 
 // Guest-physical pages pfn..pfn+pages-1 mapped at va..va+pages*4096-1. Runs are maximal: two leaves of the same
@@ -82,6 +91,7 @@ struct HALITE_EXPORT WalkStats {
   // kernel mappings, skipped. Linux's trampoline_pgd maps all physical memory at virtual address 0 through the
   // direct map's own tables; walked, it would look like a process mapping every page in physical order.
   uint64_t kernel_alias_entries = 0;
+  uint64_t not_accessed_entries = 0;  // present entries skipped for a clear accessed bit (accessed_only)
   uint64_t leaves_4k = 0, leaves_2m = 0, leaves_1g = 0;
   uint64_t mapped_pages = 0;      // pages in the runs (a page mapped twice counts twice)
   bool truncated = false;         // a limit stopped the walk early

@@ -283,10 +283,9 @@ Status Decompressor::DecompressFrames(std::span<const uint8_t> in, const FrameRe
       return ready > begin ? progress(f.content_offset + begin, f.content_offset + ready) : Status::Ok();
     });
   };
-  HLT_RETURN_IF_ERROR(decode(frames[lead]));
-  for (size_t i = 0; i < frames.size(); ++i) {
-    if (i != lead) HLT_RETURN_IF_ERROR(decode(frames[i]));
-  }
+  // From the lead frame onwards, then the frames before it: a guest that faulted on a page tends to go on to the
+  // pages after it (a block keeps its pages in the order they were touched when saved).
+  for (size_t k = 0; k < frames.size(); ++k) HLT_RETURN_IF_ERROR(decode(frames[(lead + k) % frames.size()]));
   return Status::Ok();
 }
 

@@ -110,6 +110,7 @@ class Walker {
       HLT_RETURN_IF_ERROR(Table(root.levels, 0, kHalf, kEntriesPerTable));
       in_kernel_half_ = false;
     }
+    if (lim_.kernel_half_only) return Status::Ok();
     const size_t kernel_runs = out_->runs.size();
     // Lower levels' buffers only were reused by the kernel half's walk: pages_[root.levels] is still the root.
     for (size_t i = 0; i < kHalf; ++i) {
@@ -167,6 +168,10 @@ class Walker {
       // Entry() copies out: the recursive call below reuses lower levels' buffers only, never this one.
       const uint64_t e = Entry(pages_[level], i);
       if (!(e & kPresent)) continue;
+      if (lim_.accessed_only && level < out_->root.levels && !(e & kAccessed)) {
+        ++out_->stats.not_accessed_entries;
+        continue;
+      }
       const uint64_t va = base | (uint64_t(i) << span_shift);
       if (level == 1) {
         AddLeaf(va, (e & kAddrMask) >> 12, 1, 1);

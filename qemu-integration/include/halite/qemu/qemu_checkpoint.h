@@ -9,8 +9,9 @@
 //     `info mtree -f` shows the block's offset 0 in guest-physical memory (0 when it is not mapped, e.g. fw_cfg
 //     ROMs). The rest of the block's layout is the machine's (i440fx maps pc.ram above 3 GiB at 4 GiB);
 //   - blob kQemuStateBlobName: EncodeSavedVmState() (configuration, RAMBlock list, device state, VMDESC);
-//   - hints: for a live save, the pages the guest wrote during the save in the order they arrived (the access
-//     trace); virtual-address runs from the guest's own page tables.
+//   - hints: the pages a running guest touched in a window before the save (accessed-bit samples) and, for a
+//     live save, the pages the guest wrote during the save in the order they arrived (the access trace);
+//     virtual-address runs from the guest's own page tables.
 //
 // The page-table walk (halite/x86_guest_hints.h) reads guest memory back from the writer's staged pages; while
 // the stream passes, the save only notes the pages that look like top-level tables (24 bytes each).
@@ -24,6 +25,7 @@
 
 #include "halite/checkpoint_reader.h"
 #include "halite/checkpoint_writer.h"
+#include "halite/qemu/qemu_access_window.h"
 #include "halite/qemu/qemu_direct_placement.h"
 #include "halite/qemu/qemu_launcher.h"
 #include "halite/qemu/qemu_push_source.h"
@@ -51,6 +53,13 @@ struct CheckpointSaveOptions {
   x86::GuestWalkOptions walk;  // limits.max_pfn is set from the guest's memory map
   // Live saves: give the out-of-scan-order pages to the writer as the access trace.
   bool live_access_trace = true;
+  // A guest that is running: sample the accessed bits of its page tables over this window before the save
+  // (halite/qemu/qemu_access_window.h) and give the pages it touched, sample by sample, as the access trace
+  // (first, before a live save's). window_ms 0: off.
+  AccessWindowOptions access_window;
+  // How the guest is paused and resumed (empty: QMP stop and cont). A management layer passes its own so that it
+  // knows (libvirt: virDomainSuspend and virDomainResume).
+  std::function<Status()> pause_guest, resume_guest;
   // Called after the pages and hints are given and before Finish (hint files from the command line).
   std::function<Status(CheckpointWriter&)> before_finish;
   // Incremental saves (writer.parent) of a clone whose RAMBlock is a private mapping of a file (hlt-restore
@@ -73,6 +82,8 @@ struct CheckpointSaveResult {
   uint64_t data_pages = 0;  // PAGE records with non-zero content
   uint64_t zero_pages = 0;  // ZERO records and all-zero PAGE records
   uint64_t access_trace_pages = 0;
+  AccessWindowReport access_window;  // samples.empty() and skipped "off" when not asked for
+  uint64_t access_window_pages = 0;  // of those, pages given to the writer (in its regions)
   size_t state_blob_bytes = 0;
   double guest_stopped_seconds = 0;  // non-live: stop to cont (0 when the guest stays stopped or was not running)
   // is_parent_image: the file QEMU maps a RAMBlock from and the pages it never wrote (declared IN_PARENT), or why
