@@ -52,6 +52,12 @@ Status CheckpointReader::Impl::VerifyOrReread(uint32_t block, std::span<uint8_t>
 
 Status CheckpointReader::Impl::Decompress(uint32_t block, std::span<const uint8_t> payload, std::span<uint8_t> out,
                                           const BlockProgress* progress, size_t first) const {
+  if (cipher_) return OpenSealedBlock(block, payload, out, progress, first);
+  return DecodeContent(block, payload, out, progress, first);
+}
+
+Status CheckpointReader::Impl::DecodeContent(uint32_t block, std::span<const uint8_t> payload, std::span<uint8_t> out,
+                                             const BlockProgress* progress, size_t first) const {
   const BlockInfo& b = model_.blocks[block];
   if (!b.compressed()) {
     if (payload.data() != out.data()) std::memcpy(out.data(), payload.data(), out.size());
@@ -98,6 +104,7 @@ void CheckpointReader::Impl::CacheInsert(uint32_t block, std::span<const uint8_t
 Status CheckpointReader::Impl::ReadBlock(uint32_t block, std::span<uint8_t> out, bool* reread,
                                          const BlockProgress* progress, size_t first) const {
   if (block >= view_blocks_.size()) return Status::InvalidArgument(file_->name() + ": no block " + std::to_string(block));
+  if (sealed_) return NeedsKey();
   if (block >= model_.blocks.size()) {
     return parent_->impl_->ReadBlock(view_to_parent_[block - model_.blocks.size()], out, reread, progress, first);
   }
@@ -108,21 +115,22 @@ Status CheckpointReader::Impl::ReadOwnBlock(uint32_t block, std::span<uint8_t> o
                                             const BlockProgress* progress, bool use_cache, size_t first) const {
   const BlockInfo& b = model_.blocks[block];
   if (out.size() != b.raw_length()) return Status::InvalidArgument(BlockWhere(block) + ": output buffer has the wrong size");
-  // A raw block is read straight into the caller's buffer, then verified.
+  // A raw block of an unencrypted file is read straight into the caller's buffer, then verified.
   thread_local std::vector<uint8_t> payload_buffer;
   std::span<uint8_t> payload = out;
-  if (b.compressed()) {
+  if (b.compressed() || cipher_) {
     payload_buffer.resize(b.stored_length);
     payload = payload_buffer;
   }
   const bool cached = use_cache && cache_;
   if (cached) {
     if (cache_->Lookup(CacheKey(block), payload)) {
+      bool use_storage = false;
       if (VerifyPayload(block, payload).ok()) {
-        cache_hits_.fetch_add(1, std::memory_order_relaxed);
-        return Decompress(block, payload, out, progress, first);
+        Status s = DecodeCached(block, payload, out, progress, first, &use_storage);
+        if (!use_storage) return s;
       }
-      // Torn by a crash or damaged on the cache's disk: never served; storage has the block.
+      // Torn by a crash, damaged on the cache's disk, or planted: never served; storage has the block.
       cache_->Drop(CacheKey(block));
       cache_dropped_.fetch_add(1, std::memory_order_relaxed);
     } else {
@@ -144,6 +152,7 @@ std::pair<const CheckpointReader::Impl*, uint32_t> CheckpointReader::Impl::Owner
 }
 
 Status CheckpointReader::Impl::FetchBlocks(std::span<const uint32_t> blocks, std::vector<FetchedBlock>* out) const {
+  if (sealed_) return NeedsKey();
   for (uint32_t b : blocks) {
     if (b >= view_blocks_.size()) return Status::InvalidArgument(file_->name() + ": no block " + std::to_string(b));
   }
@@ -212,9 +221,10 @@ Status CheckpointReader::Impl::DecodeOwnBlock(uint32_t block, FetchedBlock& fetc
   }
   std::span<uint8_t> payload = fetched.payload;
   if (fetched.from_cache) {
+    bool use_storage = false;
     if (VerifyPayload(block, payload).ok()) {
-      cache_hits_.fetch_add(1, std::memory_order_relaxed);
-      return Decompress(block, payload, out, progress);
+      Status s = DecodeCached(block, payload, out, progress, 0, &use_storage);
+      if (!use_storage) return s;
     }
     cache_->Drop(CacheKey(block));
     cache_dropped_.fetch_add(1, std::memory_order_relaxed);
@@ -233,6 +243,7 @@ Status CheckpointReader::Impl::ReadBlocks(std::span<const uint32_t> blocks, std:
   if (blocks.size() != outs.size() || blocks.size() != statuses.size()) {
     return Status::InvalidArgument("ReadBlocks: blocks, outs and statuses differ in length");
   }
+  if (sealed_) return NeedsKey();
   for (size_t i = 0; i < blocks.size(); ++i) {
     if (blocks[i] >= view_blocks_.size()) {
       return Status::InvalidArgument(file_->name() + ": no block " + std::to_string(blocks[i]));
@@ -284,6 +295,7 @@ Status CheckpointReader::FetchBlocks(std::span<const uint32_t> blocks, std::vect
 Status CheckpointReader::DecodeBlock(FetchedBlock& fetched, std::span<uint8_t> out, bool* reread,
                                      const BlockProgress& progress) const {
   if (!fetched.status.ok()) return fetched.status;
+  if (impl_->sealed_) return impl_->NeedsKey();
   if (fetched.block >= impl_->view_blocks_.size()) {
     return Status::InvalidArgument(name() + ": no block " + std::to_string(fetched.block));
   }

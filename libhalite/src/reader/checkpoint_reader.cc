@@ -40,6 +40,7 @@ Status CheckpointReader::Impl::OpenStandalone() {
 }
 
 Status CheckpointReader::Impl::OpenChain(const std::vector<FileId>& descendants) {
+  if (sealed_) return BuildView();  // no page map: no parent to follow, no page to locate (13.7)
   HLT_RETURN_IF_ERROR(OpenParent(descendants));
   // Only now, with the parent verified, 4 bytes a page for a sparse page map (5.3): its page count is the parent's
   // (whose own map is in its file), plus the pages listed here.
@@ -95,9 +96,14 @@ Status CheckpointReader::Impl::OpenParent(const std::vector<FileId>& descendants
       if (first_error.ok()) first_error = error;
       continue;
     }
-    auto impl = std::make_unique<Impl>(std::move(*file), options_);
+    ReaderOptions parent_options = options_;
+    parent_options.open_without_key = false;  // a chain is opened with every key or not at all
+    auto impl = std::make_unique<Impl>(std::move(*file), std::move(parent_options));
     const std::string& pname = impl->file_->name();
     error = impl->OpenStandalone();
+    if (error.code() == StatusCode::kAuthFailed && impl->header_.encrypted() && impl->header_.file_id == ref.file_id) {
+      return error.WithContext(name + ": parent");  // the parent's key, not a question of which candidate
+    }
     if (!error.ok()) {
       error = error.WithContext(name + ": parent");
     } else if (impl->header_.file_id != ref.file_id) {
@@ -275,9 +281,14 @@ Status CheckpointReader::Impl::OpenChecked() {
     return Status::Corrupt(name + ": index at offset " + fmt::format("{:#x}", footer_.index_offset) + ": checksum mismatch (stored " +
                            fmt::format("{:#x}", footer_.index_checksum) + ", computed " + fmt::format("{:#x}", computed) + ")");
   }
-  HLT_ASSIGN_OR_RETURN(model_, format::DecodeIndex(index, footer_.index_offset, name));
+  if (header_.encrypted()) {
+    HLT_RETURN_IF_ERROR(DecodeEncryptedIndex(hb, index));
+  } else {
+    HLT_ASSIGN_OR_RETURN(model_, format::DecodeIndex(index, footer_.index_offset, name));
+  }
   HLT_RETURN_IF_ERROR(format::CheckMinorVersionCoversIndex(header_, model_, name));
   HLT_RETURN_IF_ERROR(format::CheckAuthenticatedFlag(header_, model_, name));
+  HLT_RETURN_IF_ERROR(format::CheckEncryptedFlag(header_, model_, name));
   HLT_RETURN_IF_ERROR(format::CheckParentIsNotSelf(header_, model_, name));
   if (options_.mac_key) HLT_RETURN_IF_ERROR(format::CheckIndexMac(*options_.mac_key, hb, index, model_, name));
   fingerprint_ = format::ComputeIndexFingerprint(hb, index, fb);
@@ -298,6 +309,7 @@ Status CheckpointReader::Impl::OpenChecked() {
 
 Result<std::vector<uint8_t>> CheckpointReader::Impl::ReadBlob(uint32_t index) const {
   if (index >= model_.blobs.size()) return Status::NotFound(file_->name() + ": no blob " + std::to_string(index));
+  if (sealed_) return NeedsKey();
   const BlobInfo& b = model_.blobs[index];
   std::string where = file_->name() + ": blob \"" + b.name + "\" at offset " + fmt::format("{:#x}", b.offset);
   std::vector<uint8_t> payload(b.stored_length);  // bounded by the file size (checked at open)
@@ -309,6 +321,9 @@ Result<std::vector<uint8_t>> CheckpointReader::Impl::ReadBlob(uint32_t index) co
   uint64_t computed = codec::Xxh3_64(payload, format::BlobSeed(format::FileSeed(header_.file_id), index));
   if (computed != b.checksum) {
     return Status::Corrupt(where + ": checksum mismatch (stored " + fmt::format("{:#x}", b.checksum) + ", computed " + fmt::format("{:#x}", computed) + ")");
+  }
+  if (cipher_) {
+    HLT_ASSIGN_OR_RETURN(payload, OpenSealedBlob(index, payload));  // 13.3: from here on the blob's content
   }
   if (!b.compressed()) return payload;
   // The checksum proves nothing against a hostile writer: check the frame agrees on the size before allocating.
@@ -375,6 +390,12 @@ const std::vector<uint32_t>& CheckpointReader::restore_order() const { return im
 uint32_t CheckpointReader::working_set_blocks() const { return impl_->model_.working_set_blocks; }
 size_t CheckpointReader::dictionary_size() const { return impl_->model_.dictionary.size(); }
 bool CheckpointReader::authenticated() const { return impl_->model_.mac.present; }
+bool CheckpointReader::encrypted() const { return impl_->header_.encrypted(); }
+const KeyId& CheckpointReader::key_id() const { return impl_->header_.key_id; }
+Cipher CheckpointReader::cipher() const {
+  return impl_->model_.encryption.present ? static_cast<Cipher>(impl_->model_.encryption.cipher) : Cipher::kAuto;
+}
+bool CheckpointReader::sealed() const { return impl_->sealed_; }
 const std::vector<ChainLevel>& CheckpointReader::chain() const { return impl_->chain_; }
 const CheckpointReader* CheckpointReader::parent() const { return impl_->parent_.get(); }
 uint32_t CheckpointReader::chain_depth() const { return impl_->chain_.front().chain_depth; }
@@ -419,6 +440,7 @@ Status CheckpointReader::ReadBlocks(std::span<const uint32_t> blocks, std::span<
 
 Status CheckpointReader::ReadPage(uint64_t g, std::span<uint8_t> out) const {
   if (out.size() != kPageSize) return Status::InvalidArgument("ReadPage needs a 4096-byte buffer");
+  if (impl_->sealed_) return impl_->NeedsKey();
   if (g >= total_pages()) return Status::InvalidArgument(name() + ": no page " + std::to_string(g));
   PageLocation loc = Locate(g);
   if (loc.kind != PageKind::kStored) {
@@ -481,6 +503,7 @@ Status CheckpointReader::Impl::VerifyPageHashes() const {
 Status CheckpointReader::VerifyAll(const std::function<void(const VerifyProgress&)>& progress) const {
   VerifyProgress p;
   p.blocks_total = impl_->ChainBlockCount();
+  if (impl_->sealed_) return impl_->VerifySealedFile(progress, &p);
   return impl_->VerifyFiles(progress, &p);
 }
 
