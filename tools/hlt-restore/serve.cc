@@ -98,7 +98,7 @@ int Serve(cli::Args& args) {
     return cli::UsageError(tool, "MOUNTPOINT and at least one CKPT are required", kServeUsage);
   }
   options.mountpoint = mountpoint;
-  if (Status cache = cli::OpenBlockCache(args, &reader_options); !cache.ok()) return cli::Fail(tool, cache);
+  if (Status cache = cli::PrepareReaderOptions(args, &reader_options); !cache.ok()) return cli::Fail(tool, cache);
   std::vector<image_server::ServedImage> images;
   for (const std::string& arg : checkpoints) {
     const size_t eq = arg.find('=');

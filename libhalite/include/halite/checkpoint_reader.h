@@ -237,6 +237,7 @@ class HALITE_EXPORT CheckpointReader {
   class Impl;
 
  private:
+  friend class CheckpointRekeyer;  // checkpoint_rekey.h: reads stored content without decompressing it
   explicit CheckpointReader(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };

@@ -142,6 +142,10 @@ struct HALITE_EXPORT WriteSummary {
   uint64_t declared_in_parent_pages = 0;  // of in_parent_pages: declared by the caller (DeclareInParent), not compared
   uint64_t page_hash_bytes = 0;  // the PAGE_HASHES section, 0 when not written
   uint64_t file_bytes = 0;
+  // Format-spec 13: the file is encrypted, with this cipher and the key of this id.
+  bool encrypted = false;
+  Cipher cipher = Cipher::kAuto;
+  KeyId key_id{};
   double seconds = 0;
   double ratio() const { return file_bytes ? double(raw_bytes) / double(file_bytes) : 0; }
 };

@@ -14,6 +14,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -87,6 +88,12 @@ class HALITE_EXPORT Keyring {
   Fetch fetch_;
   mutable std::map<KeyId, Status> fetch_failures_;  // asked once; the answer is kept
 };
+
+// The key id the header of the checkpoint at `path` names, or nullopt when it is not encrypted: one read of its 64
+// header bytes, checksum checked. For a caller that wants to refuse a checkpoint whose key it lacks before it starts
+// anything else (hlt-restore starts QEMU while the index is read). Errors: as opening and reading the file;
+// kCorrupt, kUnsupported for a header that is not a checkpoint's this library reads.
+HALITE_EXPORT Result<std::optional<KeyId>> ReadCheckpointKeyId(const std::string& path);
 
 }  // namespace halite
 

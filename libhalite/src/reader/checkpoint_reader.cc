@@ -312,19 +312,7 @@ Result<std::vector<uint8_t>> CheckpointReader::Impl::ReadBlob(uint32_t index) co
   if (sealed_) return NeedsKey();
   const BlobInfo& b = model_.blobs[index];
   std::string where = file_->name() + ": blob \"" + b.name + "\" at offset " + fmt::format("{:#x}", b.offset);
-  std::vector<uint8_t> payload(b.stored_length);  // bounded by the file size (checked at open)
-  HLT_RETURN_IF_ERROR(file_->ReadAt(b.offset, payload));
-  if (options_.mac_key) {
-    HLT_RETURN_IF_ERROR(format::CheckPayloadMac(*options_.mac_key, format::kBlobMacTag, header_.file_id, index,
-                                                payload, model_.mac.blob_macs[index], where));
-  }
-  uint64_t computed = codec::Xxh3_64(payload, format::BlobSeed(format::FileSeed(header_.file_id), index));
-  if (computed != b.checksum) {
-    return Status::Corrupt(where + ": checksum mismatch (stored " + fmt::format("{:#x}", b.checksum) + ", computed " + fmt::format("{:#x}", computed) + ")");
-  }
-  if (cipher_) {
-    HLT_ASSIGN_OR_RETURN(payload, OpenSealedBlob(index, payload));  // 13.3: from here on the blob's content
-  }
+  HLT_ASSIGN_OR_RETURN(std::vector<uint8_t> payload, ReadBlobContent(index));
   if (!b.compressed()) return payload;
   // The checksum proves nothing against a hostile writer: check the frame agrees on the size before allocating.
   auto declared = codec::FrameContentSize(payload);

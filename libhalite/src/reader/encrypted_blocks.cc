@@ -8,6 +8,7 @@
 
 #include "codec/hashing.h"
 #include "codec/mac.h"
+#include "halite/checkpoint_location.h"
 #include "reader/reader_impl.h"
 
 namespace halite {
@@ -30,8 +31,14 @@ Status CheckpointReader::Impl::DecodeEncryptedIndex(std::span<const uint8_t> hea
       HLT_ASSIGN_OR_RETURN(model_, format::DecodeIndex(index, at, name));
       return Status::Ok();
     }
-    // The key service's own failure (a --key-command that failed) says more than "not found".
-    const std::string why = key.error().code() == StatusCode::kNotFound ? "" : " (" + key.error().message() + ")";
+    // The key service's own failure (a --key-command that failed) says more than "not found"; a wrong key shows as
+    // the ids that were given.
+    std::string why = key.error().code() == StatusCode::kNotFound ? "" : " (" + key.error().message() + ")";
+    if (options_.keyring && why.empty()) {
+      std::string given;
+      for (const KeyId& id : options_.keyring->ids()) given += (given.empty() ? "" : ", ") + KeyIdHex(id);
+      if (!given.empty()) why = " (the keys given have ids " + given + ")";
+    }
     return Status::AuthFailed(fmt::format("{}: encrypted with key id {}, and no key with that id was given (a key "
                                           "file, a keyring, HALITE_ENCRYPT_KEY or a key command){}",
                                           name, KeyIdHex(header_.key_id), why));
@@ -175,6 +182,16 @@ Status CheckpointReader::Impl::VerifySealedFile(const std::function<void(const V
     }
   }
   return Status::Ok();
+}
+
+Result<std::optional<KeyId>> ReadCheckpointKeyId(const std::string& path) {
+  HLT_ASSIGN_OR_RETURN(auto file, OpenCheckpointFile(path));
+  std::array<uint8_t, format::kHeaderSize> hb;
+  if (file->size() < hb.size()) return Status::Corrupt(path + ": shorter than a header (not a checkpoint)");
+  HLT_RETURN_IF_ERROR(file->ReadAt(0, hb));
+  HLT_ASSIGN_OR_RETURN(format::Header header, format::DecodeHeader(hb, path));
+  if (!header.encrypted()) return std::optional<KeyId>();
+  return std::optional<KeyId>(header.key_id);
 }
 
 }  // namespace halite

@@ -61,6 +61,15 @@ class HALITE_HIDDEN CheckpointReader::Impl {
                       const BlockProgress* progress, size_t first, bool* use_storage) const;
   // 13.3: a blob's content from its sealed payload.
   Result<std::vector<uint8_t>> OpenSealedBlob(uint32_t index, std::span<const uint8_t> payload) const;
+  // stored_content.cc: what an unencrypted file stores for a block or blob of this file, read from storage and
+  // verified (MAC, checksum, every tag) but not decompressed: hlt-save rekey re-seals it as it is. A FRAMED
+  // block's frames are listed (their offsets in `bytes` and in the raw content).
+  struct BlockContent {
+    std::vector<uint8_t> bytes;
+    std::vector<codec::FrameExtent> frames;
+  };
+  Result<BlockContent> ReadBlockContent(uint32_t block) const;
+  Result<std::vector<uint8_t>> ReadBlobContent(uint32_t index) const;
   // 13.5 and 13.4: the index of an encrypted file, with its key (index tag, sealed sections opened) or, with
   // open_without_key, without.
   Status DecodeEncryptedIndex(std::span<const uint8_t> header_bytes, std::span<const uint8_t> index);

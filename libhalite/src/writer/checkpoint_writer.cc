@@ -748,6 +748,11 @@ Result<WriteSummary> CheckpointWriter::Impl::Finish() {
   sum.page_hash_bytes = model.page_hashes.empty() ? 0 : format::kSectionHeaderSize + format::kPageHashesFixedSize +
                                                             8 * model.page_hashes.size();
   sum.file_bytes = footer.file_size;
+  sum.encrypted = cipher_ != nullptr;
+  if (cipher_) {
+    sum.cipher = static_cast<Cipher>(cipher_number_);
+    sum.key_id = key_id_;
+  }
   sum.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return sum;
 }
