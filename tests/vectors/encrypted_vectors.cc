@@ -227,12 +227,11 @@ ReaderOptions VectorKeys(const std::string& keys) {
 Result<std::vector<EncryptedVector>> BuildEncryptedVectors() {
   std::vector<EncryptedVector> out;
   const EncryptionKey a = VectorKeyA(), b = VectorKeyB();
-  auto valid = [&](std::string name, std::vector<uint8_t> bytes, std::string keys, bool aes, std::string why) {
+  auto valid = [&](std::string name, std::vector<uint8_t> bytes, std::string keys, std::string why) {
     EncryptedVector v;
     v.name = std::move(name);
     v.bytes = std::move(bytes);
     v.top = true;
-    v.needs_aes = aes;
     v.keys = std::move(keys);
     v.why = std::move(why);
     out.push_back(std::move(v));
@@ -258,21 +257,21 @@ Result<std::vector<EncryptedVector>> BuildEncryptedVectors() {
   o.dictionary = DictionaryMode::kOn;
   o.page_hashes = true;
   HLT_ASSIGN_OR_RETURN(std::vector<uint8_t> xchacha, Build(o, FillEncrypted));
-  valid("xchacha20poly1305.hlt", xchacha, "a", false,
+  valid("xchacha20poly1305.hlt", xchacha, "a",
         "XChaCha20-Poly1305, key A: 8-page blocks of two 4-page frames each sealed on its own, a sealed dictionary, "
         "two raw blocks, a working set, sealed PAGE_MAP and PAGE_HASHES, two sealed blobs");
-  if (codec::AesGcmAvailable()) {
+  {
     WriterOptions aes_options = o;
     aes_options.cipher = Cipher::kAes256Gcm;
     HLT_ASSIGN_OR_RETURN(std::vector<uint8_t> aes, Build(aes_options, FillEncrypted));
-    valid("aes256gcm.hlt", std::move(aes), "a", true, "the same content with AES-256-GCM, key A");
+    valid("aes256gcm.hlt", std::move(aes), "a", "the same content with AES-256-GCM, key A");
   }
   // A chain that mixes keys: the base under key A, the child under key B (format-spec 12, 13.6).
   WriterOptions base_options = Options(2, Cipher::kXChaCha20Poly1305, a);
   base_options.block_pages = 2;
   base_options.page_hashes = true;
   HLT_ASSIGN_OR_RETURN(std::vector<uint8_t> base, Build(base_options, FillChainBase));
-  valid("chain-base.hlt", base, "a", false, "a chain's base, key A");
+  valid("chain-base.hlt", base, "a", "a chain's base, key A");
   {
     WriterOptions child_options = Options(3, Cipher::kXChaCha20Poly1305, b);
     child_options.block_pages = 2;
@@ -282,7 +281,7 @@ Result<std::vector<EncryptedVector>> BuildEncryptedVectors() {
     child_options.parent = std::shared_ptr<const CheckpointReader>(std::move(parent));
     child_options.parent_path_hint = "chain-base.hlt";
     HLT_ASSIGN_OR_RETURN(std::vector<uint8_t> child, Build(child_options, FillChainChild));
-    valid("chain-child.hlt", std::move(child), "ab", false,
+    valid("chain-child.hlt", std::move(child), "ab",
           "its child under key B (parent \"chain-base.hlt\"): read with a keyring holding both keys");
   }
 

@@ -25,7 +25,6 @@ struct EncryptedVector {
   std::vector<uint8_t> bytes;
   bool valid = true;
   bool top = false;            // valid: described in NAME.expected.txt
-  bool needs_aes = false;      // AES-256-GCM: only a CPU with AES-NI regenerates and reads it (libsodium)
   std::string keys;            // which keys the reader is given: "a", "b", "ab", "" (none)
   StatusCode open_code = StatusCode::kOk;
   StatusCode verify_code = StatusCode::kOk;

@@ -28,9 +28,9 @@ using EncryptionKey = std::array<uint8_t, 32>;
 // Format-spec 13.1: BLAKE2b-16(key, "HLT-KEY-ID-1"), stored in the header. Names a key; reveals nothing of it.
 using KeyId = std::array<uint8_t, 16>;
 
-// The AEAD of a file (format-spec 13.5). kAuto: AES-256-GCM when this CPU has AES-NI (libsodium computes it only
-// then), XChaCha20-Poly1305 otherwise. Readers decrypt either; a fleet with CPUs without AES-NI writes
-// kXChaCha20Poly1305 so that every host can read every file.
+// The AEAD of a file (format-spec 13.5): AES-256-GCM (OpenSSL's) or XChaCha20-Poly1305 (libsodium's). kAuto:
+// AES-256-GCM when this CPU has AES-NI (fast, and constant-time in hardware), XChaCha20-Poly1305 otherwise. Every
+// reader decrypts either, on any CPU.
 enum class Cipher : uint32_t { kAuto = 0, kAes256Gcm = 1, kXChaCha20Poly1305 = 2 };
 // "auto", "aes256gcm" or "xchacha20poly1305"; kInvalidArgument otherwise.
 HALITE_EXPORT Result<Cipher> ParseCipher(std::string_view name);

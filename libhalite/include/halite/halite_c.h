@@ -105,8 +105,7 @@ typedef struct hlt_writer_options {
 /* With HALITE_ENCRYPT_KEY (64 hex digits) in the environment, the checkpoint is encrypted with that key. */
 HALITE_EXPORT int hlt_writer_create(const char* path, const hlt_writer_options* options, hlt_writer** out);
 /* Encrypts the checkpoint with `key` (key_len 32) and `cipher` (HLT_CIPHER_*): every page, blob and content-revealing
- * index section, and the pages staged before finish (format-spec 13). Only before the first region is added;
- * HLT_EUNSUPPORTED for AES-256-GCM on a CPU without AES-NI. */
+ * index section, and the pages staged before finish (format-spec 13). Only before the first region is added. */
 HALITE_EXPORT int hlt_writer_set_encryption_key(hlt_writer* w, const void* key, size_t key_len, int cipher);
 /* Adds a region; *region_out receives its index. */
 HALITE_EXPORT int hlt_writer_add_region(hlt_writer* w, const char* name, uint64_t base, uint64_t size, uint32_t* region_out);

@@ -1,6 +1,6 @@
 // Authenticated encryption for encrypted checkpoints (format-spec section 13), and the page staging of an
-// encrypting writer: libsodium's AES-256-GCM and XChaCha20-Poly1305, nothing hand-written. Together with mac.cc,
-// aead.cc is the only file that includes sodium.h.
+// encrypting writer: OpenSSL's AES-256-GCM and libsodium's XChaCha20-Poly1305, nothing hand-written. aead.cc is the
+// only file that includes OpenSSL's headers, and with mac.cc the only one that includes sodium.h.
 #ifndef HALITE_CODEC_AEAD_H_
 #define HALITE_CODEC_AEAD_H_
 
@@ -22,16 +22,16 @@ inline constexpr size_t kAeadTagSize = 16;
 inline constexpr size_t kAeadNonceSize = 24;
 using AeadNonce = std::array<uint8_t, kAeadNonceSize>;
 
-// libsodium 1.0.18 computes AES-256-GCM only with the CPU's AES-NI and PCLMULQDQ. Calls InitMac() first.
+// The CPU has AES-NI and PCLMULQDQ (libsodium's probe): AES-256-GCM is fast and constant-time in hardware, the
+// writers' default then. Files of either cipher are read on any CPU. Calls InitMac() first.
 bool AesGcmAvailable();
 const char* AeadAlgorithmName(AeadAlgorithm algorithm);
 
-// One key of one algorithm, prepared once (AES-256-GCM's round keys and GHASH powers are computed here, not per
-// call). Seal and Open are const and thread-safe. The key material is wiped when the object goes.
+// One key of one algorithm. Seal and Open are const and thread-safe. The key material is wiped when the object
+// goes.
 class AeadKey {
  public:
-  // Errors: kUnsupported for AES-256-GCM on a CPU libsodium cannot compute it on; kIoError when libsodium
-  // cannot initialise.
+  // Errors: kIoError when libsodium cannot initialise; kUnsupported when OpenSSL offers no AES-256-GCM.
   static Result<std::unique_ptr<AeadKey>> Create(AeadAlgorithm algorithm, std::span<const uint8_t, kAeadKeySize> key);
   ~AeadKey();
   AeadKey(const AeadKey&) = delete;

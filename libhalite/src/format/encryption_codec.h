@@ -38,7 +38,7 @@ struct UnitAd {
 // Thread-safe.
 class FileCipher {
  public:
-  // Errors: kUnsupported (AES-256-GCM without AES-NI), kCorrupt for a cipher number 13.5 does not define,
+  // Errors: kCorrupt for a cipher number 13.5 does not define,
   // kIoError (libsodium cannot initialise).
   static Result<std::shared_ptr<const FileCipher>> Derive(const EncryptionKey& key, const FileId& file_id,
                                                           uint32_t cipher);

@@ -137,10 +137,6 @@ class HALITE_HIDDEN CheckpointWriter::Impl {
       return Status::InvalidArgument("unknown cipher " + std::to_string(uint32_t(cipher)));
     }
     cipher_number_ = static_cast<uint32_t>(cipher);
-    if (cipher == Cipher::kAes256Gcm && !codec::AesGcmAvailable()) {
-      return Status::Unsupported("AES-256-GCM: libsodium computes it only on a CPU with AES-NI (choose "
-                                 "xchacha20poly1305)");
-    }
     HLT_ASSIGN_OR_RETURN(key_id_, ComputeKeyId(*opt_.encryption_key));
     return store_.EncryptStaging(static_cast<codec::AeadAlgorithm>(cipher_number_));
   }
