@@ -210,83 +210,39 @@ uint32_t FirstBlock(const format::IndexModel& m, uint32_t flags, uint32_t withou
   return 0;
 }
 
-}  // namespace
-
-EncryptionKey VectorKeyA() { return KeyFrom(0x40); }
-EncryptionKey VectorKeyB() { return KeyFrom(0x60); }
-
-ReaderOptions VectorKeys(const std::string& keys) {
-  ReaderOptions o;
-  auto ring = std::make_shared<Keyring>();
-  if (keys.find('a') != std::string::npos) (void)ring->Add(VectorKeyA());
-  if (keys.find('b') != std::string::npos) (void)ring->Add(VectorKeyB());
-  if (!keys.empty()) o.keyring = ring;
-  return o;
+// The builders' collectors: a valid vector (described in NAME.expected.txt), an invalid one.
+void AddValid(std::vector<EncryptedVector>* out, std::string name, std::vector<uint8_t> bytes, std::string keys,
+              std::string why) {
+  EncryptedVector v;
+  v.name = std::move(name);
+  v.bytes = std::move(bytes);
+  v.top = true;
+  v.keys = std::move(keys);
+  v.why = std::move(why);
+  out->push_back(std::move(v));
 }
 
-Result<std::vector<EncryptedVector>> BuildEncryptedVectors() {
-  std::vector<EncryptedVector> out;
-  const EncryptionKey a = VectorKeyA(), b = VectorKeyB();
-  auto valid = [&](std::string name, std::vector<uint8_t> bytes, std::string keys, std::string why) {
-    EncryptedVector v;
-    v.name = std::move(name);
-    v.bytes = std::move(bytes);
-    v.top = true;
-    v.keys = std::move(keys);
-    v.why = std::move(why);
-    out.push_back(std::move(v));
-  };
-  auto invalid = [&](std::string name, std::vector<uint8_t> bytes, std::string keys, StatusCode open, StatusCode verify,
-                     std::string message, std::string why) {
-    EncryptedVector v;
-    v.name = std::move(name);
-    v.bytes = std::move(bytes);
-    v.valid = false;
-    v.keys = std::move(keys);
-    v.open_code = open;
-    v.verify_code = verify;
-    v.message = std::move(message);
-    v.why = std::move(why);
-    out.push_back(std::move(v));
-  };
+void AddInvalid(std::vector<EncryptedVector>* out, std::string name, std::vector<uint8_t> bytes, std::string keys,
+                StatusCode open, StatusCode verify, std::string message, std::string why) {
+  EncryptedVector v;
+  v.name = std::move(name);
+  v.bytes = std::move(bytes);
+  v.valid = false;
+  v.keys = std::move(keys);
+  v.open_code = open;
+  v.verify_code = verify;
+  v.message = std::move(message);
+  v.why = std::move(why);
+  out->push_back(std::move(v));
+}
 
-  WriterOptions o = Options(1, Cipher::kXChaCha20Poly1305, a);
-  o.block_pages = 8;
-  o.frame_pages = 4;
-  o.zstd_block_pages = 2;
-  o.dictionary = DictionaryMode::kOn;
-  o.page_hashes = true;
-  HLT_ASSIGN_OR_RETURN(std::vector<uint8_t> xchacha, Build(o, FillEncrypted));
-  valid("xchacha20poly1305.hlt", xchacha, "a",
-        "XChaCha20-Poly1305, key A: 8-page blocks of two 4-page frames each sealed on its own, a sealed dictionary, "
-        "two raw blocks, a working set, sealed PAGE_MAP and PAGE_HASHES, two sealed blobs");
-  {
-    WriterOptions aes_options = o;
-    aes_options.cipher = Cipher::kAes256Gcm;
-    HLT_ASSIGN_OR_RETURN(std::vector<uint8_t> aes, Build(aes_options, FillEncrypted));
-    valid("aes256gcm.hlt", std::move(aes), "a", "the same content with AES-256-GCM, key A");
-  }
-  // A chain that mixes keys: the base under key A, the child under key B (format-spec 12, 13.6).
-  WriterOptions base_options = Options(2, Cipher::kXChaCha20Poly1305, a);
-  base_options.block_pages = 2;
-  base_options.page_hashes = true;
-  HLT_ASSIGN_OR_RETURN(std::vector<uint8_t> base, Build(base_options, FillChainBase));
-  valid("chain-base.hlt", base, "a", "a chain's base, key A");
-  {
-    WriterOptions child_options = Options(3, Cipher::kXChaCha20Poly1305, b);
-    child_options.block_pages = 2;
-    child_options.parent_rewrite_fraction = 2;  // every equal page a reference
-    ReaderOptions ro = VectorKeys("a");
-    HLT_ASSIGN_OR_RETURN(auto parent, CheckpointReader::Open(NewMemoryFile("chain-base.hlt", base), ro));
-    child_options.parent = std::shared_ptr<const CheckpointReader>(std::move(parent));
-    child_options.parent_path_hint = "chain-base.hlt";
-    HLT_ASSIGN_OR_RETURN(std::vector<uint8_t> child, Build(child_options, FillChainChild));
-    valid("chain-child.hlt", std::move(child), "ab",
-          "its child under key B (parent \"chain-base.hlt\"): read with a keyring holding both keys");
-  }
-
+// Payloads changed behind their checksums (and the index tag, by the key's holder): each unit's own tag decides, or
+// the frame table's rules before any decryption.
+Status AddPayloadVectors(const std::vector<uint8_t>& xchacha, const format::IndexModel& keyed, const WriterOptions& o,
+                         std::vector<EncryptedVector>* out_ptr) {
+  std::vector<EncryptedVector>& out = *out_ptr;
+  const EncryptionKey a = VectorKeyA();
   const auto kAuth = StatusCode::kAuthFailed, kCorrupt = StatusCode::kCorrupt, kOk = StatusCode::kOk;
-  HLT_ASSIGN_OR_RETURN(format::IndexModel keyed, KeyedModel(xchacha, a));
   // Two raw blocks of the same length (random pages), and a FRAMED block.
   uint32_t raw_block = UINT32_MAX, raw_twin = UINT32_MAX;
   for (uint32_t i = 0; i < keyed.blocks.size() && raw_twin == UINT32_MAX; ++i) {
@@ -307,7 +263,7 @@ Result<std::vector<EncryptedVector>> BuildEncryptedVectors() {
     HLT_ASSIGN_OR_RETURN(auto f, WithPayloads(xchacha, a, [&](auto&, auto& blocks, auto&) {
       std::swap(blocks[raw_block], blocks[raw_twin]);  // two raw blocks of as many pages: the same length
     }));
-    invalid("swapped-blocks.hlt", std::move(f), "a", kOk, kAuth, "authentication failed",
+    AddInvalid(&out, "swapped-blocks.hlt", std::move(f), "a", kOk, kAuth, "authentication failed",
             "two blocks of equal length swapped, every checksum and the index tag recomputed with the key: each "
             "block's tag binds it to its index");
   }
@@ -320,7 +276,7 @@ Result<std::vector<EncryptedVector>> BuildEncryptedVectors() {
     const BlockInfo& tb = tm.blocks[raw_block];
     std::vector<uint8_t> moved(twin.begin() + long(tb.offset), twin.begin() + long(tb.offset + tb.stored_length));
     HLT_ASSIGN_OR_RETURN(auto f, WithPayloads(xchacha, a, [&](auto&, auto& blocks, auto&) { blocks[raw_block] = moved; }));
-    invalid("block-from-another-file.hlt", std::move(f), "a", kOk, kAuth, "authentication failed",
+    AddInvalid(&out, "block-from-another-file.hlt", std::move(f), "a", kOk, kAuth, "authentication failed",
             "a block taken from another file with the same key, content and layout (another file_id: another file "
             "key), resealed with the key");
   }
@@ -333,13 +289,13 @@ Result<std::vector<EncryptedVector>> BuildEncryptedVectors() {
       uint8_t* last = p.data() + 4 + 8 * (count - 1) + 4;
       format::StoreLe32(last, format::LoadLe32(last) - 1);
     }));
-    invalid("truncated-tag-frame.hlt", std::move(f), "a", kOk, kAuth, "frame 0: authentication failed",
+    AddInvalid(&out, "truncated-tag-frame.hlt", std::move(f), "a", kOk, kAuth, "frame 0: authentication failed",
             "a FRAMED block's last frame cut short by one byte of its tag, frame table and checksums agreeing: the "
             "block's length is in every frame's associated data, so the first frame decoded fails");
   }
   {
     HLT_ASSIGN_OR_RETURN(auto f, WithPayloads(xchacha, a, [&](auto&, auto&, auto& blobs) { blobs[0].pop_back(); }));
-    invalid("truncated-tag-blob.hlt", std::move(f), "a", kOk, kAuth, "authentication failed",
+    AddInvalid(&out, "truncated-tag-blob.hlt", std::move(f), "a", kOk, kAuth, "authentication failed",
             "a sealed blob one byte short (its tag cut), checksums agreeing");
   }
   {
@@ -348,7 +304,7 @@ Result<std::vector<EncryptedVector>> BuildEncryptedVectors() {
       format::StoreLe32(&p[4], format::LoadLe32(&p[4]) - 1);
       format::StoreLe32(&p[12], format::LoadLe32(&p[12]) + 1);
     }));
-    invalid("frame-layout-changed.hlt", std::move(f), "a", kOk, kAuth, "frame 0: authentication failed",
+    AddInvalid(&out, "frame-layout-changed.hlt", std::move(f), "a", kOk, kAuth, "frame 0: authentication failed",
             "a frame table's page counts changed (one page moved from frame 0 to frame 1): each frame's tag binds "
             "its place");
   }
@@ -356,16 +312,25 @@ Result<std::vector<EncryptedVector>> BuildEncryptedVectors() {
     HLT_ASSIGN_OR_RETURN(auto f, WithPayloads(xchacha, a, [&](auto&, auto& blocks, auto&) {
       format::StoreLe32(blocks[framed_block].data(), 1);
     }));
-    invalid("frame-count-one.hlt", std::move(f), "a", kOk, kCorrupt, "frame_count 1 (expected 2..",
+    AddInvalid(&out, "frame-count-one.hlt", std::move(f), "a", kOk, kCorrupt, "frame_count 1 (expected 2..",
             "a frame table with one frame: rejected before anything is decrypted");
   }
+  return Status::Ok();
+}
+
+// The header and the index changed: the index tag decides, or (resealed by the key's holder) a rule of 13.4-13.6.
+Status AddIndexVectors(const std::vector<uint8_t>& xchacha, const format::IndexModel& keyed,
+                       std::vector<EncryptedVector>* out_ptr) {
+  std::vector<EncryptedVector>& out = *out_ptr;
+  const EncryptionKey a = VectorKeyA();
+  const auto kAuth = StatusCode::kAuthFailed, kCorrupt = StatusCode::kCorrupt, kOk = StatusCode::kOk;
   {
     auto f = xchacha;
     IndexBytes idx = IndexOf(f);
     const size_t creator = testing::FindSectionBody(idx.bytes, format::SectionType::kMetadata) + 40;
     f[idx.offset + creator] ^= 0x01;  // "libhalite" -> "mibhalite"
     testing::ResealAllChecksums(f);
-    invalid("tampered-index.hlt", std::move(f), "a", kAuth, kOk, "index tag mismatch",
+    AddInvalid(&out, "tampered-index.hlt", std::move(f), "a", kAuth, kOk, "index tag mismatch",
             "one byte of the (readable) METADATA changed, checksums recomputed: the index tag fails at open");
   }
   {
@@ -373,20 +338,20 @@ Result<std::vector<EncryptedVector>> BuildEncryptedVectors() {
     IndexBytes idx = IndexOf(f);
     f[idx.offset + testing::FindSectionBody(idx.bytes, format::SectionType::kPageMap) + 5] ^= 0x01;
     testing::ResealWithKey(f, a);
-    invalid("tampered-page-map.hlt", std::move(f), "a", kAuth, kOk, "PAGE_MAP at offset",
+    AddInvalid(&out, "tampered-page-map.hlt", std::move(f), "a", kAuth, kOk, "PAGE_MAP at offset",
             "a byte of the sealed PAGE_MAP changed and the index tag recomputed: the section's own tag fails");
   }
   {
     format::IndexModel m = keyed;
     m.page_map[3] = format::kPageMapFirstSlot + 5000;
     HLT_ASSIGN_OR_RETURN(auto f, WithKeyedModel(xchacha, m, a));
-    invalid("sealed-page-map-bad-slot.hlt", std::move(f), "a", kCorrupt, kOk, "references slot 5000",
+    AddInvalid(&out, "sealed-page-map-bad-slot.hlt", std::move(f), "a", kCorrupt, kOk, "references slot 5000",
             "a sealed PAGE_MAP, correctly sealed, that references a slot past the last: once opened, every rule of "
             "5.3 applies");
   }
   {
     HLT_ASSIGN_OR_RETURN(auto f, WithKeyedModel(xchacha, keyed, a, /*seal=*/false));
-    invalid("unsealed-page-map.hlt", std::move(f), "a", kCorrupt, kOk, "not SEALED in an encrypted file",
+    AddInvalid(&out, "unsealed-page-map.hlt", std::move(f), "a", kCorrupt, kOk, "not SEALED in an encrypted file",
             "an encrypted file whose PAGE_MAP, DICTIONARY and PAGE_HASHES are stored in the clear");
   }
   {
@@ -395,7 +360,7 @@ Result<std::vector<EncryptedVector>> BuildEncryptedVectors() {
     const size_t regions = testing::FindSectionBody(idx.bytes, format::SectionType::kRegions) - 16;
     f[idx.offset + regions + 4] |= 0x02;
     testing::ResealWithKey(f, a);
-    invalid("sealed-regions.hlt", std::move(f), "a", kCorrupt, kOk, "reserved section flags 0x2",
+    AddInvalid(&out, "sealed-regions.hlt", std::move(f), "a", kCorrupt, kOk, "reserved section flags 0x2",
             "the SEALED flag on REGIONS, which is never sealed (13.4)");
   }
   {
@@ -403,14 +368,14 @@ Result<std::vector<EncryptedVector>> BuildEncryptedVectors() {
     IndexBytes idx = IndexOf(f);
     f[idx.offset + idx.bytes.size() - 24] = 3;  // ENCRYPTION's cipher
     testing::ResealAllChecksums(f);
-    invalid("unknown-cipher.hlt", std::move(f), "a", kCorrupt, kOk, "cipher 3",
+    AddInvalid(&out, "unknown-cipher.hlt", std::move(f), "a", kCorrupt, kOk, "cipher 3",
             "an ENCRYPTION section naming cipher 3");
   }
   {
     format::IndexModel m = keyed;
     std::vector<uint8_t> index = format::EncodeIndex(m);  // no ENCRYPTION section at all
     auto f = testing::ResealWithIndex(xchacha, index);
-    invalid("encryption-section-missing.hlt", std::move(f), "a", kCorrupt, kOk, "the last section is not ENCRYPTION",
+    AddInvalid(&out, "encryption-section-missing.hlt", std::move(f), "a", kCorrupt, kOk, "the last section is not ENCRYPTION",
             "the header says ENCRYPTED, the index has no ENCRYPTION section");
   }
   {
@@ -418,26 +383,84 @@ Result<std::vector<EncryptedVector>> BuildEncryptedVectors() {
       h.flags &= ~format::kHeaderEncrypted;
       h.key_id = {};
     });
-    invalid("encrypted-flag-clear.hlt", std::move(f), "a", kCorrupt, kOk,
+    AddInvalid(&out, "encrypted-flag-clear.hlt", std::move(f), "a", kCorrupt, kOk,
             "ENCRYPTED flag is clear but the index has an ENCRYPTION section",
             "an encrypted file whose header flag was cleared");
   }
   {
     auto f = WithHeader(xchacha, [](format::Header& h) { h.flags |= format::kHeaderAuthenticated; });
-    invalid("encrypted-and-authenticated.hlt", std::move(f), "a", kCorrupt, kOk,
+    AddInvalid(&out, "encrypted-and-authenticated.hlt", std::move(f), "a", kCorrupt, kOk,
             "AUTHENTICATED and ENCRYPTED are both set", "both header flags");
   }
   {
     auto f = WithHeader(xchacha, [](format::Header& h) { h.key_id = {}; });
-    invalid("key-id-zero.hlt", std::move(f), "a", kCorrupt, kOk, "key_id is all zero", "an all-zero key id");
+    AddInvalid(&out, "key-id-zero.hlt", std::move(f), "a", kCorrupt, kOk, "key_id is all zero", "an all-zero key id");
   }
   {
     auto f = WithHeader(xchacha, [](format::Header& h) { h.minor = 3; });
     testing::ResealWithKey(f, a);
-    invalid("encrypted-in-version-1.3.hlt", std::move(f), "a", kCorrupt, kOk,
+    AddInvalid(&out, "encrypted-in-version-1.3.hlt", std::move(f), "a", kCorrupt, kOk,
             "format version 1.3 but the index uses version 1.5 features (encryption)",
             "an encrypted file that declares 1.3 (the index tag recomputed: the version rule decides)");
   }
+  return Status::Ok();
+}
+
+}  // namespace
+
+EncryptionKey VectorKeyA() { return KeyFrom(0x40); }
+EncryptionKey VectorKeyB() { return KeyFrom(0x60); }
+
+ReaderOptions VectorKeys(const std::string& keys) {
+  ReaderOptions o;
+  auto ring = std::make_shared<Keyring>();
+  if (keys.find('a') != std::string::npos) (void)ring->Add(VectorKeyA());
+  if (keys.find('b') != std::string::npos) (void)ring->Add(VectorKeyB());
+  if (!keys.empty()) o.keyring = ring;
+  return o;
+}
+
+Result<std::vector<EncryptedVector>> BuildEncryptedVectors() {
+  std::vector<EncryptedVector> out;
+  const EncryptionKey a = VectorKeyA(), b = VectorKeyB();
+  WriterOptions o = Options(1, Cipher::kXChaCha20Poly1305, a);
+  o.block_pages = 8;
+  o.frame_pages = 4;
+  o.zstd_block_pages = 2;
+  o.dictionary = DictionaryMode::kOn;
+  o.page_hashes = true;
+  HLT_ASSIGN_OR_RETURN(std::vector<uint8_t> xchacha, Build(o, FillEncrypted));
+  AddValid(&out, "xchacha20poly1305.hlt", xchacha, "a",
+        "XChaCha20-Poly1305, key A: 8-page blocks of two 4-page frames each sealed on its own, a sealed dictionary, "
+        "two raw blocks, a working set, sealed PAGE_MAP and PAGE_HASHES, two sealed blobs");
+  {
+    WriterOptions aes_options = o;
+    aes_options.cipher = Cipher::kAes256Gcm;
+    HLT_ASSIGN_OR_RETURN(std::vector<uint8_t> aes, Build(aes_options, FillEncrypted));
+    AddValid(&out, "aes256gcm.hlt", std::move(aes), "a", "the same content with AES-256-GCM, key A");
+  }
+  // A chain that mixes keys: the base under key A, the child under key B (format-spec 12, 13.6).
+  WriterOptions base_options = Options(2, Cipher::kXChaCha20Poly1305, a);
+  base_options.block_pages = 2;
+  base_options.page_hashes = true;
+  HLT_ASSIGN_OR_RETURN(std::vector<uint8_t> base, Build(base_options, FillChainBase));
+  AddValid(&out, "chain-base.hlt", base, "a", "a chain's base, key A");
+  {
+    WriterOptions child_options = Options(3, Cipher::kXChaCha20Poly1305, b);
+    child_options.block_pages = 2;
+    child_options.parent_rewrite_fraction = 2;  // every equal page a reference
+    ReaderOptions ro = VectorKeys("a");
+    HLT_ASSIGN_OR_RETURN(auto parent, CheckpointReader::Open(NewMemoryFile("chain-base.hlt", base), ro));
+    child_options.parent = std::shared_ptr<const CheckpointReader>(std::move(parent));
+    child_options.parent_path_hint = "chain-base.hlt";
+    HLT_ASSIGN_OR_RETURN(std::vector<uint8_t> child, Build(child_options, FillChainChild));
+    AddValid(&out, "chain-child.hlt", std::move(child), "ab",
+          "its child under key B (parent \"chain-base.hlt\"): read with a keyring holding both keys");
+  }
+
+  HLT_ASSIGN_OR_RETURN(format::IndexModel keyed, KeyedModel(xchacha, a));
+  HLT_RETURN_IF_ERROR(AddPayloadVectors(xchacha, keyed, o, &out));
+  HLT_RETURN_IF_ERROR(AddIndexVectors(xchacha, keyed, &out));
   return out;
 }
 
