@@ -235,6 +235,11 @@ int main(int argc, char** argv) {
         {"chain-past-parent", "chain-base"},
         {"cycle-a", "cycle-b", "cycle-a"},
         {"page-hashes-wrong", "chain-base"},
+        // Format 1.4: blocks coded against the parent, read in block groups of up to three files.
+        {"based-child", "based-base"},
+        {"based-grandchild", "based-child", "based-base"},
+        {"based-replaced", "based-child", "based-base"},
+        {"based-base-page-zero", "based-base"},
     };
     for (const auto& names : chains) {
       std::vector<std::vector<uint8_t>> files;

@@ -88,13 +88,19 @@ ReplayResult RunReplay(const std::string& ckpt, const std::vector<TraceAccess>& 
   std::vector<float> touch_us(eo.record_timeline ? trace.size() : 0);
   for (size_t i = 0; i < trace.size(); ++i) {
     uint8_t* p = base + trace[i].page.page * 4096;
+    const bool missing = !(*engine)->IsInstalled(trace[i].page);
     auto t_touch = Clock::now();
     if (trace[i].write) {
       __atomic_fetch_add(reinterpret_cast<uint64_t*>(p), 0, __ATOMIC_RELAXED);
     } else {
       (void)__atomic_load_n(reinterpret_cast<uint64_t*>(p), __ATOMIC_RELAXED);
     }
-    if (!touch_us.empty()) touch_us[i] = std::chrono::duration<float, std::micro>(Clock::now() - t_touch).count();
+    const auto t_done = Clock::now();
+    if (missing) {
+      res.touch_stall_ms += std::chrono::duration<double, std::milli>(t_done - t_touch).count();
+      ++res.missing_touches;
+    }
+    if (!touch_us.empty()) touch_us[i] = std::chrono::duration<float, std::micro>(t_done - t_touch).count();
     if (i == 0) res.first_access_us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
     if (!seen[trace[i].page.page]) {
       seen[trace[i].page.page] = true;

@@ -51,6 +51,10 @@ struct ReplayResult {
   double first_access_us = 0;          // restore start (open) to the first access done: includes any preload
   double total_s = 0;                  // restore start to the last access done
   RestoreEngineStats stats;            // as the engine counted them, when the last access was done
+  // What the touching thread felt: the time it spent in touches of pages the engine had not installed yet
+  // (userfaultfd round trips included), and how many such touches there were.
+  double touch_stall_ms = 0;
+  uint64_t missing_touches = 0;
   uint64_t mismatches = 0;             // touched pages that differ from `expected`
   std::vector<PageRef> first_touches;  // pages in first-touch order (a recorded trace)
   // With eo.record_timeline: how long the touching thread waited, for each access whose fault read its block

@@ -14,6 +14,11 @@ to it), and with one a previous restore filled (warm; once more with the page ca
 same host much later would find it). With --baseline-tools, the local cases are replayed by those tools too (the
 same run: a build of the previous commit), so that a change to the local path shows.
 Without --ceph-env a cluster is started with scripts/ceph-up and stopped after the run.
+
+    bench/objstore/bench_objstore.py --restore-all [--mib 1024] [--accesses 300] [--runs 3] ...
+
+Every page in (restore_all.py): eager and lazy (loader) restores from s3:// and rados:// against a plain parallel
+download of the object and the local file, in the same run.
 """
 import argparse
 import csv
@@ -26,6 +31,7 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FIELDS = ("time_to_first_access_us", "seconds", "open_seconds", "faults_blocking", "blocking_p50_us",
           "blocking_p99_us", "blocks_read", "blocks_read_demand", "bytes_read", "mismatches")
@@ -71,6 +77,7 @@ def main():
     ap.add_argument("--ceph-env")
     ap.add_argument("--csv")
     ap.add_argument("--json")
+    ap.add_argument("--restore-all", action="store_true", help="every page in: eager and loader vs a download")
     a = ap.parse_args()
 
     tmp = tempfile.mkdtemp(prefix="objstore-bench.")
@@ -86,6 +93,18 @@ def main():
         print(f"ceph-up: {bringup:.1f} s")
         env = load_env(os.path.join(ceph_dir, "env"))
     try:
+        if a.restore_all:
+            import restore_all
+            rows, extra = restore_all.run(a, env, tmp, replay, drop_caches)
+            if a.csv:
+                with open(a.csv, "w", newline="") as f:
+                    w = csv.DictWriter(f, fieldnames=sorted({k for r in rows for k in r}))
+                    w.writeheader()
+                    w.writerows(rows)
+            if a.json:
+                with open(a.json, "w") as f:
+                    json.dump({"ceph_up_seconds": bringup, **extra, "runs": rows}, f, indent=1)
+            return
         img = os.path.join(tmp, "img")
         subprocess.run([a.mkimage, img, str(a.mib), "7"], check=True, stdout=subprocess.DEVNULL)
         pages = a.mib * 256

@@ -2,7 +2,7 @@
 """Restore of a QEMU guest: hlt-restore (lazy and eager) against QEMU's own restore of its own migration file.
 
 usage: bench_qemu.py --tools DIR [--sizes 1G,4G] [--workload-mib M] [--repeat N] [--warm] [--out DIR]
-                     [--work DIR] [--encrypt] [--variants V,V...]
+                     [--work DIR] [--variants qemu-file,hlt-lazy,...] [--save-args "--frame-pages 0"] [--encrypt]
 
 For each guest size it boots the project's test guest (guest/, memcheck over half of the guest's RAM, or over
 --workload-mib M MiB whatever the size: the same working set in ever larger guests shows what RAM size alone
@@ -29,6 +29,7 @@ and measures, from the moment the restoring process is started:
   first_ok_ms  to memcheck's first OK line on the restored guest's serial console (the workload has verified
                every page of its buffer once)
   faults/bytes blocking faults and bytes read from the checkpoint (or the migration file) until that line
+  stall        the engine's stall until then: per fault, from its arrival until its page was in, summed
   done_ms      to every page in (hlt-restore: its exit; qemu-file: the load completing)
 
 Prints a table and writes bench_qemu.csv and bench_qemu.json into --out. Needs root for drop_caches (otherwise
@@ -147,7 +148,7 @@ def kill(pid):
 
 
 def progress_at(progress_csv, wall_us):
-    """The last progress sample at or before wall_us (faults, bytes read)."""
+    """The last progress sample at or before wall_us (faults, bytes read, stall in microseconds)."""
     best = None
     with open(progress_csv) as f:
         for row in csv.DictReader(f):
@@ -156,8 +157,8 @@ def progress_at(progress_csv, wall_us):
             else:
                 break
     if best is None:
-        return 0, 0
-    return int(best["faults_blocking"]), int(best["bytes_read"])
+        return 0, 0, 0
+    return int(best["faults_blocking"]), int(best["bytes_read"]), int(best.get("stall_us") or 0)
 
 
 class Bench:
@@ -195,8 +196,8 @@ class Bench:
             g.wait_for(OK_RX.pattern, 2, 600, fail=r" BAD |Kernel panic")
             # QEMU refuses a second migration from a VM a migration paused ("postmigrate"): let the guest go on
             # after hlt-save, then stop it again for QEMU's own save (a few milliseconds later in the workload).
-            out = subprocess.run([self.save, "qemu", "--qmp", qmp_path, "-o", ckpt, "--then", "cont"],
-                                 capture_output=True, text=True)
+            out = subprocess.run([self.save, "qemu", "--qmp", qmp_path, "-o", ckpt, "--then", "cont",
+                                  *self.a.save_args.split()], capture_output=True, text=True)
             if out.returncode != 0:
                 raise RuntimeError("hlt-save failed: " + out.stderr)
             log(f"{mem}: hlt-save done\n" + out.stdout)
@@ -260,8 +261,8 @@ class Bench:
             kill(p.pid)
             p.wait()
         size = os.path.getsize(mig)
-        return dict(running_ms=(running - t0) / 1e3, first_ok_ms=(ok - t0) / 1e3, faults=0, bytes_read=size,
-                    done_ms=(done - t0) / 1e3)
+        return dict(running_ms=(running - t0) / 1e3, first_ok_ms=(ok - t0) / 1e3, faults=0, stall_ms=0,
+                    bytes_read=size, done_ms=(done - t0) / 1e3)
 
     def run_hlt(self, mem, ckpt, eager, cold, attach=False, key=None):
         w = os.path.join(self.a.work, mem)
@@ -304,20 +305,18 @@ class Bench:
                 p.wait()
             kill(qpid)
         if eager:
-            faults, read = 0, st["bytes_read_final"]
+            faults, read, stall_us = 0, st["bytes_read_final"], st.get("stall_us", 0)
         else:
-            faults, read = progress_at(prog, ok)  # sampled every 10 ms until every page is in
+            faults, read, stall_us = progress_at(prog, ok)  # sampled every 10 ms until every page is in
         return dict(running_ms=(st["running_wall_us"] - t0) / 1e3, first_ok_ms=(ok - t0) / 1e3, faults=faults,
-                    bytes_read=read, done_ms=(done - t0) / 1e3)
+                    stall_ms=stall_us / 1e3, bytes_read=read, done_ms=(done - t0) / 1e3)
 
     def run(self):
         for mem in self.a.sizes.split(","):
             ckpt, mig = self.prepare(mem)
             sizes = {"checkpoint": os.path.getsize(ckpt), "migration_file": os.path.getsize(mig)}
             modes = [("cold", True)] + ([("warm", False)] if self.a.warm else [])
-            variants = VARIANTS + (ENCRYPTED_VARIANTS if self.a.encrypt else ())
-            if self.a.variants:
-                variants = tuple(v for v in variants if v in self.a.variants.split(","))
+            variants = tuple(self.a.variants.split(",")) + (ENCRYPTED_VARIANTS if self.a.encrypt else ())
             for rep in range(self.a.repeat):
                 for cache, cold in modes:
                     for variant in variants:
@@ -350,7 +349,7 @@ class Bench:
 
     def report(self):
         cols = ["guest", "memcheck_mib", "variant", "cache", "rep", "running_ms", "first_ok_ms", "faults",
-                "bytes_read", "done_ms", "file_bytes", "accel"]
+                "stall_ms", "bytes_read", "done_ms", "file_bytes", "accel"]
         os.makedirs(self.a.out, exist_ok=True)
         with open(os.path.join(self.a.out, "bench_qemu.csv"), "w", newline="") as f:
             wr = csv.DictWriter(f, fieldnames=cols)
@@ -362,7 +361,7 @@ class Bench:
                       indent=1)
         print(f"\nQEMU restore: time from starting the restoring process ({self.rows[0]['accel'] if self.rows else ''})")
         hdr = (f"{'guest':>5} {'variant':<13} {'cache':<5} {'to running':>11} {'to 1st OK':>10} {'faults':>7} "
-               f"{'read to 1st OK':>15} {'all in':>9} {'file':>9} {'running':>8} {'1st OK':>7}")
+               f"{'stall':>10} {'read to 1st OK':>15} {'all in':>9} {'file':>9} {'running':>8} {'1st OK':>7}")
         print(hdr)
         print("-" * len(hdr))
         base = {(r["guest"], r["cache"], r["rep"]): r for r in self.rows if r["variant"] == "qemu-file"}
@@ -371,7 +370,8 @@ class Bench:
             ratio = (f"{b['running_ms'] / r['running_ms']:>7.1f}x {b['first_ok_ms'] / r['first_ok_ms']:>6.2f}x"
                      if b else f"{'-':>8} {'-':>7}")
             print(f"{r['guest']:>5} {r['variant']:<13} {r['cache'][:5]:<5} {r['running_ms']:>8.1f} ms "
-                  f"{r['first_ok_ms']:>7.0f} ms {r['faults']:>7} {r['bytes_read'] / 2**20:>11.1f} MiB "
+                  f"{r['first_ok_ms']:>7.0f} ms {r['faults']:>7} {r['stall_ms']:>7.1f} ms "
+                  f"{r['bytes_read'] / 2**20:>11.1f} MiB "
                   f"{r['done_ms']:>6.0f} ms {r['file_bytes'] / 2**20:>5.0f} MiB {ratio}")
         print(f"(last two columns: qemu-file's time divided by this one's, same guest, cache and repetition; "
               f"CSV and JSON in {self.a.out}; baseline: qemu-file = QEMU's own -incoming \"exec:cat FILE\")")
@@ -384,13 +384,14 @@ def main():
     ap.add_argument("--workload-mib", type=int, default=0,
                     help="memcheck's buffer in every guest, MiB (default: half of the guest's RAM)")
     ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--variants", default=",".join(VARIANTS), help="which restores, comma-separated")
+    ap.add_argument("--save-args", default="", help="extra hlt-save options (e.g. \"--frame-pages 0\")")
     ap.add_argument("--warm", action="store_true", help="also runs with the files in the page cache")
     ap.add_argument("--out", default=os.path.join(os.getcwd(), "bench-qemu-results"))
     ap.add_argument("--work", default="/var/tmp/halite-bench-qemu", help="checkpoints, migration files, logs")
     ap.add_argument("--keep", action="store_true", help="keep the checkpoints and migration files")
     ap.add_argument("--encrypt", action="store_true",
                     help="also restore an encrypted copy of the checkpoint (hlt-save rekey): hlt-lazy-enc, hlt-eager-enc")
-    ap.add_argument("--variants", default="", help="only these variants (comma-separated)")
     a = ap.parse_args()
     if not (os.environ.get("HLT_QEMU") or shutil.which("qemu-system-x86_64")):
         print("bench_qemu: qemu-system-x86_64 is not installed", file=sys.stderr)

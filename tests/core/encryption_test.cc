@@ -1,18 +1,22 @@
 // Encrypted checkpoints (format-spec section 13): round trips with each cipher, no plaintext in the file, keys by
 // id (missing and wrong keys refused at open, naming the id), reading without the key, tampering anywhere refused,
-// chains that mix keys, and a writer whose staging never holds a plaintext page.
+// chains that mix keys, children coded against an encrypted parent (BASED) and rekeyed, and a writer whose staging never holds a plaintext page.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <unistd.h>
 
 #include "codec/aead.h"
 #include "halite/checkpoint_reader.h"
+#include "halite/checkpoint_rekey.h"
 #include "halite/checkpoint_writer.h"
 #include "halite/encryption.h"
 #include "support/checksum_reseal.h"
+#include "support/memory_corpus.h"
 #include "support/synthetic_memory.h"
 #include "support/temp_dir.h"
 #include "writer/page_store.h"
@@ -405,6 +409,133 @@ TEST_CASE("an encrypting writer's staging file never holds a plaintext page", "[
         if (!std::equal(page.begin(), page.end(), want)) FAIL("page " << p << " read back differs");
       }
       CHECK(refused == 1);
+    }
+  }
+}
+
+namespace {
+
+// A child's pages coded against its parent (format-spec 5.4 BASED) under encryption: the base is the parent's
+// plaintext, read with the parent's own key.
+std::shared_ptr<const CheckpointReader> OpenKeyed(const std::string& path, std::initializer_list<EncryptionKey> keys) {
+  ReaderOptions o;
+  o.keyring = RingOf(keys);
+  auto r = CheckpointReader::Open(path, o);
+  INFO((r ? std::string() : r.error().ToString()));
+  REQUIRE(r);
+  return std::shared_ptr<const CheckpointReader>(std::move(*r));
+}
+
+WriteSummary SaveImage(const std::string& path, std::span<const uint8_t> image, std::optional<EncryptionKey> key,
+                       std::shared_ptr<const CheckpointReader> parent) {
+  WriterOptions o;
+  o.threads = 2;
+  o.sink.sync = false;
+  o.encryption_key = key;
+  o.cipher = Cipher::kAes256Gcm;
+  o.parent = std::move(parent);
+  o.code_against_parent = true;
+  auto w = CheckpointWriter::Create(path, o);
+  REQUIRE(w);
+  REQUIRE((*w)->AddRegion("ram", 0, image.size()));
+  for (uint64_t p = 0; p < image.size() / kPage; ++p) REQUIRE((*w)->PutPage(0, p, image.subspan(p * kPage, kPage)).ok());
+  auto s = (*w)->Finish();
+  INFO((s ? std::string() : s.error().ToString()));
+  REQUIRE(s);
+  return *s;
+}
+
+// Every group of the view read once (as a restore reads them) and every page read alone.
+void CheckWhole(const CheckpointReader& r, std::span<const uint8_t> image) {
+  REQUIRE(r.total_pages() * kPage == image.size());
+  std::vector<uint8_t> raw;
+  for (uint32_t b = 0; b < r.blocks().size(); ++b) {
+    raw.resize(r.blocks()[b].raw_length());
+    REQUIRE(r.ReadBlock(b, raw).ok());
+    for (const BlockMember& m : r.BlockMembers(b)) {
+      INFO("page " << m.page << " block " << b << " slot " << m.slot);
+      REQUIRE(std::memcmp(raw.data() + size_t(m.slot) * kPage, image.data() + size_t(m.page) * kPage, kPage) == 0);
+    }
+  }
+  std::vector<uint8_t> page(kPage);
+  for (uint64_t g = 0; g < r.total_pages(); ++g) {
+    REQUIRE(r.ReadPage(g, page).ok());
+    if (std::memcmp(page.data(), image.data() + g * kPage, kPage) != 0) FAIL("page " << g << " differs");
+  }
+}
+
+std::vector<uint8_t> FileBytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::vector<uint8_t>(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+// The BASED blocks of the file itself (opened without its key: no parent followed, the file's own blocks).
+uint64_t OwnBasedBlocks(const std::string& path) {
+  ReaderOptions o;
+  o.open_without_key = true;
+  auto r = CheckpointReader::Open(path, o);
+  REQUIRE(r);
+  return uint64_t(std::count_if((*r)->blocks().begin(), (*r)->blocks().end(), [](const BlockInfo& b) { return b.based(); }));
+}
+
+}  // namespace
+
+TEST_CASE("an encrypted child coded against its parent (BASED) is read and verified and rekeyed", "[encryption][chain]") {
+  testing::TempDir dir;
+  const auto pool = testing::GeneratedPool(uint64_t(4) << 18, 5);
+  const std::vector<uint8_t> parent_image = testing::BuildMemoryImage(pool, 1024, testing::ImageRecipe{}, 5);
+  std::vector<uint8_t> child_image = parent_image;
+  REQUIRE(!testing::RewritePages(child_image, 0.03, 0.01, 7).empty());
+  const EncryptionKey kp = KeyOf(11), kc = KeyOf(12), kr = KeyOf(13);
+  for (bool parent_encrypted : {true, false}) {
+    DYNAMIC_SECTION("parent " << (parent_encrypted ? "encrypted" : "not encrypted")) {
+      SaveImage(dir.File("p.hlt"), parent_image, parent_encrypted ? std::optional(kp) : std::nullopt, nullptr);
+      auto parent = OpenKeyed(dir.File("p.hlt"), {kp});
+      const WriteSummary sum = SaveImage(dir.File("c.hlt"), child_image, kc, parent);
+      CHECK(sum.based_blocks > 0);
+      CHECK(OwnBasedBlocks(dir.File("c.hlt")) == sum.based_blocks);
+      auto child = OpenKeyed(dir.File("c.hlt"), {kp, kc});
+      REQUIRE((*child).VerifyAll().ok());
+      CheckWhole(*child, child_image);
+      // Without the parent's key the child is refused at open, naming the parent's key id.
+      if (parent_encrypted) {
+        ReaderOptions only_child;
+        only_child.keyring = RingOf({kc});
+        auto refused = CheckpointReader::Open(dir.File("c.hlt"), only_child);
+        REQUIRE_FALSE(refused);
+        CHECK(refused.error().code() == StatusCode::kAuthFailed);
+        CHECK_THAT(refused.error().message(), Catch::Contains(KeyIdHex(*ComputeKeyId(kp))));
+      }
+      // Rekeyed: the same BASED blocks, sealed under the new key, still decoded against the parent's content.
+      RekeyOptions ro;
+      ro.reader.keyring = RingOf({kp, kc});
+      ro.key = kr;
+      ro.sink.sync = false;
+      auto rekeyed = RekeyCheckpoint(dir.File("c.hlt"), dir.File("c2.hlt"), ro);
+      INFO((rekeyed ? std::string() : rekeyed.error().ToString()));
+      REQUIRE(rekeyed);
+      CHECK(OwnBasedBlocks(dir.File("c2.hlt")) == sum.based_blocks);
+      auto again = OpenKeyed(dir.File("c2.hlt"), {kp, kr});
+      REQUIRE(again->VerifyAll().ok());
+      CheckWhole(*again, child_image);
+      // A byte of a sealed BASED block changed (checksums recomputed as anyone can): refused, never decoded.
+      ReaderOptions sealed_view;
+      sealed_view.open_without_key = true;
+      auto own = CheckpointReader::Open(dir.File("c2.hlt"), sealed_view);
+      REQUIRE(own);
+      const auto& blocks = (*own)->blocks();
+      const auto based = std::find_if(blocks.begin(), blocks.end(), [](const BlockInfo& b) { return b.based(); });
+      REQUIRE(based != blocks.end());
+      const uint64_t at = based->offset + based->stored_length / 2;
+      own->reset();
+      std::vector<uint8_t> file = FileBytes(dir.File("c2.hlt"));
+      file[at] ^= 0x20;
+      testing::ResealWithKey(file, kr);  // every checksum and the index tag: the block's own tag decides
+      std::ofstream(dir.File("c2.hlt"), std::ios::binary | std::ios::trunc)
+          .write(reinterpret_cast<const char*>(file.data()), std::streamsize(file.size()));
+      auto tampered = OpenKeyed(dir.File("c2.hlt"), {kp, kr});
+      const Status v = tampered->VerifyAll();
+      CHECK(v.code() == StatusCode::kAuthFailed);
     }
   }
 }

@@ -322,3 +322,67 @@ TEST_CASE("a rate-limited batching loader keeps each batch within the limiter's 
   CHECK((*engine)->Stats().loader_batches >= 2);
   CheckEveryStoredPage(sink, m, *o.reader);
 }
+
+TEST_CASE("an eager preload from storage that suggests batches fetches the restore order in batches, several at once, "
+          "and a fault is served while they are held",
+          "[engine][preload][batch]") {
+  MemCheckpoint m = Checkpoint();
+  Opened o = Open(m, 0);
+  const uint64_t eighth = TotalStored(*o.reader) / 8;
+  o = Open(m, eighth);  // the storage's hint: about an eighth of the checkpoint per batch
+  const uint64_t reads_at_open = o.file->single_reads();
+  RecordingSink sink(m.regions);
+  RestoreEngineOptions opts;
+  opts.preload_all = true;
+  opts.background_loader = false;
+  opts.preload_threads = 2;
+  opts.record_timeline = true;
+  auto engine = RestoreEngine::Create(*o.reader, sink, opts);
+  REQUIRE(engine.has_value());
+  o.file->Hold();
+  auto start = std::async(std::launch::async, [&] { return (*engine)->Start(); });
+  REQUIRE(o.file->WaitUntilHeld());
+  // Every fetch of the preload is held by storage: a fault on the last block of the order is served now.
+  const uint32_t last = o.reader->restore_order().back();
+  PageRef page = o.reader->PageOf(o.reader->BlockMembers(last)[0].page);
+  auto fault = std::async(std::launch::async, [&] { return (*engine)->HandleFault(page); });
+  const bool served_while_held = fault.wait_for(std::chrono::seconds(10)) == std::future_status::ready;
+  o.file->Release();
+  REQUIRE(served_while_held);
+  auto out = fault.get();
+  REQUIRE(out.has_value());
+  CHECK(out->kind == FaultKind::kBlocking);
+  REQUIRE(start.get().ok());
+  auto st = (*engine)->Stats();
+  const size_t blocks = o.reader->blocks().size();
+  CHECK(st.blocks_loaded == blocks);
+  CHECK(st.blocks_read == blocks);  // each block once: the fault's block was not installed again
+  CHECK(st.blocks_read_demand == 1);
+  CHECK(st.blocks_read_preload == blocks - 1);
+  CHECK(st.preload_batches >= 8);
+  CHECK(st.preload_batches <= 10);
+  CHECK(o.file->max_batch_bytes() <= eighth);
+  CHECK(o.file->single_reads() - reads_at_open <= 1);  // the fault's block: no block of the preload read alone
+  CHECK(sink.double_installs() == 0);
+  CheckEveryStoredPage(sink, m, *o.reader);
+  size_t preloaded = 0;
+  for (const auto& e : (*engine)->Timeline()) preloaded += e.kind == EngineEventKind::kPreloadBlock;
+  CHECK(preloaded == blocks - 1);
+}
+
+TEST_CASE("an eager preload from a local file (no hint) reads one block at a time", "[engine][preload][batch]") {
+  MemCheckpoint m = Checkpoint();
+  Opened o = Open(m, 0);
+  const uint64_t reads_at_open = o.file->single_reads();
+  RecordingSink sink(m.regions);
+  RestoreEngineOptions opts;
+  opts.preload_all = true;
+  opts.background_loader = false;
+  auto engine = RestoreEngine::Create(*o.reader, sink, opts);
+  REQUIRE(engine.has_value());
+  REQUIRE((*engine)->Start().ok());
+  CHECK((*engine)->Stats().preload_batches == 0);
+  CHECK(o.file->batch_sizes().empty());
+  CHECK(o.file->single_reads() - reads_at_open == o.reader->blocks().size());
+  CheckEveryStoredPage(sink, m, *o.reader);
+}

@@ -2,8 +2,11 @@
 // piece of the block is decoded, then the block's other pages piece by piece; every page once, with its content.
 #include <algorithm>
 #include <catch2/catch.hpp>
+#include <condition_variable>
 #include <cstring>
+#include <future>
 #include <map>
+#include <thread>
 #include <mutex>
 #include <set>
 #include <vector>
@@ -174,6 +177,116 @@ TEST_CASE("a streamed fault in a block of independent frames decodes its page's 
     CHECK(sink.double_installs() == 0);
     CHECK(sink.wrong() == 0);
   }
+}
+
+namespace {
+
+// Holds the Install call that carries a chosen page until told to go on (a slow decode or copy of that piece).
+class HoldingSink : public RecordingSink {
+ public:
+  using RecordingSink::RecordingSink;
+  Status Install(std::span<const PageInstall> batch, InstallPriority priority, size_t* runs_installed) override {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      bool carries = false;
+      for (const PageInstall& run : batch) {
+        carries = carries || (!run.zero() && hold_ >= run.first.page && hold_ < run.first.page + run.count);
+      }
+      if (carries) {
+        held_ = hold_;
+        cv_.notify_all();
+        cv_.wait(lock, [&] { return hold_ != held_; });
+      }
+    }
+    return RecordingSink::Install(batch, priority, runs_installed);
+  }
+  // Holds the call carrying page `g` (UINT64_MAX: none), releasing the one held before.
+  void HoldPage(uint64_t g) {
+    std::lock_guard<std::mutex> lock(mu_);
+    hold_ = g;
+    cv_.notify_all();
+  }
+  bool WaitHeld(uint64_t g) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, std::chrono::seconds(10), [&] { return held_ == g; });
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  uint64_t hold_ = UINT64_MAX;
+  uint64_t held_ = UINT64_MAX;
+};
+
+}  // namespace
+
+TEST_CASE("a fault on a page of a streamed block in flight waits for its own page, not for the whole block",
+          "[engine][stream]") {
+  MemCheckpoint m = Checkpoint(4, 16);
+  auto reader = OpenMem(m);
+  const uint32_t b = 1;
+  REQUIRE(reader->blocks()[b].framed());
+  HoldingSink sink(m.regions);
+  auto engine = RestoreEngine::Create(*reader, sink, Demand(true));
+  REQUIRE(engine.has_value());
+  const uint64_t first = PageInSlot(*reader, b, 0), held = PageInSlot(*reader, b, 8),
+                 joiner = PageInSlot(*reader, b, 12), late = PageInSlot(*reader, b, 40);
+  // The block's reader is held installing slots 8-11 (frame 0's third piece); the joiner's page (slot 12) comes
+  // in the next piece.
+  sink.HoldPage(held);
+  auto a = std::async(std::launch::async, [&] { return (*engine)->HandleFault(reader->PageOf(first)); });
+  REQUIRE(sink.WaitHeld(held));
+  auto j = std::async(std::launch::async, [&] { return (*engine)->HandleFault(reader->PageOf(joiner)); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the joiner is waiting by now
+  // Let slots 8-15 in, and hold the reader again in frame 2: the joiner's page is in, the block is not.
+  sink.HoldPage(late);
+  REQUIRE(sink.WaitHeld(late));
+  const bool joiner_back = j.wait_for(std::chrono::seconds(10)) == std::future_status::ready;
+  CHECK(a.wait_for(std::chrono::milliseconds(0)) != std::future_status::ready);
+  sink.HoldPage(UINT64_MAX);
+  REQUIRE(joiner_back);
+  auto ja = j.get();
+  auto aa = a.get();
+  REQUIRE(ja.has_value());
+  REQUIRE(aa.has_value());
+  CHECK(ja->kind == FaultKind::kBlocking);
+  CHECK(ja->joined);
+  CHECK(ja->stall_ns > 0);
+  CHECK(ja->stall_ns <= ja->latency_ns);
+  CHECK(aa->kind == FaultKind::kBlocking);
+  CHECK_FALSE(aa->joined);
+  CHECK(aa->stall_ns < aa->latency_ns);  // its page went in first; it was held twice after that
+  auto st = (*engine)->Stats();
+  CHECK(st.faults_joined == 1);
+  CHECK(st.stall_joined_ns == ja->stall_ns);
+  CHECK(st.stall_blocking_ns == ja->stall_ns + aa->stall_ns);
+  CHECK(st.stall_ns == st.stall_blocking_ns);
+  CHECK(st.stall_latency.count == 2);
+  CHECK(st.join_latency.count == 1);
+  CHECK(sink.double_installs() == 0);
+}
+
+TEST_CASE("the stall of every fault adds up in the statistics", "[engine][stream]") {
+  MemCheckpoint m = Checkpoint(4, 16);
+  auto reader = OpenMem(m);
+  RecordingSink sink(m.regions);
+  auto engine = RestoreEngine::Create(*reader, sink, Demand(true));
+  REQUIRE(engine.has_value());
+  uint64_t all = 0, blocking = 0, faults = 0;
+  for (uint64_t g = 0; g < reader->total_pages(); g += 7) {
+    auto out = (*engine)->HandleFault(reader->PageOf(g));
+    REQUIRE(out.has_value());
+    CHECK(out->stall_ns <= out->latency_ns);
+    all += out->stall_ns;
+    if (out->kind == FaultKind::kBlocking) blocking += out->stall_ns;
+    ++faults;
+  }
+  auto st = (*engine)->Stats();
+  CHECK(st.stall_ns == all);
+  CHECK(st.stall_blocking_ns == blocking);
+  CHECK(st.stall_joined_ns == 0);  // one thread: nothing to join
+  CHECK(st.fault_latency.count == faults);
+  CHECK(st.stall_latency.count == st.faults_blocking);
 }
 
 TEST_CASE("streamed and whole-block faults install the same content, cut or uncut frames", "[engine][stream]") {

@@ -122,4 +122,15 @@ TEST_CASE("hlt-restore replay --json is valid JSON with hostile paths", "[tools]
   CHECK(j["trace"] == trace);
   CHECK(j["mismatches"] == 0);
   CHECK(j["pages_touched"] == 3);
+  // What the faults cost the guest sits beside the fault counts (issue 28): the engine's stall, split by kind,
+  // and the touching threads' own.
+  const double all = j["stall_seconds"], blocking = j["stall_blocking_seconds"], joined = j["stall_joined_seconds"];
+  CHECK(all >= blocking);
+  CHECK(blocking >= joined);
+  CHECK(joined >= 0);
+  if (j["faults_blocking"].get<uint64_t>() > 0) CHECK(blocking > 0);
+  CHECK(j["touches_missing"].get<uint64_t>() >= 1);  // the first touch at least found its page missing
+  CHECK(j["touch_stall_seconds"].get<double>() > 0);
+  CHECK(j.contains("stall_blocking_p50_us"));
+  CHECK(j.contains("stall_joined_p99_us"));
 }

@@ -1,8 +1,12 @@
 #include "vectors/encrypted_vectors.h"
 
+#include <algorithm>
 #include <cstring>
 #include <functional>
 #include <map>
+#include <random>
+
+#include <fmt/format.h>
 
 #include "format/byte_order.h"
 #include "format/encryption_codec.h"
@@ -39,10 +43,10 @@ WriterOptions Options(uint8_t file, Cipher cipher, const EncryptionKey& key) {
   return o;
 }
 
-// 64 pages of text and code (8-page blocks of two 4-page frames, with a dictionary), 22 random pages (two raw
+// 64 pages of text and code (8-page blocks of two 4-page frames, with a dictionary), 32 random pages (raw
 // blocks of equal length among them), a zero page, a duplicate; a working set; two blobs.
 Status FillEncrypted(CheckpointWriter& w) {
-  HLT_ASSIGN_OR_RETURN(uint32_t r, w.AddRegion("pc.ram", 0, 88 * kPage));
+  HLT_ASSIGN_OR_RETURN(uint32_t r, w.AddRegion("pc.ram", 0, 98 * kPage));
   testing::SyntheticMemory mem(41);
   std::vector<uint8_t> buf(kPage);
   std::vector<uint8_t> fifth;
@@ -52,12 +56,16 @@ Status FillEncrypted(CheckpointWriter& w) {
     if (p == 5) fifth = buf;
     HLT_RETURN_IF_ERROR(w.PutPage(r, p, buf));
   }
-  for (uint64_t p = 64; p < 86; ++p) {
-    mem.MakePage(testing::PageFlavor::kRandom, buf.data());
+  std::mt19937_64 rng(41);  // incompressible: stored raw whatever the coding chosen
+  for (uint64_t p = 64; p < 96; ++p) {
+    for (size_t i = 0; i < kPage; i += 8) {
+      const uint64_t v = rng();
+      std::memcpy(buf.data() + i, &v, 8);
+    }
     HLT_RETURN_IF_ERROR(w.PutPage(r, p, buf));
   }
-  HLT_RETURN_IF_ERROR(w.PutZeroPages(r, 86, 1));
-  HLT_RETURN_IF_ERROR(w.PutPage(r, 87, fifth));  // a duplicate: stored once (the sealed PAGE_MAP hides that)
+  HLT_RETURN_IF_ERROR(w.PutZeroPages(r, 96, 1));
+  HLT_RETURN_IF_ERROR(w.PutPage(r, 97, fifth));  // a duplicate: stored once (the sealed PAGE_MAP hides that)
   std::vector<PageRun> access = {{{r, 16}, 4, 0}, {{r, 40}, 2, 0}};
   HLT_RETURN_IF_ERROR(w.AddAccessedPages(access));
   std::string state;
@@ -257,7 +265,10 @@ Status AddPayloadVectors(const std::vector<uint8_t>& xchacha, const format::Inde
   }
   const uint32_t framed_block = FirstBlock(keyed, format::kBlockFramed);
   if (raw_twin == UINT32_MAX || !keyed.blocks[framed_block].framed()) {
-    return Status::Internal("encrypted vectors: the layout no longer has two raw blocks of one length and a FRAMED block");
+    std::string layout;
+    for (const BlockInfo& b : keyed.blocks) layout += fmt::format(" {}p/{:#x}", b.page_count, b.flags);
+    return Status::Internal("encrypted vectors: the layout no longer has two raw blocks of one length and a FRAMED "
+                            "block (pages/flags:" + layout + ")");
   }
   {
     HLT_ASSIGN_OR_RETURN(auto f, WithPayloads(xchacha, a, [&](auto&, auto& blocks, auto&) {
@@ -453,9 +464,15 @@ Result<std::vector<EncryptedVector>> BuildEncryptedVectors() {
     HLT_ASSIGN_OR_RETURN(auto parent, CheckpointReader::Open(NewMemoryFile("chain-base.hlt", base), ro));
     child_options.parent = std::shared_ptr<const CheckpointReader>(std::move(parent));
     child_options.parent_path_hint = "chain-base.hlt";
+    child_options.code_against_parent = true;  // 5.4 BASED: coded against the parent's plaintext, sealed under B
     HLT_ASSIGN_OR_RETURN(std::vector<uint8_t> child, Build(child_options, FillChainChild));
+    HLT_ASSIGN_OR_RETURN(format::IndexModel child_model, KeyedModel(child, b));
+    if (std::none_of(child_model.blocks.begin(), child_model.blocks.end(), [](const BlockInfo& i) { return i.based(); })) {
+      return Status::Internal("encrypted vectors: chain-child.hlt no longer has a BASED block");
+    }
     AddValid(&out, "chain-child.hlt", std::move(child), "ab",
-          "its child under key B (parent \"chain-base.hlt\"): read with a keyring holding both keys");
+          "its child under key B (parent \"chain-base.hlt\"), its two changed pages in BASED blocks coded against "
+          "the parent's (format 1.4 blocks in a 1.5 file): read with a keyring holding both keys");
   }
 
   HLT_ASSIGN_OR_RETURN(format::IndexModel keyed, KeyedModel(xchacha, a));

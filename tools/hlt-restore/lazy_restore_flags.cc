@@ -116,10 +116,11 @@ void PrintRestoreSummary(const qemu::CheckpointRestoreResult& res, uint64_t tool
   if (res.lazy) {
     std::printf(
         "  faults           %llu blocking (%llu joined a read in flight), %llu zero, %llu present; blocking "
-        "p50 %.1f us, p99 %.1f us",
+        "p50 %.1f us, p99 %.1f us; stall %.1f ms (blocking %.1f ms, joined %.1f ms)",
         (unsigned long long)e.faults_blocking, (unsigned long long)e.faults_joined, (unsigned long long)e.faults_zero,
         (unsigned long long)e.faults_present, double(e.blocking_latency.p50_ns) / 1e3,
-        double(e.blocking_latency.p99_ns) / 1e3);
+        double(e.blocking_latency.p99_ns) / 1e3, double(e.stall_ns) / 1e6, double(e.stall_blocking_ns) / 1e6,
+        double(e.stall_joined_ns) / 1e6);
     if (res.sweep_blocks) std::printf(" (then %llu blocks swept after the guest went idle)", (unsigned long long)res.sweep_blocks);
     std::printf("\n");
   }

@@ -27,10 +27,11 @@ constexpr uint64_t kPage = format::kPageSize;
 
 const char* kReplayUsage =
     "usage: hlt-restore replay CKPT --trace FILE [--threads N] [--loader on|off] [--preload-ws] [--eager]\n"
-    "                          [--record-trace OUT] [--json] [options]\n"
+    "                          [--wait-loader] [--record-trace OUT] [--json] [options]\n"
     "Restores CKPT lazily into userfaultfd-backed memory of this process (one locality block per fault), touches\n"
     "the pages of the trace in order with N threads taking the next entry in turn, checks that every touched page\n"
-    "equals the checkpoint's content, and prints the restore engine's statistics.\n"
+    "equals the checkpoint's content, and prints the restore engine's statistics: faults, and the stall they cost\n"
+    "(engine: fault to page installed, summed; touching threads: the time spent in touches of missing pages).\n"
     "  --trace FILE           one access a line: PAGE or PAGE w (a write), REGION:PAGE for other regions than ram\n"
     "  --threads N            touching threads (default 1)\n"
     "  --loader on|off        stream the remaining blocks in the background (default on)\n"
@@ -38,6 +39,9 @@ const char* kReplayUsage =
     "  --preload-ws           load the working-set blocks before the first access (Twinkle)\n"
     "  --eager                load every block before the first access (the eager baseline)\n"
     "  --predict N:P          Twinkle demand prediction: after P blocking faults in a segment of N pages, fetch it\n"
+    "  --wait-loader          after the trace, wait until the loader has loaded every block (loader_done_seconds)\n"
+    "  --stream-faults on|off a fault's block decoded piece by piece, its page in first (default on); off: the\n"
+    "                         whole block decoded and installed before the faulting thread goes on\n"
     "  --record-trace OUT     write the pages touched, in first-touch order, as an access trace (for relayout)\n"
     "  --timeline CSV         write the engine's timeline (time_us,region,page,kind,block,latency_us)\n"
     "  --backing anon|memfd   memory behind the regions (default anon)\n"
@@ -50,6 +54,7 @@ struct Config {
   std::string ckpt, trace, record, timeline;
   unsigned threads = 1;
   bool json = false;
+  bool wait_loader = false;
   RestoreEngineOptions engine;
   LazyMemoryOptions memory;
   ReaderOptions reader;
@@ -79,6 +84,11 @@ int ParseArgs(cli::Args& args, Config* c) {
       c->engine.preload_working_set = true;
     } else if (args.Flag("--eager")) {
       c->engine.preload_all = true;
+    } else if (args.Option("--stream-faults", &v, &error)) {
+      if (error.empty() && v != "on" && v != "off") error = "--stream-faults: expected on or off, got \"" + v + "\"";
+      c->engine.stream_faults = v == "on";
+    } else if (args.Flag("--wait-loader")) {
+      c->wait_loader = true;
     } else if (args.Option("--predict", &v, &error)) {
       size_t colon = v.find(':');
       uint64_t seg = 0, thr = 0;
@@ -147,6 +157,9 @@ class Toucher {
   double first_access_seconds() const { return double(first_ns_.load()) / 1e9; }
   // First touches of pages the engine had installed before the touch (by an earlier block or the loader).
   uint64_t prefetched() const { return prefetched_.load(); }
+  // Touches of pages the engine had not installed yet, and the sum of the time the touching threads spent in them.
+  uint64_t missing_touches() const { return missing_touches_.load(); }
+  double stall_seconds() const { return double(stall_ns_.load()) / 1e9; }
   TouchLog Log() const {
     // First touches in trace order: the order the guest would have shown a recorder.
     std::vector<std::pair<uint64_t, uint64_t>> all;
@@ -167,12 +180,20 @@ class Toucher {
       const TraceAccess& a = trace_[i];
       uint8_t* p = memory_.base(a.page.region) + a.page.page * kPage;
       bool was_installed = engine_.IsInstalled(a.page);
+      // A touch of a page not in yet is a fault (or meets one in flight): time what this thread waits for it,
+      // userfaultfd round trip included (the engine sees only its own part).
+      const Clock::time_point t_touch = was_installed ? Clock::time_point{} : Clock::now();
       if (a.write) {
         // A write that keeps the content: the page faults in for writing and still equals the checkpoint.
         __atomic_fetch_add(reinterpret_cast<uint64_t*>(p), 0, __ATOMIC_RELAXED);
       } else {
         // Atomic too: another thread may be doing the content-keeping write above on the same word.
         (void)__atomic_load_n(reinterpret_cast<uint64_t*>(p), __ATOMIC_RELAXED);
+      }
+      if (!was_installed) {
+        missing_touches_.fetch_add(1, std::memory_order_relaxed);
+        stall_ns_.fetch_add(uint64_t(std::chrono::nanoseconds(Clock::now() - t_touch).count()),
+                            std::memory_order_relaxed);
       }
       if (first_ns_.load(std::memory_order_relaxed) == 0) {
         uint64_t zero = 0, now = uint64_t((Clock::now() - t0_).count());
@@ -200,6 +221,8 @@ class Toucher {
   std::atomic<uint64_t> next_{0};
   std::atomic<uint64_t> first_ns_{0};
   std::atomic<uint64_t> prefetched_{0};
+  std::atomic<uint64_t> missing_touches_{0};
+  std::atomic<uint64_t> stall_ns_{0};
   Clock::time_point t0_;
   std::vector<std::thread> workers_;
   std::mutex mu_;
@@ -313,6 +336,12 @@ int Replay(cli::Args& args) {
     std::_Exit(cli::ExitCodeFor(e));
   }
   double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  double loader_done_seconds = 0;
+  if (c.wait_loader && c.engine.background_loader) {
+    s = (*engine)->WaitForLoader();
+    if (!s.ok()) return cli::Fail(tool, s.WithContext("the loader"));
+    loader_done_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  }
   // A faulting thread resumes as soon as its page is in; let the handler finish counting its fault.
   for (int i = 0; i < 1000; ++i) {
     LazyMemoryStats now = (*memory)->Stats();
@@ -353,10 +382,20 @@ int Replay(cli::Args& args) {
         {"loader", c.engine.background_loader},
         {"preload_ws", c.engine.preload_working_set},
         {"eager", c.engine.preload_all},
+        {"stream_faults", c.engine.stream_faults},
         {"faults_blocking", st.faults_blocking},
         {"faults_joined", st.faults_joined},
         {"faults_zero", st.faults_zero},
         {"faults_present", st.faults_present},
+        {"stall_seconds", double(st.stall_ns) / 1e9},
+        {"stall_blocking_seconds", double(st.stall_blocking_ns) / 1e9},
+        {"stall_joined_seconds", double(st.stall_joined_ns) / 1e9},
+        {"stall_blocking_p50_us", Us(st.stall_latency.p50_ns)},
+        {"stall_blocking_p99_us", Us(st.stall_latency.p99_ns)},
+        {"stall_joined_p50_us", Us(st.join_latency.p50_ns)},
+        {"stall_joined_p99_us", Us(st.join_latency.p99_ns)},
+        {"touches_missing", toucher.missing_touches()},
+        {"touch_stall_seconds", toucher.stall_seconds()},
         {"blocks_read", st.blocks_read},
         {"blocks_read_demand", st.blocks_read_demand},
         {"blocks_read_loader", st.blocks_read_loader},
@@ -366,6 +405,7 @@ int Replay(cli::Args& args) {
         {"bytes_read", st.bytes_read},
         {"loader_batches", st.loader_batches},
         {"loader_fetched_unused", st.loader_fetched_unused},
+        {"preload_batches", st.preload_batches},
         {"storage_requests", rs.storage_requests},
         {"storage_bytes", rs.storage_bytes},
         {"blocks_fetched", rs.blocks_fetched},
@@ -381,6 +421,7 @@ int Replay(cli::Args& args) {
         {"seconds", seconds},
         {"open_seconds", open_seconds},
         {"start_seconds", start_seconds},
+        {"loader_done_seconds", loader_done_seconds},
         {"time_to_first_access_us", toucher.first_access_seconds() * 1e6},
         {"read_seconds", double(st.read_ns) / 1e9},
         {"install_seconds", double(st.install_ns) / 1e9},
@@ -400,9 +441,15 @@ int Replay(cli::Args& args) {
                 c.engine.preload_working_set ? ", working set preloaded" : "", c.engine.preload_all ? ", eager" : "");
     std::printf("  time            %.3f s (first access after %.1f us; start %.3f s)\n", seconds,
                 toucher.first_access_seconds() * 1e6, start_seconds);
+    if (loader_done_seconds > 0) std::printf("  loader done     %.3f s\n", loader_done_seconds);
     std::printf("  faults          %llu blocking (%llu joined a read in flight), %llu zero, %llu present\n",
                 (unsigned long long)st.faults_blocking, (unsigned long long)st.faults_joined,
                 (unsigned long long)st.faults_zero, (unsigned long long)st.faults_present);
+    std::printf("  stall           %.2f ms in the engine (blocking faults %.2f ms, of which joined %.2f ms; "
+                "blocking p50 %.1f us, p99 %.1f us); touching threads %.2f ms in %llu touches of pages not in yet\n",
+                double(st.stall_ns) / 1e6, double(st.stall_blocking_ns) / 1e6, double(st.stall_joined_ns) / 1e6,
+                Us(st.stall_latency.p50_ns), Us(st.stall_latency.p99_ns), toucher.stall_seconds() * 1e3,
+                (unsigned long long)toucher.missing_touches());
     std::printf("  prefetched      %llu of the pages touched were in before their first touch\n",
                 (unsigned long long)toucher.prefetched());
     std::printf("  fault latency   p50 %.1f us, p99 %.1f us, max %.1f us (blocking: p50 %.1f us, p99 %.1f us)\n",
@@ -416,6 +463,7 @@ int Replay(cli::Args& args) {
                 cli::HumanBytes(st.bytes_decompressed).c_str());
     std::printf("  storage         %llu requests, %s", (unsigned long long)rs.storage_requests,
                 cli::HumanBytes(rs.storage_bytes).c_str());
+    if (st.preload_batches) std::printf(" (preload: %llu batches)", (unsigned long long)st.preload_batches);
     if (st.loader_batches) {
       std::printf(" (loader: %llu batches, %llu blocks a fault took meanwhile)", (unsigned long long)st.loader_batches,
                   (unsigned long long)st.loader_fetched_unused);

@@ -17,12 +17,15 @@
 
 #include <fmt/format.h>
 
+#include "halite/checkpoint_location.h"
+
 #include "halite/hint_files.h"
 #include "halite/qemu/qemu_checkpoint.h"
 #include "halite/qemu/qemu_launcher.h"
 #include "halite/qemu/qemu_migration_control.h"
 #include "hlt-restore/lazy_restore_flags.h"
 #include "hlt-restore/restore_modes.h"
+#include "hlt-restore/learn_layout_flag.h"
 #include "hlt-restore/restore_record.h"
 #include "hlt-restore/shared_memory.h"
 
@@ -53,7 +56,7 @@ const char* kQemuUsage =
     "  --timeline FILE        the engine's fault and block-load timeline (CSV)\n"
     "  --stats-json FILE      everything measured, as JSON\n"
     "  --progress-log FILE    every 10 ms while pages move: wall_us,faults_blocking,faults_zero,blocks_read,\n"
-    "                         bytes_read,requests,pages_sent (CSV)\n"
+    "                         bytes_read,requests,pages_sent,stall_us (CSV)\n"
     "  --memory copy|shared   copy (default): every page goes into this QEMU's own memory (lazily, or --eager).\n"
     "                         shared: QEMU maps the guest RAM (pc.ram) privately from the checkpoint's image\n"
     "                         file, served by the host's image server (`hlt-restore serve`, started on demand,\n"
@@ -105,10 +108,10 @@ int RestoreQemu(cli::Args& args) {
   const std::string tool = "hlt-restore qemu";
   const auto t_tool = std::chrono::system_clock::now();
   const int64_t tool_wall_us = std::chrono::duration_cast<std::chrono::microseconds>(t_tool.time_since_epoch()).count();
-  std::string usage = std::string(kQemuUsage) + kLazyRestoreFlagsHelp + cli::kReaderFlagsHelp;
+  std::string usage = std::string(kQemuUsage) + kLazyRestoreFlagsHelp + kLearnLayoutHelp + cli::kReaderFlagsHelp;
   std::string ckpt, socket, qemu_bin, qemu_dir, error, v, record, timeline, stats_json, progress_log;
   std::vector<std::string> qemu_args;
-  bool launch = false, wait = false, quiet = false, shared_memory = false, resume = false;
+  bool launch = false, wait = false, quiet = false, shared_memory = false, resume = false, learn = false;
   std::string image_dir = "/run/halite/images";
   ReaderOptions ropts;
   qemu::CheckpointRestoreOptions opt;
@@ -147,6 +150,8 @@ int RestoreQemu(cli::Args& args) {
       image_dir = v;
     } else if (args.Flag("--resume")) {
       resume = true;
+    } else if (args.Flag("--learn-layout")) {
+      learn = true;
     } else if (args.Flag("--wait")) {
       wait = true;
     } else if (args.Flag("--quiet")) {
@@ -255,6 +260,11 @@ int RestoreQemu(cli::Args& args) {
     }
   }
   if (std::string bad = CheckLazyRestoreFlags(opt); !bad.empty()) return cli::UsageError(tool, bad, usage);
+  if (learn && resume) return cli::UsageError(tool, "--learn-layout: a resumed restore goes on as it was", usage);
+  LearnedLayoutChoice learned;
+  if (learn) {
+    if (Status s = learned.Choose(&ckpt, ropts); !s.ok()) return cli::Fail(tool, s);
+  }
   std::unique_ptr<CheckpointReader> early_reader;
   // Format-spec 13: a missing key refuses the restore before QEMU starts (which it does while the index is read).
   if (Status keyed = cli::CheckKeyAvailable(ckpt, ropts.keyring); !keyed.ok()) return cli::Fail(tool, keyed);
@@ -374,7 +384,7 @@ int RestoreQemu(cli::Args& args) {
       const auto a = std::filesystem::absolute(path, ec);
       return ec || path.empty() ? path : a.string();
     };
-    rec.checkpoint = absolute(ckpt);
+    rec.checkpoint = IsObjectStoreUri(ckpt) ? ckpt : absolute(ckpt);
     rec.file_id = file_id;
     rec.qemu_pid = qemu_pid;
     if (auto started = ProcessStartTime(qemu_pid)) rec.qemu_start_time = *started;
@@ -431,17 +441,18 @@ int RestoreQemu(cli::Args& args) {
   };
   std::string progress_text;
   if (!progress_log.empty()) {
-    progress_text = "wall_us,faults_blocking,faults_zero,blocks_read,bytes_read,requests,pages_sent\n";
+    progress_text = "wall_us,faults_blocking,faults_zero,blocks_read,bytes_read,requests,pages_sent,stall_us\n";
     opt.progress_interval_ms = 10;
     opt.on_progress = [&](const RestoreEngineStats& e, const qemu::PushRestoreStats& c) {
       char line[256];
       const int64_t now =
           std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
               .count();
-      std::snprintf(line, sizeof line, "%lld,%llu,%llu,%llu,%llu,%llu,%llu\n", (long long)now,
+      std::snprintf(line, sizeof line, "%lld,%llu,%llu,%llu,%llu,%llu,%llu,%llu\n", (long long)now,
                     (unsigned long long)e.faults_blocking, (unsigned long long)e.faults_zero,
                     (unsigned long long)e.blocks_read, (unsigned long long)e.bytes_read, (unsigned long long)c.requests,
-                    (unsigned long long)(c.preload_pages + c.request_pages + c.pushed_pages));
+                    (unsigned long long)(c.preload_pages + c.request_pages + c.pushed_pages),
+                    (unsigned long long)(e.stall_ns / 1000));
       progress_text += line;
     };
   }
@@ -490,6 +501,7 @@ int RestoreQemu(cli::Args& args) {
   const uint64_t tool_to_resumed =
       res.start_to_resumed_us ? uint64_t(res.wall_start_us - tool_wall_us) + res.start_to_resumed_us : 0;
 
+  if (learn && opt.lazy) learned.LearnFrom(res.requested);
   if (!record.empty()) {
     s = WriteFile(record, FormatAccessTrace(res.requested, r.regions()));
     if (!s.ok()) return cli::Fail(tool, s);
@@ -543,6 +555,11 @@ int RestoreQemu(cli::Args& args) {
         {"faults_joined", e.faults_joined},
         {"faults_zero", e.faults_zero},
         {"faults_present", e.faults_present},
+        {"stall_us", e.stall_ns / 1000},
+        {"stall_blocking_us", e.stall_blocking_ns / 1000},
+        {"stall_joined_us", e.stall_joined_ns / 1000},
+        {"stall_blocking_p50_us", double(e.stall_latency.p50_ns) / 1e3},
+        {"stall_blocking_p99_us", double(e.stall_latency.p99_ns) / 1e3},
         {"blocks_total", e.blocks_total},
         {"blocks_read_demand", e.blocks_read_demand},
         {"blocks_read_loader", e.blocks_read_loader},
@@ -557,6 +574,7 @@ int RestoreQemu(cli::Args& args) {
         {"engine_install_us", ef.install_ns / 1000},
         {"bytes_decompressed", ef.bytes_decompressed},
         {"loader_batches", ef.loader_batches},
+        {"preload_batches", ef.preload_batches},
         {"storage_requests", rs.storage_requests},
         {"storage_bytes", rs.storage_bytes},
         {"blocks_fetched", rs.blocks_fetched},

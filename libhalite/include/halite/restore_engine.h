@@ -4,7 +4,9 @@
 // the page's whole locality block: it reads, verifies and decompresses the block once, then installs every page
 // of it that is not installed yet (duplicates included, so a deduplicated page arrives with the block that stores
 // it). Zero and absent pages are installed as zero without any I/O. Several threads may fault at once: faults on
-// different blocks are served concurrently, faults on the same block wait for the one read of it.
+// different blocks are served concurrently, faults on the same block wait for the one read of it (a fault waits
+// for its own page of it: with streamed faults the block goes in piece by piece, and the fault returns as soon
+// as its piece is in).
 //
 // In the background a loader streams the remaining blocks in the checkpoint's restore order (working set first),
 // rate-limited, and always yields to demand faults: before each block it waits until no demand read is in flight,
@@ -86,7 +88,9 @@ struct HALITE_EXPORT RestoreEngineOptions {
   bool preload_working_set = false;
   // Start() loads every block before it returns: an eager restore, the baseline lazy restore is measured against.
   bool preload_all = false;
-  // Threads used by a preload; 0 = one per CPU (at most 8).
+  // Threads used by a preload; 0 = one per CPU (at most 8). Where storage suggests batches (loader_batch_bytes:
+  // an object store), the preload fetches the order in batches of that size, a few at once and ahead of these
+  // threads, which decode and install the fetched blocks (as the loader's batches: a fault never waits for one).
   unsigned preload_threads = 0;
   // Twinkle's demand prediction: memory is cut into segments of `predict_segment_pages` pages of a region; once
   // `predict_threshold` faults that read a block (or joined one) fell in a segment, the rest of the segment is
@@ -130,6 +134,10 @@ struct HALITE_EXPORT FaultOutcome {
   bool joined = false;      // kBlocking: another thread's read of the block served it
   uint32_t block = 0;       // the block holding the page (stored pages only)
   uint64_t latency_ns = 0;  // time spent in HandleFault
+  // Time from HandleFault's start until the faulting page was installed: what the faulting thread waited (the
+  // sink wakes it when its page goes in, which with streamed faults may be well before HandleFault returns).
+  // latency_ns when the engine did not see that moment (zero and present faults, large host pages).
+  uint64_t stall_ns = 0;
 };
 
 // Percentiles of a latency histogram (log-linear buckets, within ~6%; max is exact).
@@ -163,6 +171,7 @@ struct HALITE_EXPORT RestoreEngineStats {
   uint64_t blocks_reread = 0;          // payloads that failed verification, then verified when read again
   uint64_t loader_batches = 0;         // batches fetched by the background thread (loader_batch_bytes)
   uint64_t loader_fetched_unused = 0;  // blocks a batch fetched that a fault had loaded meanwhile (fetched twice)
+  uint64_t preload_batches = 0;        // batches Start()'s preload fetched (storage suggesting batches; else 0)
   uint64_t bytes_read = 0;             // stored payload bytes read from the checkpoint
   uint64_t bytes_decompressed = 0;     // raw bytes produced by those reads
 
@@ -185,6 +194,16 @@ struct HALITE_EXPORT RestoreEngineStats {
   // kBlocking faults that read their block: from the fault until its page was installed (the sink woke the
   // faulting thread). Without stream_faults that is when the whole block was in.
   LatencySummary wake_latency;
+
+  // What the guest felt: the sum over faults of FaultOutcome::stall_ns (from the fault's arrival at the engine
+  // until its page was installed; the kernel's delivery of the fault to a handler is not included), over every
+  // fault, over kBlocking faults, and over the kBlocking faults that joined a read in flight (a streamed block's
+  // later pages: they wait for their own page, not the block).
+  uint64_t stall_ns = 0;
+  uint64_t stall_blocking_ns = 0;
+  uint64_t stall_joined_ns = 0;
+  LatencySummary stall_latency;  // kBlocking faults: stall_ns each
+  LatencySummary join_latency;   // kBlocking faults that joined: stall_ns each
 
   bool loader_done = false;  // the restore-order stream (or the idle sweep) reached its end
   bool idle_sweep_started = false;

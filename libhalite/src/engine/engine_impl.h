@@ -66,6 +66,8 @@ class HALITE_HIDDEN RestoreEngine::Impl {
 
   struct Counters {
     std::atomic<uint64_t> faults_zero{0}, faults_present{0}, faults_blocking{0}, faults_joined{0}, faults_failed{0};
+    // What the faulting threads felt: per fault, from HandleFault's start until its page was in (stats header).
+    std::atomic<uint64_t> stall_ns{0}, stall_blocking_ns{0}, stall_joined_ns{0};
     std::atomic<uint64_t> blocks_loaded{0}, blocks_read{0}, blocks_failed{0}, read_retries{0}, blocks_reread{0};
     std::array<std::atomic<uint64_t>, 5> blocks_read_by{};  // indexed by Cause
     std::atomic<uint64_t> bytes_read{0}, bytes_decompressed{0};
@@ -73,7 +75,7 @@ class HALITE_HIDDEN RestoreEngine::Impl {
     std::atomic<uint64_t> pages_present_at_start{0}, blocks_present_at_start{0};
     std::atomic<uint64_t> host_pages_installed{0}, host_page_extra_reads{0};
     std::atomic<uint64_t> read_ns{0}, install_ns{0};
-    std::atomic<uint64_t> loader_batches{0}, loader_fetched_unused{0};
+    std::atomic<uint64_t> loader_batches{0}, loader_fetched_unused{0}, preload_batches{0};
   };
 
   static constexpr uint64_t kNoPage = UINT64_MAX;
@@ -81,12 +83,15 @@ class HALITE_HIDDEN RestoreEngine::Impl {
   // --- restore_engine.cc ---
   // Makes block `b` loaded. With `wait` false, returns at once (ok) when another thread is loading it.
   // *read: this call read the block; *waited: it waited for another thread's read. A demand fault passes its
-  // global page and the NowNs() it began at (the faulting page goes in first when faults are streamed).
+  // global page and the NowNs() it began at (the faulting page goes in first when faults are streamed), and
+  // `page_in_ns`, set to the NowNs() at which that page was installed. A demand fault that finds the block being
+  // loaded by another thread waits only until its own page is in (a streamed block goes in piece by piece), not
+  // for the whole block: the block may still be loading when this returns ok then.
   Status EnsureBlock(uint32_t b, Cause cause, bool wait, bool* read, bool* waited, uint64_t fault_page = kNoPage,
-                     uint64_t fault_ns = 0);
+                     uint64_t fault_ns = 0, uint64_t* page_in_ns = nullptr);
   // Called by the thread that moved `b` to kLoading: reads, installs, and leaves the state loaded, failed or
   // not loaded.
-  Status LoadBlock(uint32_t b, Cause cause, uint64_t fault_page, uint64_t fault_ns);
+  Status LoadBlock(uint32_t b, Cause cause, uint64_t fault_page, uint64_t fault_ns, uint64_t* page_in_ns);
   // With `progress`, the block is decoded piece by piece (CheckpointReader::BlockProgress); a read that has
   // reported progress is never retried (its pages may be in). A block of independent frames is decoded from the
   // frame holding byte `first` (CheckpointReader::ReadBlock). `first_attempt` > 1 when earlier attempts were made
@@ -95,7 +100,8 @@ class HALITE_HIDDEN RestoreEngine::Impl {
                          size_t first = 0, unsigned first_attempt = 1);
   // The end of a block load once its bytes are decoded into `raw`: counts the read, installs the block's pages
   // and leaves the block loaded (or not loaded, when the sink failed).
-  Status InstallLoaded(uint32_t b, Cause cause, std::span<const uint8_t> raw, uint64_t fault_page, uint64_t fault_ns);
+  Status InstallLoaded(uint32_t b, Cause cause, std::span<const uint8_t> raw, uint64_t fault_page, uint64_t fault_ns,
+                       uint64_t* page_in_ns = nullptr);
   // The bookkeeping of a block read that failed: records it, leaves the block not loaded (transient) or failed,
   // and returns the error naming the block.
   Status BlockReadFailed(uint32_t b, const Status& s);
@@ -141,7 +147,9 @@ class HALITE_HIDDEN RestoreEngine::Impl {
   // LoadBlock for a demand fault with options_.stream_faults: decodes the block piece by piece, installs the
   // faulting page alone as soon as it is decoded (which wakes the faulting thread), then each decoded piece's
   // pages.
-  Status StreamBlock(uint32_t b, uint64_t fault_page, uint64_t fault_ns);
+  Status StreamBlock(uint32_t b, uint64_t fault_page, uint64_t fault_ns, uint64_t* page_in_ns);
+  // Wakes the faults waiting for pages of `b` (WaitForPageOrBlock) after some of its pages went in.
+  void NotifyPagesIn(uint32_t b);
   struct Todo {
     uint64_t g;     // global page
     uint32_t slot;  // its slot in the block
@@ -155,6 +163,10 @@ class HALITE_HIDDEN RestoreEngine::Impl {
   Result<FaultKind> InstallZeroWindow(uint64_t g);
   void SetBlockState(uint32_t b, BlockState s);
   void WaitWhileLoading(uint32_t b);
+  // Waits until global page g is installed or block b is no longer loading, whichever comes first.
+  void WaitForPageOrBlock(uint32_t b, uint64_t g);
+  // Counts what a fault's thread felt (Counters::stall_ns and the histograms).
+  void CountStall(const FaultOutcome& out, uint64_t stall_ns);
   Status BlockError(uint32_t b) const;
   void RecordFailure(uint32_t b, const Status& s);
   void NotePredictionFault(PageRef page);  // background_loader.cc
@@ -173,6 +185,8 @@ class HALITE_HIDDEN RestoreEngine::Impl {
   // Waits until no demand read is in flight (or max_step_aside has passed) and the rate limiter allows `bytes`;
   // false when stopping.
   bool WaitForTurn(uint64_t bytes, std::chrono::nanoseconds max_step_aside = std::chrono::nanoseconds::max());
+  // Waits until no demand read is in flight or `max_step_aside` has passed; false when stopping.
+  bool StepAsideForDemand(std::chrono::nanoseconds max_step_aside);
   void LoadInBackground(uint32_t b, Cause cause);
   // Records a block the background thread could not load (WaitForLoader reports it unless a fault loads it).
   void NoteLoaderError(uint32_t b, const Status& s);
@@ -198,7 +212,16 @@ class HALITE_HIDDEN RestoreEngine::Impl {
   // A batch may be fetched ahead: the loader is not rate-limited (a limited one spends its bytes batch by batch).
   bool MayFetchAhead() const;
   // One claimed block of a batch: decode (or read again alone when the batch's fetch failed transiently), install.
-  void FinishBatchBlock(uint32_t b, FetchedBlock& fetched, Cause cause, uint64_t batch_start_ns);
+  // Returns the error naming the block (it is left not loaded or failed, as after a read of its own).
+  Status FinishBatchBlock(uint32_t b, FetchedBlock& fetched, Cause cause, uint64_t batch_start_ns);
+
+  // --- preload_batches.cc ---
+  // Preload (Start) when storage suggests batches: the order fetched in batches, several at once, decoded and
+  // installed by `threads` threads meanwhile.
+  struct PreloadPipeline;
+  Status PreloadInBatches(const std::vector<uint32_t>& blocks, unsigned threads);
+  void PreloadFetcher(PreloadPipeline& p);
+  void PreloadDecoder(PreloadPipeline& p);
 
   const CheckpointReader& reader_;
   PageSink& sink_;
@@ -229,6 +252,8 @@ class HALITE_HIDDEN RestoreEngine::Impl {
   LatencyHistogram fault_hist_;
   LatencyHistogram blocking_hist_;
   LatencyHistogram wake_hist_;  // demand faults that read their block: until their page was installed
+  LatencyHistogram stall_hist_;  // kBlocking faults: until their page was installed
+  LatencyHistogram join_hist_;   // kBlocking faults that joined a read in flight: until their page was installed
   engine::EventTimeline timeline_;
 
   mutable std::mutex failures_mu_;

@@ -59,6 +59,7 @@ RestoreEngineStats RestoreEngine::Impl::Stats() const {
   s.blocks_reread = get(c_.blocks_reread);
   s.loader_batches = get(c_.loader_batches);
   s.loader_fetched_unused = get(c_.loader_fetched_unused);
+  s.preload_batches = get(c_.preload_batches);
   s.bytes_read = get(c_.bytes_read);
   s.bytes_decompressed = get(c_.bytes_decompressed);
   s.pages_installed = get(c_.pages_installed);
@@ -74,6 +75,11 @@ RestoreEngineStats RestoreEngine::Impl::Stats() const {
   s.fault_latency = fault_hist_.Summary();
   s.blocking_latency = blocking_hist_.Summary();
   s.wake_latency = wake_hist_.Summary();
+  s.stall_ns = get(c_.stall_ns);
+  s.stall_blocking_ns = get(c_.stall_blocking_ns);
+  s.stall_joined_ns = get(c_.stall_joined_ns);
+  s.stall_latency = stall_hist_.Summary();
+  s.join_latency = join_hist_.Summary();
   {
     std::lock_guard<std::mutex> lock(loader_mu_);
     s.loader_done = loader_done_;

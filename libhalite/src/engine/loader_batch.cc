@@ -11,7 +11,7 @@
 // block within max_read_attempts, and the rate limiter is charged for the whole batch before it is fetched.
 //
 // Before a batch the loader steps aside for demand reads in flight as it does before a single block, but for at
-// most kMaxStepAside. Without a rate limit, the next batch is fetched (on a helper thread) while this one is
+// most kMaxStepAside. Without a rate limit, the next two batches are fetched (on helper threads) while this one is
 // decoded and installed, so that the network and the CPU work at once.
 #include <algorithm>
 
@@ -94,7 +94,7 @@ void RestoreEngine::Impl::LoadBatchInBackground(std::vector<uint32_t> blocks, Ca
       c_.loader_fetched_unused.fetch_add(1, std::memory_order_relaxed);  // a fault read it meanwhile
     }
   }
-  // The network fetches the next batch while this one is decoded and installed.
+  // The network fetches the next batches while this one is decoded and installed.
   if (next) next();
   // Every claimed block is finished, even when stopping: a block left "loading" would hold its faults forever.
   while (!claimed.empty()) {
@@ -102,12 +102,12 @@ void RestoreEngine::Impl::LoadBatchInBackground(std::vector<uint32_t> blocks, Ca
     if (pick == claimed.end()) pick = claimed.begin();
     const size_t i = *pick;
     claimed.erase(pick);
-    FinishBatchBlock(blocks[i], fetched[i], cause, t);
+    if (Status s = FinishBatchBlock(blocks[i], fetched[i], cause, t); !s.ok()) NoteLoaderError(blocks[i], s);
     std::vector<uint8_t>().swap(fetched[i].payload);  // its memory goes back as the batch drains
   }
 }
 
-void RestoreEngine::Impl::FinishBatchBlock(uint32_t b, FetchedBlock& fetched, Cause cause, uint64_t batch_start_ns) {
+Status RestoreEngine::Impl::FinishBatchBlock(uint32_t b, FetchedBlock& fetched, Cause cause, uint64_t batch_start_ns) {
   const BlockInfo& info = reader_.blocks()[b];
   thread_local std::vector<uint8_t> raw;
   raw.resize(info.raw_length());
@@ -122,22 +122,17 @@ void RestoreEngine::Impl::FinishBatchBlock(uint32_t b, FetchedBlock& fetched, Ca
     s = ReadWithRetries(b, raw, nullptr, 0, 2);
   }
   c_.read_ns.fetch_add(NowNs() - t_read, std::memory_order_relaxed);
-  if (!s.ok()) {
-    NoteLoaderError(b, BlockReadFailed(b, s));
-    return;
-  }
-  s = InstallLoaded(b, cause, raw, kNoPage, 0);
-  if (!s.ok()) {
-    NoteLoaderError(b, s);
-    return;
-  }
+  if (!s.ok()) return BlockReadFailed(b, s);
+  HLT_RETURN_IF_ERROR(InstallLoaded(b, cause, raw, kNoPage, 0, nullptr));
   if (timeline_.enabled()) {
     auto members = reader_.BlockMembers(b);
     PageRef p = members.empty() ? PageRef{} : RefOf(members[0].page);
-    timeline_.Add({batch_start_ns, p,
-                   cause == Cause::kPredicted ? EngineEventKind::kPredictedBlock : EngineEventKind::kLoaderBlock, b,
-                   NowNs() - batch_start_ns});
+    const EngineEventKind kind = cause == Cause::kPredicted ? EngineEventKind::kPredictedBlock
+                                 : cause == Cause::kPreload ? EngineEventKind::kPreloadBlock
+                                                            : EngineEventKind::kLoaderBlock;
+    timeline_.Add({batch_start_ns, p, kind, b, NowNs() - batch_start_ns});
   }
+  return Status::Ok();
 }
 
 }  // namespace halite

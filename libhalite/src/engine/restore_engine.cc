@@ -89,6 +89,22 @@ void RestoreEngine::Impl::WaitWhileLoading(uint32_t b) {
   st.cv.wait(lock, [&] { return block_state_[b].load(std::memory_order_acquire) != kLoading; });
 }
 
+void RestoreEngine::Impl::WaitForPageOrBlock(uint32_t b, uint64_t g) {
+  Stripe& st = stripes_[b % kStripes];
+  std::unique_lock<std::mutex> lock(st.mu);
+  st.cv.wait(lock, [&] { return installed_.Test(g) || block_state_[b].load(std::memory_order_acquire) != kLoading; });
+}
+
+void RestoreEngine::Impl::NotifyPagesIn(uint32_t b) {
+  // Only blocks some fault waits on (awaited_ is set before the waiter looks at its page, under the stripe lock
+  // below): the others cost nothing. A waiter missed here still wakes when the block's state changes.
+  std::atomic_thread_fence(std::memory_order_seq_cst);  // the pages' installed bits before awaited_ is read
+  if (!awaited_.Test(b)) return;
+  Stripe& st = stripes_[b % kStripes];
+  { std::lock_guard<std::mutex> lock(st.mu); }
+  st.cv.notify_all();
+}
+
 Status RestoreEngine::Impl::BlockError(uint32_t b) const {
   std::lock_guard<std::mutex> lock(failures_mu_);
   auto it = failures_.find(b);
@@ -231,11 +247,12 @@ Status RestoreEngine::Impl::InstallRuns(std::span<const Todo> todo, std::span<co
   return Status::Ok();
 }
 
-Status RestoreEngine::Impl::LoadBlock(uint32_t b, Cause cause, uint64_t fault_page, uint64_t fault_ns) {
+Status RestoreEngine::Impl::LoadBlock(uint32_t b, Cause cause, uint64_t fault_page, uint64_t fault_ns,
+                                      uint64_t* page_in_ns) {
   // A large host page goes in only once every page of it is decoded: nothing to gain from streaming its block.
   const bool large = BlockHasLargeHostPages(b);
   if (cause == Cause::kDemand && fault_page != kNoPage && options_.stream_faults && !large) {
-    return StreamBlock(b, fault_page, fault_ns);
+    return StreamBlock(b, fault_page, fault_ns, page_in_ns);
   }
   const BlockInfo& info = reader_.blocks()[b];
   thread_local std::vector<uint8_t> raw;
@@ -244,11 +261,11 @@ Status RestoreEngine::Impl::LoadBlock(uint32_t b, Cause cause, uint64_t fault_pa
   Status s = ReadWithRetries(b, raw);
   c_.read_ns.fetch_add(NowNs() - t_read, std::memory_order_relaxed);
   if (!s.ok()) return BlockReadFailed(b, s);
-  return InstallLoaded(b, cause, raw, fault_page, fault_ns);
+  return InstallLoaded(b, cause, raw, fault_page, fault_ns, page_in_ns);
 }
 
 Status RestoreEngine::Impl::InstallLoaded(uint32_t b, Cause cause, std::span<const uint8_t> raw, uint64_t fault_page,
-                                          uint64_t fault_ns) {
+                                          uint64_t fault_ns, uint64_t* page_in_ns) {
   const uint64_t t_install = NowNs();
   CountBlockRead(b, cause);
   // The faulting thread waits for its block and for the blocks predicted on its path; the rest can queue.
@@ -264,30 +281,43 @@ Status RestoreEngine::Impl::InstallLoaded(uint32_t b, Cause cause, std::span<con
   }
   // The sink wakes the faulting thread when the whole batch is in.
   if (fault_page != kNoPage) wake_hist_.Record(t_done - fault_ns);
+  if (page_in_ns) *page_in_ns = t_done;
   c_.blocks_loaded.fetch_add(1, std::memory_order_relaxed);
   SetBlockState(b, kLoaded);
   return Status::Ok();
 }
 
 Status RestoreEngine::Impl::EnsureBlock(uint32_t b, Cause cause, bool wait, bool* read, bool* waited,
-                                        uint64_t fault_page, uint64_t fault_ns) {
+                                        uint64_t fault_page, uint64_t fault_ns, uint64_t* page_in_ns) {
   for (;;) {
     uint32_t st = block_state_[b].load(std::memory_order_acquire);
     if (st == kLoaded) return Status::Ok();
     if (st == kFailed) return BlockError(b);
     if (st == kLoading) {
       if (!wait) return Status::Ok();
-      awaited_.Set(b);  // a loader batch holding it decodes it next
-      WaitWhileLoading(b);
+      awaited_.Set(b);  // a loader batch holding it decodes it next; a streamed fault's pieces wake us
+      std::atomic_thread_fence(std::memory_order_seq_cst);  // pairs with NotifyPagesIn's
+      if (fault_page == kNoPage) {
+        WaitWhileLoading(b);
+      } else {
+        // A fault needs its page, not the block: a streamed block's pieces go in one by one, and waiting for
+        // the last would hold this handler (and count as stall) long after the page was in.
+        WaitForPageOrBlock(b, fault_page);
+        if (installed_.Test(fault_page)) {
+          *waited = true;
+          if (page_in_ns) *page_in_ns = NowNs();
+          return Status::Ok();
+        }
+      }
       *waited = true;
       // A loader that failed transiently leaves the block not loaded: loop and try it ourselves.
       continue;
     }
     if (!block_state_[b].compare_exchange_strong(st, kLoading, std::memory_order_acq_rel)) continue;
     *read = true;
-    if (cause != Cause::kDemand) return LoadBlock(b, cause, kNoPage, 0);
+    if (cause != Cause::kDemand) return LoadBlock(b, cause, kNoPage, 0, nullptr);
     demand_reads_.fetch_add(1, std::memory_order_acq_rel);
-    Status s = LoadBlock(b, cause, fault_page, fault_ns);
+    Status s = LoadBlock(b, cause, fault_page, fault_ns, page_in_ns);
     if (demand_reads_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
       // The background thread waits for demand reads to drain; tell it (under its lock, so it cannot miss it).
       std::lock_guard<std::mutex> lock(loader_mu_);
@@ -369,6 +399,7 @@ Result<FaultOutcome> RestoreEngine::Impl::HandleFault(PageRef page) {
   uint64_t g = region_first_[page.region] + page.page;
   FaultOutcome out;
   Status error;
+  uint64_t page_in_ns = 0;  // when the faulting page went in, as the block load or the wait for it saw it
   if (installed_.Test(g)) {
     out.kind = FaultKind::kPresent;
     out.block = UINT32_MAX;
@@ -386,12 +417,15 @@ Result<FaultOutcome> RestoreEngine::Impl::HandleFault(PageRef page) {
     } else {
       out.block = loc.block;
       bool read = false, waited = false;
-      error = EnsureBlock(loc.block, Cause::kDemand, true, &read, &waited, g, t);
+      error = EnsureBlock(loc.block, Cause::kDemand, true, &read, &waited, g, t, &page_in_ns);
       out.kind = (read || waited) ? FaultKind::kBlocking : FaultKind::kPresent;
       out.joined = waited && !read;
     }
   }
   out.latency_ns = NowNs() - t;
+  // The faulting thread runs again once its page is in (the sink woke it), which may be well before its block
+  // is: that is its stall. Faults that did not learn the moment stalled for their whole service time.
+  out.stall_ns = page_in_ns >= t ? page_in_ns - t : out.latency_ns;
   EngineEvent ev{t, page, EngineEventKind::kFaultFailed, out.block, out.latency_ns};
   if (!error.ok()) {
     c_.faults_failed.fetch_add(1, std::memory_order_relaxed);
@@ -400,6 +434,7 @@ Result<FaultOutcome> RestoreEngine::Impl::HandleFault(PageRef page) {
                              std::to_string(page.page));
   }
   fault_hist_.Record(out.latency_ns);
+  CountStall(out, out.stall_ns);
   switch (out.kind) {
     case FaultKind::kZero:
       c_.faults_zero.fetch_add(1, std::memory_order_relaxed);
@@ -419,6 +454,17 @@ Result<FaultOutcome> RestoreEngine::Impl::HandleFault(PageRef page) {
   }
   timeline_.Add(ev);
   return out;
+}
+
+void RestoreEngine::Impl::CountStall(const FaultOutcome& out, uint64_t stall_ns) {
+  c_.stall_ns.fetch_add(stall_ns, std::memory_order_relaxed);
+  if (out.kind != FaultKind::kBlocking) return;
+  c_.stall_blocking_ns.fetch_add(stall_ns, std::memory_order_relaxed);
+  stall_hist_.Record(stall_ns);
+  if (out.joined) {
+    c_.stall_joined_ns.fetch_add(stall_ns, std::memory_order_relaxed);
+    join_hist_.Record(stall_ns);
+  }
 }
 
 // --- public shell ---

@@ -7,6 +7,7 @@ target_sources(halite_objects PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/host_pages.cc
   ${CMAKE_CURRENT_LIST_DIR}/background_loader.cc
   ${CMAKE_CURRENT_LIST_DIR}/loader_batch.cc
+  ${CMAKE_CURRENT_LIST_DIR}/preload_batches.cc
   ${CMAKE_CURRENT_LIST_DIR}/engine_stats.cc
   ${CMAKE_CURRENT_LIST_DIR}/userfaultfd.cc
   ${CMAKE_CURRENT_LIST_DIR}/userfaultfd_ops.cc

@@ -18,7 +18,7 @@ constexpr uint64_t kPage = 4096;
 
 }  // namespace
 
-Status RestoreEngine::Impl::StreamBlock(uint32_t b, uint64_t fault_page, uint64_t fault_ns) {
+Status RestoreEngine::Impl::StreamBlock(uint32_t b, uint64_t fault_page, uint64_t fault_ns, uint64_t* page_in_ns) {
   const BlockInfo& info = reader_.blocks()[b];
   thread_local std::vector<uint8_t> raw;
   thread_local std::vector<Todo> todo;      // this call's pages, in slot (decode) order
@@ -50,10 +50,13 @@ Status RestoreEngine::Impl::StreamBlock(uint32_t b, uint64_t fault_page, uint64_
     return false;
   };
   auto install = [&](std::span<const Todo> pages) {
+    if (pages.empty()) return Status::Ok();
     uint64_t t = NowNs();
-    Status s = pages.empty() ? Status::Ok() : InstallRuns(pages, raw, staging, InstallPriority::kUrgent);
+    Status s = InstallRuns(pages, raw, staging, InstallPriority::kUrgent);
     install_ns += NowNs() - t;
     sink_failed = !s.ok();
+    // Faults on this block's other pages wait for their own page only (EnsureBlock): tell them.
+    NotifyPagesIn(b);
     return s;
   };
   auto ready = [&](const Todo& t) { return slot_bytes[t.slot] == kPage; };
@@ -77,7 +80,9 @@ Status RestoreEngine::Impl::StreamBlock(uint32_t b, uint64_t fault_page, uint64_
       batch.clear();
       if (take(todo[fault_at])) batch.push_back(todo[fault_at]);
       HLT_RETURN_IF_ERROR(install(batch));
-      wake_hist_.Record(NowNs() - fault_ns);
+      const uint64_t now = NowNs();
+      wake_hist_.Record(now - fault_ns);
+      if (page_in_ns) *page_in_ns = now;
     }
     batch.clear();
     for (size_t k = 0; k < todo.size(); ++k) {

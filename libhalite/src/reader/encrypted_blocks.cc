@@ -70,7 +70,7 @@ Status CheckpointReader::Impl::DecodeEncryptedIndex(std::span<const uint8_t> hea
 
 Status CheckpointReader::Impl::OpenSealedBlock(uint32_t block, std::span<const uint8_t> payload,
                                                std::span<uint8_t> out, const BlockProgress* progress,
-                                               size_t first) const {
+                                               size_t first, std::span<const uint8_t> prefix) const {
   const BlockInfo& b = model_.blocks[block];
   thread_local std::vector<uint8_t> plain;
   if (!b.framed()) {
@@ -84,7 +84,7 @@ Status CheckpointReader::Impl::OpenSealedBlock(uint32_t block, std::span<const u
       return Status::AuthFailed(BlockWhere(block) + ": authentication failed (tampered, cut short, moved from "
                                                     "another place or file)");
     }
-    return DecodeContent(block, content, out, progress, first);
+    return DecodeContent(block, content, out, progress, first, prefix);
   }
   // 13.2: the frame table first, then each frame on its own, the one holding byte `first` before the others.
   HLT_ASSIGN_OR_RETURN(std::vector<format::SealedFrame> frames, format::ParseFrameTable(payload, b, BlockWhere(block)));
@@ -92,7 +92,10 @@ Status CheckpointReader::Impl::OpenSealedBlock(uint32_t block, std::span<const u
   uint32_t lead = 0;
   while (lead + 1 < parts && uint64_t(frames[lead + 1].first_page) * format::kPageSize <= first) ++lead;
   thread_local codec::Decompressor decompressor;
-  const codec::Dictionary* dict = b.uses_dictionary() ? dictionary_.get() : nullptr;
+  // A BASED block's frames are coded against its base group (5.4), the others with the dictionary or nothing.
+  const codec::FrameReference ref = b.based()              ? codec::FrameReference::Prefix(prefix)
+                                    : b.uses_dictionary() ? codec::FrameReference(dictionary_.get())
+                                                          : codec::FrameReference();
   for (uint32_t i = 0; i < parts; ++i) {
     const uint32_t k = i == 0 ? lead : (i - 1 < lead ? i - 1 : i);
     const format::SealedFrame& f = frames[k];
@@ -109,7 +112,7 @@ Status CheckpointReader::Impl::OpenSealedBlock(uint32_t block, std::span<const u
     bool caller_failed = false;  // the caller's own errors pass through unchanged
     if (progress) {
       size_t done = 0;
-      s = decompressor.DecompressExact(plain, dict, dest, [&](size_t ready) {
+      s = decompressor.DecompressExact(plain, ref, dest, [&](size_t ready) {
         const size_t begin = std::exchange(done, ready);
         if (ready <= begin) return Status::Ok();
         Status p = (*progress)(base + begin, base + ready);
@@ -117,7 +120,7 @@ Status CheckpointReader::Impl::OpenSealedBlock(uint32_t block, std::span<const u
         return p;
       });
     } else {
-      s = decompressor.DecompressExact(plain, dict, dest);
+      s = decompressor.DecompressExact(plain, ref, dest);
     }
     if (caller_failed) return s;
     if (!s.ok()) return Status::Corrupt(fmt::format("{}: frame {}: {}", BlockWhere(block), k, s.message()));
@@ -126,7 +129,8 @@ Status CheckpointReader::Impl::OpenSealedBlock(uint32_t block, std::span<const u
 }
 
 Status CheckpointReader::Impl::DecodeCached(uint32_t block, std::span<const uint8_t> payload, std::span<uint8_t> out,
-                                            const BlockProgress* progress, size_t first, bool* use_storage) const {
+                                            const BlockProgress* progress, size_t first,
+                                            std::span<const uint8_t> prefix, bool* use_storage) const {
   bool reported = false;
   BlockProgress noting;
   if (progress) {
@@ -135,7 +139,7 @@ Status CheckpointReader::Impl::DecodeCached(uint32_t block, std::span<const uint
       return (*progress)(begin, end);
     };
   }
-  Status s = Decompress(block, payload, out, progress ? &noting : nullptr, first);
+  Status s = Decompress(block, payload, out, progress ? &noting : nullptr, first, prefix);
   // XXH3 is no MAC: an entry planted with a matching checksum fails its tag, and storage has the real block. Once
   // a byte was reported, only authenticated bytes were (13.2), and the failure stands as the block's.
   if (s.code() == StatusCode::kAuthFailed && cipher_ && !reported) {
