@@ -125,10 +125,12 @@ def read(path):
 
 
 def pid_alive(pid):
+    """False once it has exited, also while it waits to be reaped (a process reparented to a PID 1 that does not
+    reap, as in some containers, stays a zombie)."""
     try:
-        os.kill(pid, 0)
-        return True
-    except ProcessLookupError:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
         return False
 
 
