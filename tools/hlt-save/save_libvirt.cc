@@ -72,7 +72,7 @@ int SaveLibvirt(cli::Args& args) {
   auto conn = libvirt::Connection::Open(uri);
   if (!conn) return cli::Fail(tool, conn.error());
   cli::Progress progress("saving");
-  if (Status parent = PrepareParent(&flags, out); !parent.ok()) return cli::Fail(tool, parent);  // --parent
+  if (Status prepared = PrepareWriter(&flags, out); !prepared.ok()) return cli::Fail(tool, prepared);  // keys, --parent
   flags.options.progress = [&](const WriteProgress& p) { progress.Update(p.raw_bytes_done, p.raw_bytes_total); };
   opt.qemu.writer = flags.options;
   opt.qemu.before_finish = [&](CheckpointWriter& w) { return ApplyHintFiles(flags, w); };
