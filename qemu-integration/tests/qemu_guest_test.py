@@ -12,6 +12,8 @@ usage: qemu_guest_test.py --tools DIR --work DIR [--ceph-env FILE] SCENARIO
                       the guest hangs); memcheck goes on, nothing is left on the file system
   access_window       the accessed bits sampled before a stopped-guest save give a working set of memcheck's
                       pages; the restored guest continues; --access-window 0 gives none
+  learn_layout        --learn-layout: the first restore of a golden writes GOLDEN.learned, the second restores
+                      from it
   eager               hlt-restore --eager: pc.ram placed through QEMU's userfaultfd while the guest is held
                       paused; it runs only after the last page
   eager_channel       hlt-restore --eager --placement channel: a precopy load in QEMU's stream
@@ -413,6 +415,34 @@ def scenario_access_window(env):
         raise Fail("--access-window 0 did not say the window was off")
     if working_set_blocks(env, off) != 0:
         raise Fail("a stopped-guest save without the access window has a working set")
+
+
+def scenario_learn_layout(env):
+    """--learn-layout: the first restore of a golden checkpoint writes GOLDEN.learned from the blocks its guest
+    waited for; the next restore finds it and restores from it; both guests continue. (A learned file of another
+    golden under the same name is refused: tests/core/learned_layout_test.cc.)"""
+    ckpt, last = env.stopped_checkpoint()
+    golden = env.path("golden.hlt")
+    for p in (golden, golden + ".learned"):
+        if os.path.exists(p):
+            os.unlink(p)
+    os.link(ckpt, golden)
+    rc, out, err, serial = env.restore(golden, "learn1", ["--learn-layout"])
+    if rc != 0:
+        raise Fail(f"hlt-restore qemu --learn-layout exited {rc}")
+    env.expect_continues(serial, last)
+    if "learned layout   none used: no learned layout yet" not in out:
+        raise Fail("the first restore did not say it found no learned layout")
+    m = re.search(r"learned layout   (\S+) written in [\d.]+ s: (\d+) working-set blocks, then (\d+) blocks", out)
+    if not m or m.group(1) != golden + ".learned" or not os.path.exists(golden + ".learned"):
+        raise Fail("the first restore wrote no learned layout:\n" + out[-2000:])
+    log(f"learned: {m.group(2)} working-set blocks, then {m.group(3)} blocks the first restore waited for")
+    rc, out, err, serial = env.restore(golden, "learn2", ["--learn-layout"])
+    if rc != 0:
+        raise Fail(f"hlt-restore qemu --learn-layout (second) exited {rc}")
+    env.expect_continues(serial, last)
+    if f"learned layout   restoring from {golden}.learned" not in out or " written in " in out:
+        raise Fail("the second restore did not restore from the learned layout (or learned again):\n" + out[-2000:])
 
 
 def check_eager(stats_path, out, placement):
@@ -1400,6 +1430,7 @@ SCENARIOS = {
     "live": (scenario_live, True),
     "live_failed": (scenario_live_failed, False),
     "access_window": (scenario_access_window, True),
+    "learn_layout": (scenario_learn_layout, True),
     "eager": (scenario_eager, False),
     "eager_channel": (scenario_eager_channel, False),
     "attach": (scenario_attach, True),

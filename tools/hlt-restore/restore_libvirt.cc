@@ -22,6 +22,7 @@
 
 #include "halite/libvirt/libvirt_checkpoint.h"
 #include "hlt-restore/lazy_restore_flags.h"
+#include "hlt-restore/learn_layout_flag.h"
 #include "hlt-restore/libvirt_dirs.h"
 #include "hlt-restore/restore_modes.h"
 #include "hlt-restore/restore_record.h"
@@ -128,9 +129,9 @@ int Detach(const std::string& tool, const std::string& log, int* report_fd) {
 int RestoreLibvirt(cli::Args& args) {
   const std::string tool = "hlt-restore libvirt";
   auto tool_start = std::chrono::steady_clock::now();  // reset by a supervised resume (its own start)
-  std::string usage = std::string(kLibvirtUsage) + kLazyRestoreFlagsHelp + cli::kReaderFlagsHelp;
+  std::string usage = std::string(kLibvirtUsage) + kLazyRestoreFlagsHelp + kLearnLayoutHelp + cli::kReaderFlagsHelp;
   std::string ckpt, uri, status_path, error, v, ram_dir, image_dir = "/run/halite/images", resume_domain;
-  bool detach = false, shared_memory = false, lazy_flags = false;
+  bool detach = false, shared_memory = false, lazy_flags = false, learn = false;
   std::optional<bool> sync_time;
   ReaderOptions ropts;
   libvirt::LibvirtRestoreOptions opt;
@@ -157,6 +158,8 @@ int RestoreLibvirt(cli::Args& args) {
       opt.swtpm_storage_dir = v;
     } else if (args.Flag("--detach")) {
       detach = true;
+    } else if (args.Flag("--learn-layout")) {
+      learn = true;
     } else if (args.Option("--status-file", &v, &error)) {
       status_path = v;
     } else if (args.Option("--memory", &v, &error)) {
@@ -186,9 +189,10 @@ int RestoreLibvirt(cli::Args& args) {
     return cli::UsageError(tool, "--ram-dir and --image-dir go with --memory shared", usage);
   }
   if (std::string bad = CheckLazyRestoreFlags(opt.qemu); !bad.empty()) return cli::UsageError(tool, bad, usage);
-  if (!resume_domain.empty() && (shared_memory || detach || opt.clone || !opt.name.empty() || !opt.qemu.lazy)) {
+  if (!resume_domain.empty() &&
+      (shared_memory || detach || opt.clone || !opt.name.empty() || !opt.qemu.lazy || learn)) {
     return cli::UsageError(tool, "--resume continues a lazy restore as it was: no --memory shared, --detach, --clone, "
-                                 "--name or --eager", usage);
+                                 "--name, --eager or --learn-layout", usage);
   }
   opt.sync_time = sync_time.value_or(opt.clone);
   if (detach && status_path.empty()) status_path = ckpt + "." + (opt.name.empty() ? "restore" : opt.name) + ".status";
@@ -222,6 +226,10 @@ int RestoreLibvirt(cli::Args& args) {
 
     auto conn = libvirt::Connection::Open(uri);
     if (!conn) return fail(conn.error());
+    LearnedLayoutChoice learned;
+    if (learn && resume.empty()) {
+      if (Status chosen = learned.Choose(&ckpt, ropts); !chosen.ok()) return fail(chosen);
+    }
     auto reader = CheckpointReader::Open(ckpt, ropts);
     if (!reader) return fail(reader.error());
     const std::string file_id = cli::HexBytes((*reader)->file_id());
@@ -349,6 +357,7 @@ int RestoreLibvirt(cli::Args& args) {
     Status s = libvirt::RestoreLibvirtDomain(**conn, **reader, ckpt, opt, &res);
     if (!s.ok()) return fail(s);
     if (!record_path.empty()) unlink(record_path.c_str());
+    if (learn && opt.qemu.lazy) learned.LearnFrom(res.qemu.requested);
     status.Write("completed");
     const auto& q = res.qemu;
     const uint64_t tool_to_running = uint64_t(running_ms * 1000);
