@@ -49,7 +49,7 @@ sys.path.insert(0, os.path.join(REPO, "guest"))
 import launch  # noqa: E402
 import libvirt_guest_test as lt  # noqa: E402
 
-PASS_RX = re.compile(rb"memcheck pass=(\d+) [^\r\n]*\n")
+PASS_RX = re.compile(rb"memcheck pass=(\d+) [^\r\n]*\r?\n")
 PAUSE_RX = re.compile(r"guest paused\s+([\d.]+) ms at the saved instant: suspend ([\d.]+), disks and state files "
                       r"([\d.]+), QEMU capturing the guest ([\d.]+), resume ([\d.]+)")
 VCPU_RX = re.compile(r"vCPUs stopped ([-\d.]+) ms .* setup (-?\d+) ms, downtime (-?\d+) ms")
