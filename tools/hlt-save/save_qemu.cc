@@ -92,6 +92,7 @@ int SaveQemu(cli::Args& args) {
   } else if (r->guest_stopped_seconds > 0) {
     std::printf("  guest stopped    %.3f s (stop to cont)\n", r->guest_stopped_seconds);
   }
+  if (!r->live_note.empty()) std::printf("  not live         %s\n", r->live_note.c_str());
   PrintParentImage(*r);
   std::printf("  state blob       %zu bytes (\"%s\")\n", r->state_blob_bytes, qemu::kQemuStateBlobName);
   PrintAccessWindow(*r);
