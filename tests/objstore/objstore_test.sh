@@ -4,7 +4,7 @@
 #   objstore_test.sh CEPH_DIR HLT_SAVE HLT_RESTORE HLT_MKIMAGE CASE
 # Cases: s3-roundtrip, rados-roundtrip, s3-killed-save, rados-killed-save, s3-server-stopped, s3-block-cache,
 # s3-eager-batched, rados-eager-batched, s3-loader-order and rados-loader-order (then a 6th argument: the
-# objstore-loader-order program),
+# objstore-loader-order program), s3-demand-first and rados-demand-first (the objstore-demand-first program),
 # capi (the C API program is then HLT_MKIMAGE's place: objstore_test.sh CEPH_DIR - - CAPI_OBJSTORE capi).
 # Exits 77 (skipped) when the cluster is not running: ceph-up could not install or start Ceph and said why.
 set -uo pipefail
@@ -237,6 +237,13 @@ s3-loader-order | rados-loader-order)
   "$mkimage" "$tmp/img" 256 17 || fail "hlt-mkimage"
   "$save" raw "$tmp/img" -o "$uri" --no-sync >/dev/null || fail "hlt-save raw to $uri"
   "$order_test" "$uri" "$tmp/img" || fail "how the restore read $uri"
+  ;;
+s3-demand-first | rados-demand-first)
+  uri=$s3_uri
+  [[ $case == rados-* ]] && uri=$rados_uri
+  "$mkimage" "$tmp/img" 512 17 || fail "hlt-mkimage"
+  "$save" raw "$tmp/img" -o "$uri" --no-sync >/dev/null || fail "hlt-save raw to $uri"
+  "$order_test" "$uri" "$tmp/img" || fail "demand reads behind the loader's on $uri"
   ;;
 rados-eager-batched) eager_batched "$rados_uri" ;;
 rados-roundtrip) roundtrip "$rados_uri" ;;
