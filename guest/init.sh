@@ -4,9 +4,11 @@
 # Kernel command line (read from /proc/cmdline):
 #   hlt.workload=memcheck|memsim|redis|shell|idle|poweroff   what to run (default memcheck)
 #   hlt.args=--mib,256                                 its arguments, comma-separated (no spaces)
-#   hlt.virtio=1     load the virtio drivers (PCI, block, net) first: /dev/vda and eth0 appear, and every change of
-#                    a NIC's MAC address is printed as "HLT-GUEST MAC eth0 52:54:00:..." (a clone's NIC comes back
-#                    with a new one)
+#   hlt.virtio=1     load the virtio drivers (PCI, block, net, console) first: /dev/vda and eth0 appear, and every
+#                    change of a NIC's MAC address is printed as "HLT-GUEST MAC eth0 52:54:00:..." (a clone's NIC
+#                    comes back with a new one); hltagent answers on the guest agent port when the VM has one; the
+#                    TPM's PCR 0 and each VM generation ID change are printed ("HLT-GUEST TPM ...", "HLT-GUEST
+#                    VMGENID ...")
 #   hlt.age=SECONDS  first age the guest's memory for SECONDS (memage: fragmented physical memory, as on a desktop
 #                    that ran for days), then run the workload
 #   hlt.age_args=--resident-pct,40   more memage options, comma-separated
@@ -78,6 +80,9 @@ watch_macs() {
     done
     if [ "$now" != "$seen" ]; then
       for pair in $now; do echo "HLT-GUEST MAC ${pair%%=*} ${pair#*=}"; done
+      # Read afresh from the TPM: a clone's (whose NIC comes back with its new MAC) must hold the saved state.
+      pcr=/sys/class/tpm/tpm0/pcr-sha256/0
+      [ -r $pcr ] && echo "HLT-GUEST TPM pcr-sha256/0 $(cat $pcr)"
       seen=$now
     fi
     sleep 0.5
@@ -108,9 +113,41 @@ CONF
   /bin/redis-server /etc/redis.conf "$@"
 }
 
+# The guest agent (hltagent, a small one of ours) on the virtio-serial port org.qemu.guest_agent.0, when the VM has
+# one; restarted if it exits.
+run_agent() {
+  n=0
+  while [ $n -lt 20 ]; do
+    grep -qx org.qemu.guest_agent.0 /sys/class/virtio-ports/*/name 2>/dev/null && break
+    sleep 0.1
+    n=$((n + 1))
+  done
+  grep -qx org.qemu.guest_agent.0 /sys/class/virtio-ports/*/name 2>/dev/null || return 0
+  while :; do
+    /bin/hltagent
+    sleep 1
+  done
+}
+
+# What a clone test reads from the guest besides the MAC lines (which also carry the TPM's PCR 0: the same value
+# after a restore means the TPM kept the saved state): the kernel's note that the VM generation ID changed.
+report_devices() {
+  reseeds=0
+  while :; do
+    now=$(dmesg | grep -c "crng reseeded due to virtual machine fork")
+    if [ "$now" != "$reseeds" ]; then
+      echo "HLT-GUEST VMGENID crng reseeded due to virtual machine fork (count $now)"
+      reseeds=$now
+    fi
+    sleep 0.5
+  done
+}
+
 if [ $virtio = 1 ]; then
   load_virtio || echo "HLT-GUEST virtio drivers failed to load"
   watch_macs &
+  run_agent &
+  report_devices &
 fi
 
 # hlt.age=SECONDS: an aged guest (memage: processes allocating, touching and freeing memory, files written and

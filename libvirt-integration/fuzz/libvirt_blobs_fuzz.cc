@@ -28,7 +28,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     xml->DropUuid();
     xml->DropMacs();
     xml->RenewGenid();
-    xml->SuffixCharDeviceFiles("fuzz-clone");
+    (void)xml->GiveClonePathsOfItsOwn("fuzz-clone");
+    (void)xml->NvramPath();
+    (void)xml->SetNvramPath("/clones/fuzz-clone_VARS.fd");
+    (void)xml->TpmEmulatorVersion();
+    (void)xml->HasGuestAgentChannel();
+    xml->SetUuid("0d7f0836-776c-4f1b-ade9-4b6f32fdc09f");
     if (disks) {
       for (const auto& d : *disks) {
         if (!xml->SetDiskSource(d.target, "/overlay/" + d.target + ".qcow2", "qcow2").ok()) abort();

@@ -142,21 +142,131 @@ Result<std::vector<WritableDisk>> DomainXml::WritableDisks() const {
   return out;
 }
 
-std::vector<std::string> DomainXml::SuffixCharDeviceFiles(const std::string& suffix) {
-  std::vector<std::string> out;
+namespace {
+
+// sun_path holds 108 bytes with the terminating NUL.
+constexpr size_t kMaxUnixSocketPath = 107;
+
+// What a character device element is called in a message: "serial 0", "channel org.qemu.guest_agent.0".
+std::string ChardevLabel(xmlNode* d) {
+  xmlNode* target = Child(d, "target");
+  std::string id = Attr(target, "name");
+  if (id.empty()) id = Attr(target, "port");
+  if (id.empty()) id = Attr(target, "type");
+  return reinterpret_cast<const char*>(d->name) + (id.empty() ? std::string() : " " + id);
+}
+
+// Renames attribute `attr` of `n` to VALUE.SUFFIX; the same old path always gets the same new one (a console and
+// the serial port it mirrors name one log).
+Status RenameAttr(xmlNode* n, const char* attr, const std::string& suffix, const std::string& what, bool socket,
+                  std::vector<RenamedPath>* out) {
+  const std::string from = Attr(n, attr);
+  if (from.empty()) return Status::Ok();
+  const std::string to = from + "." + suffix;
+  if (socket && to.size() > kMaxUnixSocketPath) {
+    return Status::InvalidArgument(what + ": the clone's socket path " + to + " is longer than the " +
+                                   std::to_string(kMaxUnixSocketPath) +
+                                   " bytes a unix socket address holds (give a shorter --name, or a shorter path "
+                                   "in the domain)");
+  }
+  xmlSetProp(n, X(attr), X(to.c_str()));
+  for (const RenamedPath& r : *out) {
+    if (r.from == from) return Status::Ok();
+  }
+  out->push_back(RenamedPath{what, from, to});
+  return Status::Ok();
+}
+
+// A character device's own files: its file (type='file'), the socket QEMU listens on (type='unix',
+// mode='bind'), and its log.
+Status RenameChardev(xmlNode* d, const std::string& suffix, std::vector<RenamedPath>* out) {
+  const std::string what = ChardevLabel(d);
+  const std::string type = Attr(d, "type");
+  for (xmlNode* src : Children(d, "source")) {
+    if (type == "file") HLT_RETURN_IF_ERROR(RenameAttr(src, "path", suffix, what + " file", false, out));
+    if (type == "unix" && Attr(src, "mode") == "bind") {
+      HLT_RETURN_IF_ERROR(RenameAttr(src, "path", suffix, what + " socket", true, out));
+    }
+  }
+  return RenameAttr(Child(d, "log"), "file", suffix, what + " log", false, out);
+}
+
+}  // namespace
+
+Result<std::vector<RenamedPath>> DomainXml::GiveClonePathsOfItsOwn(const std::string& suffix) {
+  std::vector<RenamedPath> out;
   xmlNode* devices = Child(doc_->root(), "devices");
-  for (const char* kind : {"serial", "console", "channel", "parallel"}) {
-    for (xmlNode* d : Children(devices, kind)) {
-      if (Attr(d, "type") != "file") continue;
-      xmlNode* src = Child(d, "source");
-      const std::string path = Attr(src, "path");
-      if (path.empty()) continue;
-      const std::string renamed = path + "." + suffix;
-      xmlSetProp(src, X("path"), X(renamed.c_str()));
-      out.push_back(renamed);
+  for (const char* kind : {"serial", "console", "channel", "parallel", "redirdev", "smartcard"}) {
+    for (xmlNode* d : Children(devices, kind)) HLT_RETURN_IF_ERROR(RenameChardev(d, suffix, &out));
+  }
+  for (xmlNode* rng : Children(devices, "rng")) {
+    for (xmlNode* backend : Children(rng, "backend")) HLT_RETURN_IF_ERROR(RenameChardev(backend, suffix, &out));
+  }
+  for (xmlNode* g : Children(devices, "graphics")) {
+    const std::string what = "graphics " + Attr(g, "type");
+    HLT_RETURN_IF_ERROR(RenameAttr(g, "socket", suffix, what + " socket", true, &out));
+    for (xmlNode* listen : Children(g, "listen")) {
+      if (Attr(listen, "type") == "socket") {
+        HLT_RETURN_IF_ERROR(RenameAttr(listen, "socket", suffix, what + " socket", true, &out));
+      }
+    }
+    // A fixed TCP port can be bound by one clone only: the others get free ones.
+    const std::string port = Attr(g, "port"), tls = Attr(g, "tlsPort"), ws = Attr(g, "websocket");
+    const bool fixed = (!port.empty() && port != "-1" && port != "0") || (!tls.empty() && tls != "-1") ||
+                       (!ws.empty() && ws != "-1");
+    if (fixed && Attr(g, "autoport") != "yes") {
+      xmlUnsetProp(g, X("port"));
+      xmlUnsetProp(g, X("tlsPort"));
+      xmlSetProp(g, X("autoport"), X("yes"));
+      if (!ws.empty() && ws != "-1") xmlSetProp(g, X("websocket"), X("-1"));
+      out.push_back(RenamedPath{what + " port", port, "automatic"});
     }
   }
   return out;
+}
+
+void DomainXml::SetUuid(const std::string& uuid) {
+  xmlNode* u = Child(doc_->root(), "uuid");
+  if (u == nullptr) u = xmlNewChild(doc_->root(), nullptr, X("uuid"), nullptr);
+  xmlNodeSetContent(u, nullptr);
+  xmlNodeAddContent(u, X(uuid.c_str()));
+}
+
+std::string DomainXml::NvramPath() const {
+  xmlNode* nvram = Child(Child(doc_->root(), "os"), "nvram");
+  if (nvram == nullptr) return "";
+  if (xmlNode* src = Child(nvram, "source")) return Attr(src, "file");
+  return Text(nvram);
+}
+
+Status DomainXml::SetNvramPath(const std::string& path) {
+  xmlNode* nvram = Child(Child(doc_->root(), "os"), "nvram");
+  if (nvram == nullptr) return Status::NotFound("domain " + name() + " has no <nvram>");
+  if (xmlNode* src = Child(nvram, "source")) {
+    xmlSetProp(src, X("file"), X(path.c_str()));
+  } else {
+    xmlNodeSetContent(nvram, nullptr);
+    xmlNodeAddContent(nvram, X(path.c_str()));
+  }
+  return Status::Ok();
+}
+
+std::string DomainXml::TpmEmulatorVersion() const {
+  for (xmlNode* tpm : Children(Child(doc_->root(), "devices"), "tpm")) {
+    xmlNode* backend = Child(tpm, "backend");
+    if (Attr(backend, "type") != "emulator") continue;
+    const std::string v = Attr(backend, "version");
+    return v.empty() ? "1.2" : v;  // libvirt 9.0's default for an emulator without a version
+  }
+  return "";
+}
+
+bool DomainXml::HasGuestAgentChannel() const {
+  for (xmlNode* c : Children(Child(doc_->root(), "devices"), "channel")) {
+    xmlNode* target = Child(c, "target");
+    if (Attr(target, "type") == "virtio" && Attr(target, "name") == "org.qemu.guest_agent.0") return true;
+  }
+  return false;
 }
 
 std::vector<std::string> DomainXml::InterfaceElements() const {

@@ -1,20 +1,26 @@
 // A checkpoint back into a libvirt domain, as itself or as a clone (libvirt_checkpoint.h).
 #include <dirent.h>
 #include <libvirt/libvirt.h>
+#include <libvirt/virterror.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <optional>
 #include <cstdlib>
 #include <random>
 #include <thread>
 
 #include <fmt/format.h>
 
+#include "domain_state_files.h"
 #include "frozen_disks.h"
 #include "qemu_process_lookup.h"
 #include "qemu_process_owner.h"
+#include "halite/checkpoint_location.h"
 #include "halite/libvirt/domain_xml.h"
 #include "halite/libvirt/libvirt_checkpoint.h"
 #include "halite/qemu/qemu_migration_blocker.h"
@@ -46,16 +52,40 @@ std::string RandomHex8() {
   return fmt::format("{:08x}", rd());
 }
 
-// What a failed restore must take back: the domain it started, the overlays it made, its socket directory.
+// A random (version 4) UUID: a clone's, chosen here so that the TPM state libvirt keys by it is in place first.
+std::string RandomUuid() {
+  std::random_device rd;
+  uint8_t b[16];
+  for (int i = 0; i < 16; i += 4) {
+    const uint32_t r = rd();
+    for (int k = 0; k < 4; ++k) b[i + k] = uint8_t(r >> (8 * k));
+  }
+  b[6] = uint8_t((b[6] & 0x0f) | 0x40);
+  b[8] = uint8_t((b[8] & 0x3f) | 0x80);
+  std::string s;
+  for (int i = 0; i < 16; ++i) {
+    if (i == 4 || i == 6 || i == 8 || i == 10) s += '-';
+    s += fmt::format("{:02x}", b[i]);
+  }
+  return s;
+}
+
+// What a failed restore must take back: the domain it started, the files it made (disk overlays, the NVRAM copy),
+// the TPM state directory it made, its socket directory.
 struct Undo {
   Domain domain;
   std::vector<std::string> overlays;
+  std::vector<std::string> files;  // the NVRAM copy
+  std::string tpm_dir;                // STORAGE/UUID, when this restore created it
   std::string runtime_dir;
   bool keep_domain = false;  // the guest ran: it is the user's now
   ~Undo() {
-    if (domain && !keep_domain) {
-      (void)virDomainDestroy(domain.get());
+    if (domain && !keep_domain) (void)virDomainDestroy(domain.get());
+    if (!keep_domain) {
       for (const auto& o : overlays) unlink(o.c_str());
+      for (const auto& f : files) unlink(f.c_str());
+      std::error_code ec;
+      if (!tpm_dir.empty()) std::filesystem::remove_all(tpm_dir, ec);
     }
     if (!runtime_dir.empty()) {
       unlink((runtime_dir + "/qmp.sock").c_str());
@@ -63,6 +93,98 @@ struct Undo {
     }
   }
 };
+
+// The directory of a restore's own files: given, or the checkpoint's; created when missing (a broker names one
+// per pool or per clone).
+Result<std::string> RestoreFilesDir(const std::string& given, const std::string& checkpoint_path) {
+  if (given.empty() && IsObjectStoreUri(checkpoint_path)) {
+    return Status::InvalidArgument(checkpoint_path +
+                                   " is on an object store: give a directory for the restore's disk overlays and "
+                                   "NVRAM copy (--disk-dir DIR)");
+  }
+  const std::string dir = given.empty() ? DirectoryOf(checkpoint_path) : given;
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return Status::IoError(dir + ": cannot create the directory for the restore's disk overlays", ec.value());
+  if (!std::filesystem::is_directory(dir, ec)) {
+    return Status::InvalidArgument(dir + ": not a directory (the directory for the restore's disk overlays)");
+  }
+  return dir;
+}
+
+// The saved UEFI variables as this restore's own file, DIR/NAME_VARS.fd, handed to QEMU's user.
+Status PlaceNvram(DomainXml& xml, const DomainStateFiles& state, const std::string& dir, const std::string& name,
+                  const std::optional<ProcessOwner>& owner, Undo* undo, LibvirtRestoreResult* result) {
+  if (xml.NvramPath().empty()) return Status::Ok();
+  const std::string path = dir + "/" + name + "_VARS.fd";
+  if (state.nvram_path.empty()) {
+    // A checkpoint saved before NVRAM was kept: a clone still needs a file of its own (QEMU locks it), which
+    // libvirt fills from the firmware's template.
+    return xml.SetNvramPath(path);
+  }
+  HLT_RETURN_IF_ERROR(WriteNewFile(path, state.nvram));
+  undo->files.push_back(path);
+  if (owner) HLT_RETURN_IF_ERROR(GiveToOwner(path, *owner));
+  result->nvram = path;
+  return xml.SetNvramPath(path);
+}
+
+// The saved TPM state under the domain's UUID in libvirt's swtpm storage, so that its swtpm starts on it.
+Status PlaceTpmState(const DomainXml& xml, const DomainStateFiles& state, const std::string& uuid, bool clone,
+                     const std::string& storage_dir, Undo* undo, LibvirtRestoreResult* result) {
+  const std::string version = xml.TpmEmulatorVersion();
+  if (version.empty()) return Status::Ok();
+  if (state.tpm_files.empty()) {
+    result->tpm_note = "the checkpoint holds no TPM state files (saved by an older hlt-save): libvirt makes the "
+                       "TPM afresh, and only what QEMU's device state carries comes back";
+    return Status::Ok();
+  }
+  if (storage_dir.empty()) {
+    return Status::InvalidArgument("the domain has an emulated TPM: libvirt's swtpm storage directory is needed to "
+                                   "put its saved state in place (--swtpm-dir)");
+  }
+  const std::string path = TpmStatePath(storage_dir, uuid, version);
+  const std::string uuid_dir = storage_dir + "/" + uuid;
+  struct stat st;
+  const bool existed = stat(uuid_dir.c_str(), &st) == 0;
+  if (existed && clone) return Status::InvalidArgument(uuid_dir + ": exists already (TPM state of the clone's UUID)");
+  if (!existed) undo->tpm_dir = uuid_dir;
+  HLT_RETURN_IF_ERROR(InstallTpmState(state.tpm_files, path));
+  result->tpm_state = path;
+  return Status::Ok();
+}
+
+// Sets the guest's clock to the host's through the guest agent (virDomainSetTime), retrying until the agent
+// answers or the time is up; reports rather than fails.
+void SyncGuestTime(const Domain& domain, bool has_agent, int timeout_ms, LibvirtRestoreResult::TimeSync* out) {
+  out->attempted = true;
+  if (!has_agent) {
+    out->note = "the domain has no guest agent channel (org.qemu.guest_agent.0): its clock was not set";
+    return;
+  }
+  const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
+  std::string last_error;
+  for (;;) {
+    long long guest_s = 0;
+    unsigned int guest_ns = 0;
+    // The guest's clock before, for the report (an agent without guest-get-time still gets its clock set).
+    const bool read = virDomainGetTime(domain.get(), &guest_s, &guest_ns, 0) == 0;
+    timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    out->read_before = read;
+    if (read) out->guest_behind_s = double(now.tv_sec - guest_s) + (double(now.tv_nsec) - double(guest_ns)) / 1e9;
+    clock_gettime(CLOCK_REALTIME, &now);
+    if (virDomainSetTime(domain.get(), now.tv_sec, unsigned(now.tv_nsec), 0) == 0) {
+      out->synced = true;
+      return;
+    }
+    const char* said = virGetLastErrorMessage();
+    last_error = said ? said : "no message";
+    if (Clock::now() > deadline) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+  }
+  out->note = fmt::format("the guest agent did not set the clock within {} ms ({})", timeout_ms, last_error);
+}
 
 Result<std::string> LiveXml(const Domain& domain) {
   char* xml = virDomainGetXMLDesc(domain.get(), 0);
@@ -113,6 +235,37 @@ Result<int> QemuPidBySocketArgument(const std::string& qmp_path) {
                                 "-qmp " + want + "...");
 }
 
+// Each disk's overlay and the NVRAM copy in `dir`, handed to QEMU's user when we are root.
+Status PrepareRestoreFiles(const Connection& connection, const std::vector<FrozenDisk>& disks,
+                           const DomainStateFiles& state, const std::string& dir, const std::string& name,
+                           DomainXml& xml, Undo* undo, LibvirtRestoreResult* result) {
+  std::string capabilities;
+  if (geteuid() == 0) {
+    char* caps = virConnectGetCapabilities(connection.get());
+    if (caps == nullptr) return LastError("libvirt: the host's capabilities (who QEMU runs as)");
+    capabilities = caps;
+    free(caps);
+  }
+  // Made by root, written by QEMU: hand it over. (Unprivileged, we are the session's user and QEMU's, or libvirt's
+  // dynamic ownership relabels it; either way there is nothing we could do.)
+  auto owner_of = [&](const std::string& like) -> Result<std::optional<ProcessOwner>> {
+    if (capabilities.empty()) return std::optional<ProcessOwner>();
+    HLT_ASSIGN_OR_RETURN(ProcessOwner owner, ExpectedQemuOwner(capabilities, xml.type(), like));
+    return std::optional<ProcessOwner>(owner);
+  };
+  for (const auto& d : disks) {
+    const std::string overlay = dir + "/" + name + "-" + d.target + ".qcow2";
+    HLT_RETURN_IF_ERROR(CreateOverlay(d.path, d.format, overlay));
+    undo->overlays.push_back(overlay);
+    HLT_ASSIGN_OR_RETURN(std::optional<ProcessOwner> owner, owner_of(d.path));
+    if (owner) HLT_RETURN_IF_ERROR(GiveToOwner(overlay, *owner));
+    HLT_RETURN_IF_ERROR(xml.SetDiskSource(d.target, overlay, "qcow2"));
+  }
+  // The NVRAM copy goes to QEMU's user as the overlays do (without a DAC label: the owner of the saved images).
+  HLT_ASSIGN_OR_RETURN(std::optional<ProcessOwner> owner, owner_of(disks.empty() ? dir : disks.front().path));
+  return PlaceNvram(xml, state, dir, name, owner, undo, result);
+}
+
 }  // namespace
 
 Result<std::vector<FrozenDisk>> ReadFrozenDisks(const CheckpointReader& reader) {
@@ -149,16 +302,20 @@ Status RestoreLibvirtDomain(const Connection& connection, const CheckpointReader
   HLT_RETURN_IF_ERROR(qemu::ReadSavedVmState(reader).status());
   HLT_RETURN_IF_ERROR(VerifyFrozenDisks(disks));
 
+  HLT_ASSIGN_OR_RETURN(DomainStateFiles state, ReadDomainStateBlobs(reader));
+
   std::string name = options.name;
   if (name.empty()) name = options.clone ? xml.name() + "-clone-" + RandomHex8() : xml.name();
   if (connection.HasDomain(name)) {
     return Status::InvalidArgument("a domain named " + name + " exists already (give another with --name)");
   }
   xml.SetName(name);
+  std::string domain_uuid = xml.uuid();
   if (options.clone) {
-    xml.DropUuid();
+    domain_uuid = RandomUuid();
+    xml.SetUuid(domain_uuid);
     xml.DropMacs();
-    xml.SuffixCharDeviceFiles(name);
+    HLT_ASSIGN_OR_RETURN(result->renamed, xml.GiveClonePathsOfItsOwn(name));
     result->had_genid = xml.RenewGenid();
   } else {
     result->had_genid = !xml.genid().empty();
@@ -178,26 +335,12 @@ Status RestoreLibvirtDomain(const Connection& connection, const CheckpointReader
   }
 
   Undo undo;
-  const std::string disk_dir = options.disk_dir.empty() ? DirectoryOf(checkpoint_path) : options.disk_dir;
-  std::string capabilities;
-  if (!disks.empty() && geteuid() == 0) {
-    char* caps = virConnectGetCapabilities(connection.get());
-    if (caps == nullptr) return LastError("libvirt: the host's capabilities (who QEMU runs as)");
-    capabilities = caps;
-    free(caps);
+  if (!disks.empty() || !xml.NvramPath().empty()) {
+    HLT_ASSIGN_OR_RETURN(const std::string dir, RestoreFilesDir(options.disk_dir, checkpoint_path));
+    HLT_RETURN_IF_ERROR(PrepareRestoreFiles(connection, disks, state, dir, name, xml, &undo, result));
   }
-  for (const auto& d : disks) {
-    const std::string overlay = disk_dir + "/" + name + "-" + d.target + ".qcow2";
-    HLT_RETURN_IF_ERROR(CreateOverlay(d.path, d.format, overlay));
-    undo.overlays.push_back(overlay);
-    if (!capabilities.empty()) {
-      // Made by root, written by QEMU: hand it over. (Unprivileged, we are the session's user and QEMU's, or
-      // libvirt's dynamic ownership relabels it; either way there is nothing we could do.)
-      HLT_ASSIGN_OR_RETURN(ProcessOwner owner, ExpectedQemuOwner(capabilities, xml.type(), d.path));
-      HLT_RETURN_IF_ERROR(GiveToOwner(overlay, owner));
-    }
-    HLT_RETURN_IF_ERROR(xml.SetDiskSource(d.target, overlay, "qcow2"));
-  }
+  HLT_RETURN_IF_ERROR(
+      PlaceTpmState(xml, state, domain_uuid, options.clone, options.swtpm_storage_dir, &undo, result));
 
   // A QMP socket of our own: QEMU must be told to listen for the migration before libvirt lets anyone use its
   // monitor (the domain is still "starting up"). QEMU may run as another user (libvirt-qemu): the directory is
@@ -254,6 +397,9 @@ Status RestoreLibvirtDomain(const Connection& connection, const CheckpointReader
   }
   undo.keep_domain = true;
   HLT_RETURN_IF_ERROR(blocker.Remove());
+  if (options.sync_time) {
+    SyncGuestTime(undo.domain, xml.HasGuestAgentChannel(), options.sync_time_timeout_ms, &result->time_sync);
+  }
   if (options.clone && options.replug_nics) {
     HLT_RETURN_IF_ERROR(ReplugInterfaces(undo.domain, options.replug_timeout_ms, &result->replugged));
   }

@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "domain_state_files.h"
 #include "frozen_disks.h"
 #include "halite/libvirt/domain_xml.h"
 #include "halite/libvirt/libvirt_checkpoint.h"
@@ -73,8 +74,15 @@ Result<LibvirtSaveResult> SaveLibvirtDomain(const Connection& connection, const 
   const std::string tag = fmt::format("hlt-{}", std::time(nullptr));
   options.qemu.before_finish = [&, user = std::move(options.qemu.before_finish)](CheckpointWriter& w) -> Status {
     if (user) HLT_RETURN_IF_ERROR(user(w));
-    // The memory is in; the guest is still paused: freeze the disks as of now.
+    // The memory is in; the guest is still paused: freeze the disks, and read the NVRAM and the TPM's state, as
+    // of now.
     HLT_RETURN_IF_ERROR(FreezeDisks(domain, xml, disks, tag, &result.disks, &result.overlays));
+    HLT_ASSIGN_OR_RETURN(DomainStateFiles state, CaptureDomainStateFiles(xml, xml.uuid()));
+    HLT_RETURN_IF_ERROR(AddDomainStateBlobs(w, state));
+    result.nvram = state.nvram_path;
+    result.nvram_bytes = state.nvram.size();
+    result.tpm_state_dir = state.tpm_dir;
+    for (const StateFile& f : state.tpm_files) result.tpm_state_files.push_back(f.name);
     HLT_RETURN_IF_ERROR(w.AddBlob(kDomainXmlBlobName, Bytes(xml_text)));
     return w.AddBlob(kDisksBlobName, Bytes(EncodeFrozenDisks(result.disks)));
   };

@@ -69,8 +69,11 @@ TEST_CASE("domain xml: a clone gets a new name, loses UUID and MACs, renews its 
   CHECK(x->RenewGenid());
   REQUIRE(x->SetDiskSource("vda", "/clones/desk1-clone-a-vda.qcow2", "qcow2").ok());
   CHECK(x->SetDiskSource("vdz", "/x", "raw").code() == StatusCode::kNotFound);
-  CHECK(x->SuffixCharDeviceFiles("desk1-clone-a") ==
-        std::vector<std::string>{"/var/log/desk1.log.desk1-clone-a", "/var/log/desk1.log.desk1-clone-a"});
+  auto renamed = x->GiveClonePathsOfItsOwn("desk1-clone-a");
+  REQUIRE(renamed.has_value());
+  REQUIRE(renamed->size() == 1);  // the console mirrors the serial port: one file, one new path
+  CHECK((*renamed)[0].from == "/var/log/desk1.log");
+  CHECK((*renamed)[0].to == "/var/log/desk1.log.desk1-clone-a");
   x->AddQemuArgs({"-incoming", "defer"});
   const std::string out = x->Format();
   auto back = DomainXml::Parse(out, "edited");
@@ -86,6 +89,98 @@ TEST_CASE("domain xml: a clone gets a new name, loses UUID and MACs, renews its 
   CHECK(out.find("xmlns:qemu=\"http://libvirt.org/schemas/domain/qemu/1.0\"") != std::string::npos);
   CHECK(out.find("<qemu:arg value=\"-incoming\"/>") != std::string::npos);
   CHECK(out.find("<qemu:arg value=\"defer\"/>") != std::string::npos);
+}
+
+// A desktop's per-domain files, as libvirt 9.0 writes its migratable XML: UEFI variables, a TPM emulator, a pty
+// serial console with a log, a guest agent channel, a VNC unix socket, a SPICE server on fixed ports.
+const char* kDesktop = R"(<domain type='qemu'>
+  <name>desk2</name>
+  <uuid>5b1b4c1e-1b6e-4f9a-9d55-2f0a9f0e8c11</uuid>
+  <os>
+    <type arch='x86_64' machine='pc-q35-7.2'>hvm</type>
+    <loader readonly='yes' type='pflash'>/usr/share/OVMF/OVMF_CODE_4M.fd</loader>
+    <nvram template='/usr/share/OVMF/OVMF_VARS_4M.fd'>/var/lib/libvirt/qemu/nvram/desk2_VARS.fd</nvram>
+  </os>
+  <devices>
+    <serial type='pty'>
+      <log file='/var/log/desk2/console.log' append='off'/>
+      <target type='isa-serial' port='0'/>
+    </serial>
+    <console type='pty'>
+      <log file='/var/log/desk2/console.log' append='off'/>
+      <target type='serial' port='0'/>
+    </console>
+    <channel type='unix'>
+      <source mode='bind' path='/run/desk2/agent.sock'/>
+      <target type='virtio' name='org.qemu.guest_agent.0'/>
+    </channel>
+    <channel type='unix'>
+      <source mode='connect' path='/run/broker/feed.sock'/>
+      <target type='virtio' name='com.example.feed'/>
+    </channel>
+    <graphics type='vnc' socket='/run/desk2/vnc.sock'>
+      <listen type='socket' socket='/run/desk2/vnc.sock'/>
+    </graphics>
+    <graphics type='spice' port='5930' tlsPort='5931' autoport='no'>
+      <listen type='address' address='127.0.0.1'/>
+    </graphics>
+    <tpm model='tpm-crb'><backend type='emulator' version='2.0'/></tpm>
+  </devices>
+</domain>
+)";
+
+TEST_CASE("domain xml: a clone gets its own log, sockets, ports and NVRAM path; shared things stay", "[domain_xml]") {
+  auto x = DomainXml::Parse(kDesktop, "saved");
+  REQUIRE(x.has_value());
+  CHECK(x->NvramPath() == "/var/lib/libvirt/qemu/nvram/desk2_VARS.fd");
+  CHECK(x->TpmEmulatorVersion() == "2.0");
+  CHECK(x->HasGuestAgentChannel());
+  auto renamed = x->GiveClonePathsOfItsOwn("c1");
+  REQUIRE(renamed.has_value());
+  std::vector<std::string> whats, tos;
+  for (const auto& r : *renamed) {
+    whats.push_back(r.what);
+    tos.push_back(r.to);
+  }
+  CHECK(whats == std::vector<std::string>{"serial 0 log", "channel org.qemu.guest_agent.0 socket",
+                                          "graphics vnc socket", "graphics spice port"});
+  CHECK(tos == std::vector<std::string>{"/var/log/desk2/console.log.c1", "/run/desk2/agent.sock.c1",
+                                        "/run/desk2/vnc.sock.c1", "automatic"});
+  REQUIRE(x->SetNvramPath("/clones/c1_VARS.fd").ok());
+  x->SetUuid("11111111-2222-4333-8444-555555555555");
+  const std::string out = x->Format();
+  CHECK(out.find("<log file=\"/var/log/desk2/console.log.c1\" append=\"off\"/>") != std::string::npos);
+  CHECK(out.find("/var/log/desk2/console.log\"") == std::string::npos);  // the console's log too
+  CHECK(out.find("/run/broker/feed.sock\"") != std::string::npos);       // a socket QEMU connects to: shared
+  CHECK(out.find("<graphics type=\"vnc\" socket=\"/run/desk2/vnc.sock.c1\">") != std::string::npos);
+  CHECK(out.find("<listen type=\"socket\" socket=\"/run/desk2/vnc.sock.c1\"/>") != std::string::npos);
+  CHECK(out.find("5930") == std::string::npos);
+  CHECK(out.find("autoport=\"yes\"") != std::string::npos);
+  CHECK(out.find(">/clones/c1_VARS.fd</nvram>") != std::string::npos);
+  CHECK(out.find("template=\"/usr/share/OVMF/OVMF_VARS_4M.fd\"") != std::string::npos);
+  CHECK(out.find("/usr/share/OVMF/OVMF_CODE_4M.fd") != std::string::npos);  // read-only firmware: shared
+  auto back = DomainXml::Parse(out, "edited");
+  REQUIRE(back.has_value());
+  CHECK(back->uuid() == "11111111-2222-4333-8444-555555555555");
+  CHECK(back->NvramPath() == "/clones/c1_VARS.fd");
+}
+
+TEST_CASE("domain xml: a clone's socket path that cannot be bound is refused, naming it", "[domain_xml]") {
+  const std::string dir = "/run/" + std::string(90, 'd');
+  auto x = DomainXml::Parse("<domain><name>a</name><devices><channel type='unix'><source mode='bind' path='" + dir +
+                                "/agent.sock'/><target type='virtio' name='org.qemu.guest_agent.0'/></channel>"
+                                "</devices></domain>",
+                            "t");
+  REQUIRE(x.has_value());
+  auto renamed = x->GiveClonePathsOfItsOwn("a-long-clone-name");
+  REQUIRE(!renamed.has_value());
+  CHECK(renamed.error().message().find("channel org.qemu.guest_agent.0 socket") != std::string::npos);
+  CHECK(renamed.error().message().find("107 bytes") != std::string::npos);
+  auto none = DomainXml::Parse("<domain><name>a</name></domain>", "t");
+  CHECK(none->NvramPath().empty());
+  CHECK(none->SetNvramPath("/x").code() == StatusCode::kNotFound);
+  CHECK(none->TpmEmulatorVersion().empty());
+  CHECK(!none->HasGuestAgentChannel());
 }
 
 TEST_CASE("domain xml: no genid stays no genid", "[domain_xml]") {

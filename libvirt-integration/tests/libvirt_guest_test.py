@@ -21,11 +21,23 @@ usage: libvirt_guest_test.py --tools DIR --work DIR SCENARIO
   daemon_shared  two --clone --memory shared restores started at once under the daemon scenario's libvirtd:
            QEMU runs as nobody, libvirtd makes its RAM directory entries as nobody, the session's memory backing
            directory is found, one RAM directory server serves both
+  devices  issue 28: a domain with UEFI (OVMF) and its NVRAM, a TPM 2.0 (swtpm), a pty serial console with a log, a
+           file serial port, a guest agent unix channel (the guest runs hltagent), a VNC unix socket, a disk and a
+           NIC, saved, then restored as three clones (lazy, --eager, --no-sync-time): each has its own console log
+           receiving its own output, serial file, agent socket answering, VNC socket answering RFB, NVRAM copy,
+           TPM state copy under its new UUID with its swtpm on it (the guest reads the saved PCR 0); the synced
+           clones' clocks are the host's, the unsynced one's lags by the time since the save
   resume   a clone's lazy restore (slowed by --rate-limit) is SIGKILLed while its pages are served, then taken over
            with `hlt-restore libvirt CKPT --resume DOMAIN`; that resume is killed too and resumed again: the guest
            continues memcheck with no fresh boot and no BAD, QEMU never saw a page twice, the restore's record and
            private monitor are gone at the end and libvirt can save the domain again (the blocker was removed);
            a --detach restore whose worker is SIGKILLed is resumed by its supervisor and completes
+  daemon_devices  the devices scenario under a session libvirtd of the test's own whose character device logs go
+           through its own virtlogd (libvirt's default), as nobody; c1 and c2 restored at the same moment (a shared
+           console log made the second fail: "Cannot open log file: ...: Device or resource busy")
+  shared_s3  (label ceph) hlt-save libvirt -o s3://..., two --clone --memory shared --block-cache clones from that
+           URI: one image server through the block cache, both continue, no block decoded twice; without --disk-dir
+           the restore from the store is refused
   errors   libvirt not reachable, an unknown domain, a checkpoint not from libvirt, a name in use, a frozen disk that changed: each a clear
            message and a non-zero exit, with no domain or overlay left behind
 
@@ -233,6 +245,9 @@ class Env:
             time.sleep(0.5)
         raise Fail(f"{serial}: fewer than {count} memcheck passes within {timeout} s:\n{read(serial)[-2000:]}")
 
+    def swtpm_storage(self):
+        return os.path.join(self.root, "lib", "swtpm")  # the embedded driver's (libvirt 9.0)
+
     def identity(self, name):
         xml = self.virsh("dumpxml", name)
         uuid = re.search(r"<uuid>([^<]+)</uuid>", xml).group(1)
@@ -261,8 +276,9 @@ class DaemonEnv(Env):
 
     USER = "nobody"
 
-    def __init__(self, tools, work, **kw):
+    def __init__(self, tools, work, logd=False, **kw):
         super().__init__(tools, work, **kw)
+        self.logd = logd  # QEMU's output and character device logs through virtlogd (libvirt's default)
         self.root = f"/tmp/hlt-lvd-{os.getpid()}"
         self.logs = work  # the tools' output stays in the build tree; the guest's files live under the root
         self.work = os.path.join(self.root, "work")
@@ -289,7 +305,9 @@ class DaemonEnv(Env):
         config = os.path.join(self.root, "config", "libvirt")
         os.makedirs(config)
         with open(os.path.join(config, "qemu.conf"), "w") as f:
-            f.write('stdio_handler = "file"\n')  # QEMU's own log in a file: no virtlogd to start
+            # QEMU's own log in a file: no virtlogd to start; with logd, the session libvirtd starts its own
+            # virtlogd, which refuses to open one log file for two domains ("Device or resource busy").
+            f.write("" if self.logd else 'stdio_handler = "file"\n')
         os.makedirs(os.path.join(self.root, "run"), mode=0o700)
         for d, _, files in os.walk(self.root):
             os.chown(d, self.uid, self.gid)
@@ -319,6 +337,9 @@ class DaemonEnv(Env):
 
     def chown(self, path):
         os.chown(path, self.uid, self.gid)
+
+    def swtpm_storage(self):
+        return os.path.join(self.root, "config", "libvirt", "qemu", "swtpm")  # a session instance's
 
     def tool(self, argv, name, **kw):
         saved, self.work = self.work, self.logs
@@ -899,6 +920,295 @@ def scenario_resume(env):
     log("PASS resume: killed during the restore and during its resume, taken over each time; the guest continues")
 
 
+def scenario_shared_s3(env):
+    """Issue 28 item 6: a golden checkpoint on the object store backs shared-memory clones under libvirt.
+    hlt-save libvirt -o s3://... (the radosgw of the ceph-labelled tests), then two hlt-restore libvirt --clone
+    --memory shared --block-cache DIR from that URI: one image server (named by the checkpoint's file id) fed
+    through the block cache; both clones continue memcheck with their RAM a private mapping of its image; the
+    second decodes no block again. Without --disk-dir the restore from the store is refused, saying why."""
+    if not env.ceph_env or not os.path.exists(env.ceph_env):
+        raise Skip(f"no Ceph cluster ({env.ceph_env or 'no --ceph-env'}): run through ctest (objstore/ceph-up)")
+    if not os.path.exists("/dev/fuse"):
+        raise Skip("no /dev/fuse: the image server and the RAM directory server are FUSE file systems")
+    for line in open(env.ceph_env):
+        if line.startswith("export "):
+            k, v = line[len("export "):].strip().split("=", 1)
+            os.environ[k] = v
+    uri = f"s3://{os.environ['HALITE_TEST_S3_BUCKET']}/golden-libvirt-{os.getpid()}.hlt"
+    env.boot_source()
+    env.tool([env.save_bin, "libvirt", "desk", "-o", uri, "--connect", env.uri, "--then", "destroy"], "save")
+    saved_after = max(int(m.group(1)) for m in OK_RX.finditer(read(env.path("desk.serial.log"))))
+    disks, images, cache = env.path("disks"), env.path("images"), env.path("block-cache")
+    os.makedirs(images)
+    ram_dir = os.path.join(env.root, "lib", "qemu", "ram")
+    rc, _, err = env.tool([env.restore_bin, "libvirt", uri, "--connect", env.uri, "--clone", "--name", "c0"],
+                          "restore_no_disk_dir", expect_ok=False)
+    if rc == 0 or "--disk-dir" not in err or env.domains():
+        raise Fail(f"a restore from {uri} without --disk-dir: exit {rc}: {err}")
+    servers, seen = [], []
+    try:
+        for name in ("c1", "c2"):
+            _, out, _ = env.tool([env.restore_bin, "libvirt", uri, "--connect", env.uri, "--clone", "--name", name,
+                                  "--disk-dir", disks, "--memory", "shared", "--image-dir", images,
+                                  "--block-cache", cache], "restore_" + name)
+            if not re.search(rf"^running {name} ", out, re.M) or "maps" not in out:
+                raise Fail(f"{name}: not running from the image of {uri}:\n{out}")
+            if name == "c1":
+                stats = [os.path.join(images, d, ".stats") for d in os.listdir(images)
+                         if os.path.exists(os.path.join(images, d, ".stats"))]
+                with open(stats[0]) as f:
+                    servers.append((json.load(f)["pid"], "image server"))
+                servers += [(p, "RAM directory server") for p in find_pids("serve-ram-dir", ram_dir)]
+            elif "image server already serving" not in out:
+                raise Fail(f"the second clone did not use the running image server:\n{out}")
+            env.wait_passes(env.path(f"desk.serial.log.{name}"), 2, after=saved_after)
+            with open(stats[0]) as f:
+                seen.append([x for x in json.load(f)["files"] if x["name"].endswith(".pc.ram")][0])
+        first, ram = seen
+        again = (ram["blocks_decoded"] - first["blocks_decoded"]) - (ram["distinct_blocks"] - first["distinct_blocks"])
+        cached = len([f for _, _, fs in os.walk(cache) for f in fs])
+        log(f"two clones from {uri}: {ram['blocks_decoded']} blocks decoded ({ram['distinct_blocks']} distinct), "
+            f"the second clone decoded {again} the first had brought in; {ram['read_errors']} read errors, "
+            f"{ram['open_handles']} open; block cache: {cached} files")
+        if again != 0 or ram["read_errors"] or ram["open_handles"] != 2:
+            raise Fail(f"image server state: {ram}")
+        if cached < ram["distinct_blocks"]:
+            raise Fail(f"the image server did not fetch through the block cache: {cached} files in {cache}")
+        for name in ("c1", "c2"):
+            env.destroy(name)
+        log("PASS shared_s3: two --memory shared clones under libvirt from a golden checkpoint on s3://")
+    finally:
+        for name in env.domains():
+            env.virsh("destroy", name, check=False)
+        for pid, what in servers:
+            stop_server(pid, what)
+
+
+OVMF_CODE = "/usr/share/OVMF/OVMF_CODE_4M.fd"
+OVMF_VARS = "/usr/share/OVMF/OVMF_VARS_4M.fd"
+PCR_RX = re.compile(r"HLT-GUEST TPM pcr-sha256/0 ([0-9A-Fa-f]{64})")
+SET_TIME_RX = re.compile(r"HLT-GUEST AGENT set-time (\d+)\.(\d+)")
+
+
+def devices_xml(env):
+    """A domain with every per-domain file at once: UEFI (OVMF) with its NVRAM, a TPM 2.0 emulator (swtpm), a pty
+    serial console with a log, a file serial port, a guest agent channel on a unix socket, a VNC unix socket, a
+    disk, a NIC and a VM generation ID. OVMF boots Debian's kernel through its EFI stub (vmlinuz)."""
+    cmdline = launch.kernel_cmdline("memcheck", ["--mib", "32", "--disk", "/dev/vda", "--interval-ms", "200"],
+                                    append="hlt.virtio=1")
+    w = env.path
+    return f"""<domain type='qemu'>
+  <name>uefi</name>
+  <memory unit='MiB'>{env.memory_mib}</memory>
+  <vcpu>1</vcpu>
+  <genid/>
+  <os><type arch='x86_64' machine='pc'>hvm</type>
+    <loader readonly='yes' type='pflash'>{OVMF_CODE}</loader>
+    <nvram template='{OVMF_VARS}'>{w('uefi_VARS.fd')}</nvram>
+    <kernel>{w('vmlinuz')}</kernel><initrd>{w('initramfs.cpio')}</initrd>
+    <cmdline>{cmdline}</cmdline></os>
+  <features><acpi/><apic/></features>
+  <cpu mode='custom' match='exact'><model fallback='allow'>qemu64</model></cpu>
+  <on_reboot>destroy</on_reboot>
+  <devices>
+    <disk type='file' device='disk'><driver name='qemu' type='raw'/><source file='{w('desk.img')}'/>
+      <target dev='vda' bus='virtio'/></disk>
+    <interface type='user'><model type='virtio'/></interface>
+    <serial type='pty'><log file='{w('console.log')}'/><target port='0'/></serial>
+    <console type='pty'><log file='{w('console.log')}'/><target type='serial' port='0'/></console>
+    <serial type='file'><source path='{w('ttyS1.log')}'/><target port='1'/></serial>
+    <channel type='unix'><source mode='bind' path='{w('agent.sock')}'/>
+      <target type='virtio' name='org.qemu.guest_agent.0'/></channel>
+    <graphics type='vnc' socket='{w('vnc.sock')}'/>
+    <video><model type='vga'/></video>
+    <tpm model='tpm-tis'><backend type='emulator' version='2.0'/></tpm>
+  </devices>
+</domain>
+"""
+
+
+def agent_call(sock_path, *commands, timeout=10):
+    """QEMU guest agent commands sent straight to a channel's unix socket (the clone's own): one reply each."""
+    import socket
+    s = socket.socket(socket.AF_UNIX)
+    s.settimeout(timeout)
+    s.connect(sock_path)
+    try:
+        s.sendall(b"".join(json.dumps(c).encode() + b"\n" for c in commands))
+        data, replies = b"", []
+        deadline = time.time() + timeout
+        while len(replies) < len(commands) and time.time() < deadline:
+            chunk = s.recv(4096)
+            if not chunk:
+                break
+            data += chunk
+            *lines, data = data.split(b"\n")
+            replies += [json.loads(x) for x in lines if x.strip()]
+        return replies
+    finally:
+        s.close()
+
+
+def vnc_banner(sock_path):
+    import socket
+    s = socket.socket(socket.AF_UNIX)
+    s.settimeout(10)
+    s.connect(sock_path)
+    try:
+        return s.recv(12)
+    finally:
+        s.close()
+
+
+def tree_hashes(path):
+    return {f: sha256(os.path.join(path, f)) for f in sorted(os.listdir(path)) if not f.startswith(".")}
+
+
+def scenario_devices(env):
+    """Issue 28 item 1: three clones of a domain with every per-domain file at once (devices_xml), restored under
+    the embedded driver (c1 lazy, c2 --eager, c3 lazy with --no-sync-time). Each clone runs on, and has its own:
+    console log receiving its own output, file serial port, agent socket with the agent answering, VNC socket
+    answering RFB, NVRAM file equal to the saved one, TPM state directory (under its new UUID) equal to the saved
+    one with its swtpm running on it and the guest reading the saved PCR 0, new VM generation ID seen by the guest
+    kernel. The synced clones' clocks are right; the unsynced one's lags by the time since the save."""
+    for f, pkg in ((OVMF_CODE, "ovmf"), (OVMF_VARS, "ovmf"), ("/usr/bin/swtpm", "swtpm"),
+                   ("/usr/bin/swtpm_setup", "swtpm-tools")):
+        if not os.path.exists(f):
+            raise Skip(f"{f} is missing (scripts/install-deps: {pkg})")
+    shutil.copy(os.path.join(launch.guest_dir(), "vmlinuz"), env.path("vmlinuz"))
+    daemon = isinstance(env, DaemonEnv)
+    if daemon:
+        env.chown(env.path("desk.img"))
+        # hlt-restore finds a session instance's swtpm storage through XDG_CONFIG_HOME, as libvirtd does.
+        os.environ["XDG_CONFIG_HOME"] = os.path.join(env.root, "config")
+        env.set_unprivileged_userfaultfd(1)  # QEMU runs as nobody: the lazy clones' postcopy needs it
+    xml = env.path("uefi.xml")
+    with open(xml, "w") as f:
+        f.write(devices_xml(env))
+    env.virsh("create", xml)
+    console = env.path("console.log")
+    env.wait_passes(console, 2, fresh=True, timeout=300)
+    deadline = time.time() + 60
+    while not PCR_RX.search(read(console)) and time.time() < deadline:
+        time.sleep(0.5)
+    if not PCR_RX.search(read(console)):
+        raise Fail("the source guest never printed its TPM's PCR 0 (no TPM seen by the kernel?):\n"
+                   + read(console)[-2000:])
+    source_pcr = PCR_RX.search(read(console)).group(1)
+    source_uuid = env.identity("uefi")["uuid"]
+    ckpt = env.path("uefi.hlt")
+    _, out, _ = env.tool([env.save_bin, "libvirt", "uefi", "-o", ckpt, "--connect", env.uri, "--then", "stop"],
+                         "save")
+    if "nvram" not in out or "saved with the memory" not in out or "tpm2-00.permall" not in out:
+        raise Fail("hlt-save did not report the NVRAM and the TPM state saved with the memory:\n" + out)
+    # The source stays paused: what it holds now is what was saved.
+    saved_nvram = sha256(env.path("uefi_VARS.fd"))
+    saved_tpm = tree_hashes(os.path.join(env.swtpm_storage(), source_uuid, "tpm2"))
+    saved_after = max(int(m.group(1)) for m in OK_RX.finditer(read(console)))
+    env.destroy("uefi")
+    console_size = os.path.getsize(console)
+    log(f"saved: NVRAM sha256 {saved_nvram[:16]}, TPM state {list(saved_tpm)}, PCR 0 {source_pcr[:16]}...")
+    gap = 6  # seconds between the save and the restores: an unsynced clone's clock lags at least this much
+    time.sleep(gap)
+
+    disks = env.path("disks")  # does not exist: hlt-restore creates it
+    clones = {"c1": [], "c2": ["--eager"], "c3": ["--no-sync-time"]}
+    outs = {}
+    if daemon:
+        # Two clones at once under the daemon (the embedded driver runs one restore at a time): the second of
+        # them is where a shared console log failed to open.
+        procs = {}
+        # Again: the sysctl is global, and another test on this machine may have put it back meanwhile.
+        env.set_unprivileged_userfaultfd(1)
+        for name in ("c1", "c2"):
+            argv = [env.restore_bin, "libvirt", ckpt, "--connect", env.uri, "--clone", "--name", name,
+                    "--disk-dir", disks, *clones[name]]
+            log(f"$ {' '.join(argv)} &")
+            procs[name] = subprocess.Popen(argv, stdout=open(os.path.join(env.logs, f"restore_{name}.out"), "wb"),
+                                           stderr=subprocess.STDOUT)
+        for name, p in procs.items():
+            rc = p.wait(timeout=300)
+            outs[name] = read(os.path.join(env.logs, f"restore_{name}.out"))
+            if rc != 0:
+                raise Fail(f"{name}: exit {rc}\n{outs[name]}")
+        del clones["c1"], clones["c2"]
+    for name, extra in clones.items():
+        _, outs[name], _ = env.tool([env.restore_bin, "libvirt", ckpt, "--connect", env.uri, "--clone", "--name",
+                                     name, "--disk-dir", disks, *extra], "restore_" + name)
+    clones = {"c1": [], "c2": ["--eager"], "c3": ["--no-sync-time"]}
+    ids, swtpms = {}, find_pids("swtpm", "--tpmstate")
+    for name in clones:
+        out, mine = outs[name], env.path("console.log." + name)
+        ident = env.identity(name)
+        ids[name] = ident
+        dom = env.virsh("dumpxml", name)
+        for want in (mine, env.path("ttyS1.log." + name), env.path("agent.sock." + name),
+                     env.path("vnc.sock." + name), os.path.join(disks, name + "_VARS.fd")):
+            if f"'{want}'" not in dom and f">{want}<" not in dom:
+                raise Fail(f"{name}: its domain XML does not name its own {want}:\n{dom}")
+        env.wait_passes(mine, 2, after=saved_after)
+        # Its own files and sockets.
+        if not os.path.exists(env.path("ttyS1.log." + name)):
+            raise Fail(f"{name}: QEMU did not create its own file serial port")
+        banner = vnc_banner(env.path("vnc.sock." + name))
+        if not banner.startswith(b"RFB "):
+            raise Fail(f"{name}: its VNC socket answered {banner!r}")
+        if daemon:
+            # libvirtd holds the agent's socket (QEMU serves one client): ask through it.
+            replies = [json.loads(env.virsh("qemu-agent-command", name, json.dumps(c)))
+                       for c in ({"execute": "guest-ping"}, {"execute": "guest-get-time"})]
+            if "agent.sock." + name not in dom or "state='connected'" not in env.virsh("dumpxml", name):
+                raise Fail(f"{name}: libvirt does not see its agent channel connected:\n{dom}")
+        else:
+            # The embedded driver's process is gone: the socket is free, talk to the agent directly.
+            replies = agent_call(env.path("agent.sock." + name),
+                                 {"execute": "guest-sync", "arguments": {"id": 7}}, {"execute": "guest-get-time"})
+            if len(replies) != 2 or replies[0].get("return") != 7:
+                raise Fail(f"{name}: the guest agent on its own channel answered {replies}")
+        behind = time.time() - replies[1]["return"] / 1e9
+        # NVRAM: a copy of the saved one; TPM: the saved state under the clone's UUID, its swtpm on it.
+        nvram = os.path.join(disks, name + "_VARS.fd")
+        if sha256(nvram) != saved_nvram or f"nvram            {nvram}" not in out:
+            raise Fail(f"{name}: {nvram} is not a copy of the saved NVRAM:\n{out}")
+        tpm_dir = os.path.join(env.swtpm_storage(), ident["uuid"], "tpm2")
+        if not os.path.isdir(tpm_dir) or tree_hashes(tpm_dir) != saved_tpm or f"tpm              {tpm_dir}" not in out:
+            raise Fail(f"{name}: {tpm_dir} does not hold a copy of the saved TPM state {saved_tpm}")
+        if not any(tpm_dir in " ".join(open(f"/proc/{p}/cmdline").read().split("\0")) for p in swtpms
+                   if os.path.exists(f"/proc/{p}")):
+            raise Fail(f"{name}: no swtpm runs on {tpm_dir}")
+        # From the guest: its new MAC, then its TPM's PCR 0 read afresh (the saved measurements: the TPM is the
+        # saved one, not a new one), its clock.
+        deadline = time.time() + 60
+        while time.time() < deadline and not (ident["mac"] in MAC_RX.findall(read(mine)) and
+                                               len(PCR_RX.findall(read(mine))) >= 1):
+            time.sleep(0.5)
+        text = read(mine)
+        if ident["mac"] not in MAC_RX.findall(text):
+            raise Fail(f"{name}: the guest never reported its new MAC {ident['mac']}:\n{text[-2000:]}")
+        pcrs = PCR_RX.findall(text)
+        if not pcrs or pcrs[-1] != source_pcr:
+            raise Fail(f"{name}: the guest's TPM PCR 0 is {pcrs[-1:]}, the source's was {source_pcr}")
+        # Not required (not yet seen here under OVMF with this kernel; see the report of issue 28): the kernel's
+        # own note that the VM generation ID changed.
+        log(f"{name}: guest kernel's VM generation ID note {'seen' if 'HLT-GUEST VMGENID' in text else 'not seen'}")
+        synced = SET_TIME_RX.search(text)
+        if name == "c3":
+            if synced or "clock set" in out or behind < gap - 1:
+                raise Fail(f"{name} (--no-sync-time): clock {behind:.1f} s behind, set-time {bool(synced)}")
+        elif not synced or "clock            set to the host's" not in out or abs(behind) > 2:
+            raise Fail(f"{name}: the clock was not set through the agent (guest {behind:.1f} s behind):\n{out}")
+        log(f"{name}: uuid {ident['uuid']}, own console log/ttyS1/agent/VNC socket/NVRAM/TPM state; "
+            f"guest clock {behind:+.2f} s behind the host; PCR 0 as saved")
+    for key in ("uuid", "mac", "genid", "disk"):
+        values = [ids[n][key] for n in ids]
+        if None in values or len(set(values)) != len(values):
+            raise Fail(f"{key} not distinct: {values}")
+    if os.path.getsize(console) != console_size:
+        raise Fail("the saved domain's console log grew after it was destroyed: a clone writes into it")
+    log("PASS devices: three clones, each with its own console log, serial file, agent channel, VNC socket, NVRAM "
+        "and TPM state; clocks synced through the agent (not for --no-sync-time)")
+
+
 def scenario_errors(env):
     ckpt = env.path("desk.hlt")
     # libvirt not reachable.
@@ -919,6 +1229,13 @@ def scenario_errors(env):
                           "restore_name_in_use", expect_ok=False)
     if rc == 0 or "exists already" not in err or os.listdir(env.path("disks")):
         raise Fail(f"name in use: exit {rc}: {err}")
+    # A --disk-dir that cannot be a directory: said, naming it, nothing made.
+    not_a_dir = env.path("not-a-dir")
+    open(not_a_dir, "w").close()
+    rc, _, err = env.tool([env.restore_bin, "libvirt", ckpt, "--connect", env.uri, "--clone", "--name", "c8",
+                           "--disk-dir", not_a_dir], "restore_disk_dir_file", expect_ok=False)
+    if rc == 0 or not_a_dir not in err or "disk overlays" not in err or env.domains() != ["desk"]:
+        raise Fail(f"--disk-dir naming a file: exit {rc}: {err}")
     # A checkpoint not from libvirt.
     raw_img = env.path("raw.img")
     with open(raw_img, "wb") as f:
@@ -945,15 +1262,20 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--tools", required=True)
     ap.add_argument("--work", required=True)
-    ap.add_argument("scenario", choices=["clones", "errors", "daemon", "shared", "daemon_shared", "resume"])
+    ap.add_argument("--ceph-env", help="the env file of a cluster started by scripts/ceph-up (scenario shared_s3)")
+    ap.add_argument("scenario", choices=["clones", "errors", "daemon", "shared", "daemon_shared", "resume", "devices",
+                                         "daemon_devices", "shared_s3"])
     a = ap.parse_args()
     work = os.path.join(a.work, a.scenario)
-    env = DaemonEnv(a.tools, work) if a.scenario.startswith("daemon") else Env(a.tools, work)
+    env = DaemonEnv(a.tools, work, logd=a.scenario == "daemon_devices") if a.scenario.startswith("daemon") \
+        else Env(a.tools, work)
+    env.ceph_env = a.ceph_env
     try:
         env.setup()
         {"clones": scenario_clones, "errors": scenario_errors, "daemon": scenario_daemon,
          "shared": scenario_shared, "daemon_shared": scenario_daemon_shared,
-         "resume": scenario_resume}[a.scenario](env)
+         "resume": scenario_resume, "devices": scenario_devices, "daemon_devices": scenario_devices,
+         "shared_s3": scenario_shared_s3}[a.scenario](env)
         return 0
     except Skip as e:
         print("*" * 70 + f"\nlibvirt_guest_test: SKIPPED: {e}\n" + "*" * 70, flush=True)

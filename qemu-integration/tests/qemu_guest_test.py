@@ -8,6 +8,8 @@ usage: qemu_guest_test.py --tools DIR --work DIR [--ceph-env FILE] SCENARIO
   live                the same with hlt-save --live (background snapshot; the guest never stops)
   access_window       the accessed bits sampled before a stopped-guest save give a working set of memcheck's
                       pages; the restored guest continues; --access-window 0 gives none
+  learn_layout        --learn-layout: the first restore of a golden writes GOLDEN.learned, the second restores
+                      from it
   eager               hlt-restore --eager: pc.ram placed through QEMU's userfaultfd while the guest is held
                       paused; it runs only after the last page
   eager_channel       hlt-restore --eager --placement channel: a precopy load in QEMU's stream
@@ -21,6 +23,8 @@ usage: qemu_guest_test.py --tools DIR --work DIR [--ceph-env FILE] SCENARIO
                       loader, late), each followed by --resume --qemu-dir: memcheck continues, no page twice
   resume_storage      the checkpoint on a FUSE file whose reads fail on command: a transient failure is retried,
                       a lasting one leaves QEMU waiting with a message saying how to resume; --resume after the fix
+  shared_rados        hlt-save qemu -o rados://..., two --memory shared clones from that URI through one image
+                      server and the host block cache (issue 28)
   s3                  hlt-save qemu -o s3://... (radosgw of --ceph-env's cluster), lazy restore from it through a
                       --block-cache: memcheck continues; a second restore takes every block from the cache; a
                       third, --eager without the cache, fetches in batches of many blocks a request
@@ -384,6 +388,34 @@ def scenario_access_window(env):
         raise Fail("--access-window 0 did not say the window was off")
     if working_set_blocks(env, off) != 0:
         raise Fail("a stopped-guest save without the access window has a working set")
+
+
+def scenario_learn_layout(env):
+    """--learn-layout: the first restore of a golden checkpoint writes GOLDEN.learned from the blocks its guest
+    waited for; the next restore finds it and restores from it; both guests continue. (A learned file of another
+    golden under the same name is refused: tests/core/learned_layout_test.cc.)"""
+    ckpt, last = env.stopped_checkpoint()
+    golden = env.path("golden.hlt")
+    for p in (golden, golden + ".learned"):
+        if os.path.exists(p):
+            os.unlink(p)
+    os.link(ckpt, golden)
+    rc, out, err, serial = env.restore(golden, "learn1", ["--learn-layout"])
+    if rc != 0:
+        raise Fail(f"hlt-restore qemu --learn-layout exited {rc}")
+    env.expect_continues(serial, last)
+    if "learned layout   none used: no learned layout yet" not in out:
+        raise Fail("the first restore did not say it found no learned layout")
+    m = re.search(r"learned layout   (\S+) written in [\d.]+ s: (\d+) working-set blocks, then (\d+) blocks", out)
+    if not m or m.group(1) != golden + ".learned" or not os.path.exists(golden + ".learned"):
+        raise Fail("the first restore wrote no learned layout:\n" + out[-2000:])
+    log(f"learned: {m.group(2)} working-set blocks, then {m.group(3)} blocks the first restore waited for")
+    rc, out, err, serial = env.restore(golden, "learn2", ["--learn-layout"])
+    if rc != 0:
+        raise Fail(f"hlt-restore qemu --learn-layout (second) exited {rc}")
+    env.expect_continues(serial, last)
+    if f"learned layout   restoring from {golden}.learned" not in out or " written in " in out:
+        raise Fail("the second restore did not restore from the learned layout (or learned again):\n" + out[-2000:])
 
 
 def check_eager(stats_path, out, placement):
@@ -1285,10 +1317,92 @@ def scenario_s3(env):
         f"running after {eager['start_to_running_us'] / 1000:.0f} ms")
 
 
+def load_ceph_env(env):
+    if not env.ceph_env:
+        raise Skip("no Ceph cluster: run through ctest (the objstore/ceph-up fixture) or give --ceph-env DIR/env")
+    if not os.path.exists(env.ceph_env):
+        raise Skip(f"no Ceph cluster at {env.ceph_env} (objstore/ceph-up could not start one: see its output)")
+    if not os.path.exists("/dev/fuse"):
+        raise Skip("no /dev/fuse: the image server behind --memory shared is a FUSE file system")
+    for line in open(env.ceph_env):
+        if line.startswith("export "):
+            k, v = line[len("export "):].strip().split("=", 1)
+            os.environ[k] = v
+
+
+def scenario_shared_rados(env):
+    """Issue 28 item 6: a golden checkpoint on the object store backs shared-memory clones. The guest is saved to
+    rados:// (the ceph-labelled tests' cluster), then two clones restore from that URI with --memory shared
+    --block-cache DIR: one image server for the checkpoint (named by its file id), fed through the host block
+    cache; both continue memcheck; the second clone decodes no block again and the server fetched each block it
+    decoded from the store at most once (the rest came from the cache)."""
+    load_ceph_env(env)
+    uri = f"rados://{os.environ['HALITE_TEST_RADOS_POOL']}/golden-{os.getpid()}"
+    cache, images = env.path("rados-block-cache"), env.path("rados-images")
+    for d in (cache, images):
+        shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(images)
+    g, qmp = env.boot_source("rados-src")
+    try:
+        rc, out, err = run_tool([env.save_bin, "qemu", "--qmp", qmp, "-o", uri, "--then", "stop"],
+                                env.path("rados.save.log"), 300)
+        print(out + err, flush=True)
+        if rc != 0:
+            raise Fail(f"hlt-save qemu -o {uri} exited {rc}")
+        last = pass_numbers(read(g.serial_log))
+        last = last[-1] if last else 0
+    finally:
+        g.stop()
+    server_pid = None
+    try:
+        extra = ["--memory", "shared", "--image-dir", images, "--block-cache", cache]
+        rc, out, err, serial1 = env.restore(uri, "rados1", extra)
+        if rc != 0 or "image server started" not in out:
+            raise Fail(f"--memory shared from {uri} (exit {rc}) did not start the image server:\n{out}{err}")
+        mounts = [d for d in os.listdir(images) if os.path.exists(os.path.join(images, d, ".stats"))]
+        if len(mounts) != 1:
+            raise Fail(f"expected one image server under {images}: {os.listdir(images)}")
+        stats_path = os.path.join(images, mounts[0], ".stats")
+        with open(stats_path) as f:
+            server_pid = json.load(f)["pid"]
+        env.expect_continues(serial1, last)
+        with open(stats_path) as f:
+            first = [x for x in json.load(f)["files"] if x["name"].endswith(".pc.ram")][0]
+        rc, out, err, serial2 = env.restore(uri, "rados2", extra)
+        if rc != 0 or "image server already serving" not in out:
+            raise Fail(f"the second clone from {uri} (exit {rc}) did not use the running server:\n{out}{err}")
+        env.expect_continues(serial2, last)
+        with open(stats_path) as f:
+            j = json.load(f)
+        ram = [x for x in j["files"] if x["name"].endswith(".pc.ram")][0]
+        again = (ram["blocks_decoded"] - first["blocks_decoded"]) - (ram["distinct_blocks"] - first["distinct_blocks"])
+        cached = len([f for _, _, fs in os.walk(cache) for f in fs])
+        log(f"two clones from {uri}: {ram['blocks_decoded']} blocks decoded ({ram['distinct_blocks']} distinct, "
+            f"the second clone {again} again), {ram['read_errors']} read errors; block cache holds {cached} files")
+        if again != 0 or ram["read_errors"] != 0 or ram["open_handles"] != 2:
+            raise Fail(f"image server state: {ram}")
+        if cached < ram["distinct_blocks"]:
+            raise Fail(f"the image server did not fetch through the block cache {cache}: {cached} files for "
+                       f"{ram['distinct_blocks']} blocks decoded")
+        log("PASS shared_rados: two --memory shared clones served from a checkpoint on rados://")
+    finally:
+        env.cleanup()
+        env.pids = []
+        if server_pid:
+            deadline = time.monotonic() + 30
+            while pid_alive(server_pid) and time.monotonic() < deadline:
+                os.kill(server_pid, signal.SIGTERM)
+                time.sleep(0.5)
+            if pid_alive(server_pid):
+                kill_pid(server_pid)
+                raise Fail(f"the image server (pid {server_pid}) did not stop once its clones were gone")
+
+
 SCENARIOS = {
     "lazy": (scenario_lazy, True),
     "live": (scenario_live, True),
     "access_window": (scenario_access_window, True),
+    "learn_layout": (scenario_learn_layout, True),
     "eager": (scenario_eager, False),
     "eager_channel": (scenario_eager_channel, False),
     "attach": (scenario_attach, True),
@@ -1305,6 +1419,7 @@ SCENARIOS = {
     "resume_storage": (scenario_resume_storage, True),
     "hugepages": (scenario_hugepages, True),
     "s3": (scenario_s3, True),
+    "shared_rados": (scenario_shared_rados, False),
 }
 
 

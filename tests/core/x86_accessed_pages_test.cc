@@ -113,7 +113,7 @@ TEST_CASE("accessed bits: the dirty bit and the top level are never written", "[
   // The leaf of 0x401000: accessed cleared, dirty kept.
   uint64_t table = t.a;
   for (int level = 4; level > 1; --level) {
-    table = (g.Get(table, (0x401000 >> (12 + 9 * (level - 1))) & 511) & kAddrMask) >> 12;
+    table = (g.Get(table, (uint64_t{0x401000} >> (12 + 9 * (level - 1))) & 511) & kAddrMask) >> 12;
   }
   const uint64_t leaf = g.Get(table, (0x401000 >> 12) & 511);
   CHECK((leaf & kA) == 0);

@@ -26,6 +26,9 @@ Result<pid_t> StartDetachedServer(const std::string& self, const std::vector<std
     const int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
     if (null >= 0) dup2(null, STDIN_FILENO);
     execv(self.c_str(), argv.data());
+    // Said in the log, which the caller shows when the server does not come up.
+    const char msg[] = "hlt-restore: the detached server could not be started (execv of this program failed)\n";
+    (void)!write(STDERR_FILENO, msg, sizeof msg - 1);
     _exit(127);
   }
   return pid;

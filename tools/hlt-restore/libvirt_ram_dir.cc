@@ -22,47 +22,10 @@
 #include "halite/hint_files.h"
 #include "halite/image_server/ram_dir_server.h"
 #include "hlt-restore/detached_server.h"
+#include "hlt-restore/libvirt_dirs.h"
 
 namespace halite::restore {
 namespace {
-
-// The value of `key = "..."` in a libvirt configuration file, else "".
-std::string ConfValue(const std::string& path, const std::string& key) {
-  std::ifstream f(path);
-  std::string line;
-  while (std::getline(f, line)) {
-    const size_t start = line.find_first_not_of(" \t");
-    if (start == std::string::npos || line[start] == '#' || line.compare(start, key.size(), key) != 0) continue;
-    const size_t eq = line.find('=', start + key.size());
-    if (eq == std::string::npos || line.find_first_not_of(" \t", start + key.size()) != eq) continue;
-    const size_t q1 = line.find('"', eq);
-    const size_t q2 = q1 == std::string::npos ? q1 : line.find('"', q1 + 1);
-    if (q2 != std::string::npos) return line.substr(q1 + 1, q2 - q1 - 1);
-  }
-  return "";
-}
-
-std::string QueryValue(const std::string& uri, const std::string& key) {
-  const size_t q = uri.find('?');
-  if (q == std::string::npos) return "";
-  std::string query = uri.substr(q + 1);
-  size_t at = 0;
-  while (at <= query.size()) {
-    const size_t amp = query.find('&', at);
-    const std::string kv = query.substr(at, amp == std::string::npos ? std::string::npos : amp - at);
-    if (kv.compare(0, key.size() + 1, key + "=") == 0) return kv.substr(key.size() + 1);
-    if (amp == std::string::npos) break;
-    at = amp + 1;
-  }
-  return "";
-}
-
-std::string UserConfigDir() {
-  const char* xdg = getenv("XDG_CONFIG_HOME");
-  if (xdg != nullptr && *xdg) return std::string(xdg) + "/libvirt";
-  const char* home = getenv("HOME");
-  return std::string(home ? home : "") + "/.config/libvirt";
-}
 
 // The mount table's entry for `dir`: its file system type, else "".
 std::string MountType(const std::string& dir) {
@@ -88,42 +51,10 @@ std::string Tail(const std::string& path) {
 
 }  // namespace
 
-Result<std::string> DefaultLibvirtRamDir(const std::string& given_uri) {
-  std::string uri = given_uri;
-  if (uri.empty()) {
-    const char* env = getenv("LIBVIRT_DEFAULT_URI");
-    uri = env != nullptr && *env ? env : (geteuid() == 0 ? "qemu:///system" : "qemu:///session");
-  }
-  const size_t scheme_end = uri.find("://");
-  const std::string scheme = uri.substr(0, scheme_end);
-  if (scheme_end == std::string::npos || (scheme != "qemu" && scheme != "qemu+unix")) {
-    return Status::InvalidArgument("--memory shared: the connection " + uri +
-                                   " is not to this host's QEMU driver (qemu:// or qemu+unix://): run hlt-restore on "
-                                   "the libvirt host, or give --ram-dir");
-  }
-  const size_t path_start = uri.find('/', scheme_end + 3);
-  if (path_start != scheme_end + 3) {
-    return Status::InvalidArgument("--memory shared: " + uri + " names another host; run hlt-restore on it");
-  }
-  const std::string path = uri.substr(path_start, uri.find('?') == std::string::npos ? std::string::npos
-                                                                                     : uri.find('?') - path_start);
-  std::string conf, dflt;
-  if (path == "/embed") {
-    const std::string root = QueryValue(uri, "root");
-    if (root.empty()) return Status::InvalidArgument(uri + ": an embedded driver URI without root=");
-    conf = root + "/etc/qemu.conf";
-    dflt = root + "/lib/qemu/ram";
-  } else if (path == "/system") {
-    conf = "/etc/libvirt/qemu.conf";
-    dflt = "/var/lib/libvirt/qemu/ram";
-  } else if (path == "/session") {
-    conf = UserConfigDir() + "/qemu.conf";
-    dflt = UserConfigDir() + "/qemu/ram";
-  } else {
-    return Status::InvalidArgument(uri + ": expected /system, /session or /embed?root=DIR (or give --ram-dir)");
-  }
-  const std::string configured = ConfValue(conf, "memory_backing_dir");
-  return configured.empty() ? dflt : configured + "/libvirt/qemu";
+Result<std::string> DefaultLibvirtRamDir(const std::string& uri) {
+  HLT_ASSIGN_OR_RETURN(LibvirtDriverDirs dirs, LocalLibvirtDriverDirs(uri, "--memory shared (or give --ram-dir)"));
+  const std::string configured = LibvirtConfValue(dirs.qemu_conf, "memory_backing_dir");
+  return configured.empty() ? dirs.ram_dir : configured + "/libvirt/qemu";
 }
 
 RamDirRegistration& RamDirRegistration::operator=(RamDirRegistration&& o) noexcept {

@@ -14,11 +14,16 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 
 #include <fmt/format.h>
 
+#include "halite/checkpoint_location.h"
+
 #include "halite/libvirt/libvirt_checkpoint.h"
 #include "hlt-restore/lazy_restore_flags.h"
+#include "hlt-restore/learn_layout_flag.h"
+#include "hlt-restore/libvirt_dirs.h"
 #include "hlt-restore/restore_modes.h"
 #include "hlt-restore/restore_record.h"
 #include "hlt-restore/restore_status_file.h"
@@ -34,6 +39,7 @@ namespace {
 
 const char* kLibvirtUsage =
     "usage: hlt-restore libvirt CKPT [--connect URI] [--name NAME] [--clone] [--disk-dir DIR] [--paused]\n"
+    "                               [--sync-time|--no-sync-time] [--swtpm-dir DIR]\n"
     "                               [--detach] [--status-file FILE] [--memory copy|shared [--ram-dir DIR]]\n"
     "                               [lazy options]\n"
     "       hlt-restore libvirt CKPT --resume DOMAIN [--connect URI] [lazy options]\n"
@@ -46,8 +52,18 @@ const char* kLibvirtUsage =
     "                         qemu:///embed?root=DIR)\n"
     "  --name NAME            the domain's name (default: the saved one; a clone: SAVED-clone-XXXXXXXX)\n"
     "  --clone                a new identity: new UUID, new MAC addresses, new VM generation ID (when the saved\n"
-    "                         domain has a <genid>: the guest kernel learns it was cloned)\n"
-    "  --disk-dir DIR         where the disk overlays go (default: the checkpoint's directory)\n"
+    "                         domain has a <genid>: the guest kernel learns it was cloned), and files of its own:\n"
+    "                         serial/console files and logs, unix sockets QEMU listens on (guest agent\n"
+    "                         channels), VNC/SPICE sockets (fixed ports become automatic) get PATH.NAME; the\n"
+    "                         saved NVRAM and TPM state are copied for it\n"
+    "  --disk-dir DIR         where the disk overlays and the NVRAM copy (NAME_VARS.fd) go, created when missing\n"
+    "                         (default: the checkpoint's directory; required for a checkpoint on an object store)\n"
+    "  --sync-time            once every page is in, set the guest's clock to the host's through the guest agent\n"
+    "                         (default for a clone; skipped, saying so, without an agent channel)\n"
+    "  --no-sync-time         leave the guest's clock where the checkpoint left it\n"
+    "  --swtpm-dir DIR        libvirt's swtpm storage directory, where a domain's TPM state goes under its UUID\n"
+    "                         (default from the URI: R/lib/swtpm for qemu:///embed?root=R,\n"
+    "                         /var/lib/libvirt/swtpm for qemu:///system, ~/.config/libvirt/qemu/swtpm for a session)\n"
     "  --paused               leave the guest paused (`virsh resume` starts it)\n"
     "  --detach               return as soon as the guest runs; a detached hlt-restore finishes the restore and\n"
     "                         records its outcome in the status file (its output in FILE.log)\n"
@@ -113,9 +129,10 @@ int Detach(const std::string& tool, const std::string& log, int* report_fd) {
 int RestoreLibvirt(cli::Args& args) {
   const std::string tool = "hlt-restore libvirt";
   auto tool_start = std::chrono::steady_clock::now();  // reset by a supervised resume (its own start)
-  std::string usage = std::string(kLibvirtUsage) + kLazyRestoreFlagsHelp + cli::kReaderFlagsHelp;
+  std::string usage = std::string(kLibvirtUsage) + kLazyRestoreFlagsHelp + kLearnLayoutHelp + cli::kReaderFlagsHelp;
   std::string ckpt, uri, status_path, error, v, ram_dir, image_dir = "/run/halite/images", resume_domain;
-  bool detach = false, shared_memory = false, lazy_flags = false;
+  bool detach = false, shared_memory = false, lazy_flags = false, learn = false;
+  std::optional<bool> sync_time;
   ReaderOptions ropts;
   libvirt::LibvirtRestoreOptions opt;
   while (!args.Done()) {
@@ -133,8 +150,16 @@ int RestoreLibvirt(cli::Args& args) {
       opt.disk_dir = v;
     } else if (args.Flag("--paused")) {
       opt.paused = true;
+    } else if (args.Flag("--sync-time")) {
+      sync_time = true;
+    } else if (args.Flag("--no-sync-time")) {
+      sync_time = false;
+    } else if (args.Option("--swtpm-dir", &v, &error)) {
+      opt.swtpm_storage_dir = v;
     } else if (args.Flag("--detach")) {
       detach = true;
+    } else if (args.Flag("--learn-layout")) {
+      learn = true;
     } else if (args.Option("--status-file", &v, &error)) {
       status_path = v;
     } else if (args.Option("--memory", &v, &error)) {
@@ -164,10 +189,12 @@ int RestoreLibvirt(cli::Args& args) {
     return cli::UsageError(tool, "--ram-dir and --image-dir go with --memory shared", usage);
   }
   if (std::string bad = CheckLazyRestoreFlags(opt.qemu); !bad.empty()) return cli::UsageError(tool, bad, usage);
-  if (!resume_domain.empty() && (shared_memory || detach || opt.clone || !opt.name.empty() || !opt.qemu.lazy)) {
+  if (!resume_domain.empty() &&
+      (shared_memory || detach || opt.clone || !opt.name.empty() || !opt.qemu.lazy || learn)) {
     return cli::UsageError(tool, "--resume continues a lazy restore as it was: no --memory shared, --detach, --clone, "
-                                 "--name or --eager", usage);
+                                 "--name, --eager or --learn-layout", usage);
   }
+  opt.sync_time = sync_time.value_or(opt.clone);
   if (detach && status_path.empty()) status_path = ckpt + "." + (opt.name.empty() ? "restore" : opt.name) + ".status";
 
   int report_fd = STDOUT_FILENO;
@@ -199,6 +226,10 @@ int RestoreLibvirt(cli::Args& args) {
 
     auto conn = libvirt::Connection::Open(uri);
     if (!conn) return fail(conn.error());
+    LearnedLayoutChoice learned;
+    if (learn && resume.empty()) {
+      if (Status chosen = learned.Choose(&ckpt, ropts); !chosen.ok()) return fail(chosen);
+    }
     auto reader = CheckpointReader::Open(ckpt, ropts);
     if (!reader) return fail(reader.error());
     const std::string file_id = cli::HexBytes((*reader)->file_id());
@@ -289,7 +320,7 @@ int RestoreLibvirt(cli::Args& args) {
         RestoreRecord rec;
         std::error_code ec;
         const auto abs = std::filesystem::absolute(ckpt, ec);
-        rec.checkpoint = ec ? ckpt : abs.string();
+        rec.checkpoint = ec || IsObjectStoreUri(ckpt) ? ckpt : abs.string();
         rec.file_id = file_id;
         rec.qemu_pid = pid;
         if (auto started = ProcessStartTime(pid)) rec.qemu_start_time = *started;
@@ -317,10 +348,16 @@ int RestoreLibvirt(cli::Args& args) {
       }
       report(line);
     };
+    if (opt.swtpm_storage_dir.empty()) {
+      // Only needed for a domain with an emulated TPM: a URI of another host is an error only then (the library
+      // says so when it needs the directory).
+      if (auto dirs = LocalLibvirtDriverDirs(uri, "--swtpm-dir")) opt.swtpm_storage_dir = dirs->swtpm_storage;
+    }
     libvirt::LibvirtRestoreResult res;
     Status s = libvirt::RestoreLibvirtDomain(**conn, **reader, ckpt, opt, &res);
     if (!s.ok()) return fail(s);
     if (!record_path.empty()) unlink(record_path.c_str());
+    if (learn && opt.qemu.lazy) learned.LearnFrom(res.qemu.requested);
     status.Write("completed");
     const auto& q = res.qemu;
     const uint64_t tool_to_running = uint64_t(running_ms * 1000);
@@ -328,6 +365,24 @@ int RestoreLibvirt(cli::Args& args) {
                 opt.clone ? ", a clone" : "");
     std::printf("  libvirt          domain started (waiting for its memory) %.1f ms after the call\n", Ms(res.define_us));
     for (const auto& o : res.overlays) std::printf("  disk overlay     %s\n", o.c_str());
+    for (const auto& r : res.renamed) {
+      std::printf("  own file         %s: %s (saved: %s)\n", r.what.c_str(), r.to.c_str(), r.from.c_str());
+    }
+    if (!res.nvram.empty()) {
+      std::printf("  nvram            %s, a copy of the saved UEFI variables\n", res.nvram.c_str());
+    }
+    if (!res.tpm_state.empty()) {
+      std::printf("  tpm              %s, a copy of the saved TPM state\n", res.tpm_state.c_str());
+    }
+    if (!res.tpm_note.empty()) std::printf("  note             tpm: %s\n", res.tpm_note.c_str());
+    if (res.time_sync.synced && res.time_sync.read_before) {
+      std::printf("  clock            set to the host's through the guest agent (it was %.3f s behind)\n",
+                  res.time_sync.guest_behind_s);
+    } else if (res.time_sync.synced) {
+      std::printf("  clock            set to the host's through the guest agent\n");
+    } else if (res.time_sync.attempted) {
+      std::printf("  note             clock not synced: %s\n", res.time_sync.note.c_str());
+    }
     for (const auto& m : res.replugged) std::printf("  nic              %s unplugged and plugged again: the guest probes it with its new MAC\n", m.c_str());
     if (opt.clone && !res.had_genid) {
       std::printf("  note             the saved domain has no <genid>: the clone's kernel is not told it was cloned "

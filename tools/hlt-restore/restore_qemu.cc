@@ -17,12 +17,15 @@
 
 #include <fmt/format.h>
 
+#include "halite/checkpoint_location.h"
+
 #include "halite/hint_files.h"
 #include "halite/qemu/qemu_checkpoint.h"
 #include "halite/qemu/qemu_launcher.h"
 #include "halite/qemu/qemu_migration_control.h"
 #include "hlt-restore/lazy_restore_flags.h"
 #include "hlt-restore/restore_modes.h"
+#include "hlt-restore/learn_layout_flag.h"
 #include "hlt-restore/restore_record.h"
 #include "hlt-restore/shared_memory.h"
 
@@ -105,10 +108,10 @@ int RestoreQemu(cli::Args& args) {
   const std::string tool = "hlt-restore qemu";
   const auto t_tool = std::chrono::system_clock::now();
   const int64_t tool_wall_us = std::chrono::duration_cast<std::chrono::microseconds>(t_tool.time_since_epoch()).count();
-  std::string usage = std::string(kQemuUsage) + kLazyRestoreFlagsHelp + cli::kReaderFlagsHelp;
+  std::string usage = std::string(kQemuUsage) + kLazyRestoreFlagsHelp + kLearnLayoutHelp + cli::kReaderFlagsHelp;
   std::string ckpt, socket, qemu_bin, qemu_dir, error, v, record, timeline, stats_json, progress_log;
   std::vector<std::string> qemu_args;
-  bool launch = false, wait = false, quiet = false, shared_memory = false, resume = false;
+  bool launch = false, wait = false, quiet = false, shared_memory = false, resume = false, learn = false;
   std::string image_dir = "/run/halite/images";
   ReaderOptions ropts;
   qemu::CheckpointRestoreOptions opt;
@@ -147,6 +150,8 @@ int RestoreQemu(cli::Args& args) {
       image_dir = v;
     } else if (args.Flag("--resume")) {
       resume = true;
+    } else if (args.Flag("--learn-layout")) {
+      learn = true;
     } else if (args.Flag("--wait")) {
       wait = true;
     } else if (args.Flag("--quiet")) {
@@ -255,6 +260,11 @@ int RestoreQemu(cli::Args& args) {
     }
   }
   if (std::string bad = CheckLazyRestoreFlags(opt); !bad.empty()) return cli::UsageError(tool, bad, usage);
+  if (learn && resume) return cli::UsageError(tool, "--learn-layout: a resumed restore goes on as it was", usage);
+  LearnedLayoutChoice learned;
+  if (learn) {
+    if (Status s = learned.Choose(&ckpt, ropts); !s.ok()) return cli::Fail(tool, s);
+  }
   std::unique_ptr<CheckpointReader> early_reader;
   if (shared_memory) {
     if (!launch) return cli::UsageError(tool, "--memory shared starts QEMU itself: give -- QEMU ARGS", usage);
@@ -372,7 +382,7 @@ int RestoreQemu(cli::Args& args) {
       const auto a = std::filesystem::absolute(path, ec);
       return ec || path.empty() ? path : a.string();
     };
-    rec.checkpoint = absolute(ckpt);
+    rec.checkpoint = IsObjectStoreUri(ckpt) ? ckpt : absolute(ckpt);
     rec.file_id = file_id;
     rec.qemu_pid = qemu_pid;
     if (auto started = ProcessStartTime(qemu_pid)) rec.qemu_start_time = *started;
@@ -489,6 +499,7 @@ int RestoreQemu(cli::Args& args) {
   const uint64_t tool_to_resumed =
       res.start_to_resumed_us ? uint64_t(res.wall_start_us - tool_wall_us) + res.start_to_resumed_us : 0;
 
+  if (learn && opt.lazy) learned.LearnFrom(res.requested);
   if (!record.empty()) {
     s = WriteFile(record, FormatAccessTrace(res.requested, r.regions()));
     if (!s.ok()) return cli::Fail(tool, s);

@@ -27,7 +27,8 @@ const char* kServeUsage =
     "punching are refused; a block that fails verification fails the read (the QEMU that touched it stops).\n"
     "MOUNTPOINT/.stats is a JSON document of the counters. While a file is open (a clone maps it) the first\n"
     "signal is refused; a second one within 5 s stops anyway.\n"
-    "  CKPT[=NAME]            a checkpoint; NAME defaults to its file name without .hlt\n"
+    "  CKPT[=NAME]            a checkpoint (a file, s3://BUCKET/KEY or rados://POOL/NAME); NAME defaults to its\n"
+    "                         file name without .hlt\n"
     "  --prefetch-rate N      bytes a second of decoded blocks to bring in ahead of the guests, in restore order\n"
     "                         (default 0: only what the guests touch)\n"
     "  --owner-only           only this user may open the files (default: every user, as libvirt's QEMU user)\n"
@@ -101,9 +102,13 @@ int Serve(cli::Args& args) {
   if (Status cache = cli::OpenBlockCache(args, &reader_options); !cache.ok()) return cli::Fail(tool, cache);
   std::vector<image_server::ServedImage> images;
   for (const std::string& arg : checkpoints) {
-    const size_t eq = arg.find('=');
+    // The last '=' ends the checkpoint: an s3:// key may hold '=' itself, a NAME never does.
+    const size_t eq = arg.rfind('=');
     const std::string path = arg.substr(0, eq);
     const std::string name = eq == std::string::npos ? BaseName(path) : arg.substr(eq + 1);
+    if (name.empty() || name.find('/') != std::string::npos) {
+      return cli::UsageError(tool, "\"" + arg + "\": NAME (after the last '=') must be a file name", kServeUsage);
+    }
     auto reader = CheckpointReader::Open(path, reader_options);
     if (!reader) return cli::Fail(tool, reader.error());
     std::shared_ptr<const CheckpointReader> shared(std::move(*reader));

@@ -16,6 +16,7 @@
 
 #include <fmt/format.h>
 
+#include "halite/checkpoint_location.h"
 #include "halite/hint_files.h"
 #include "hlt-restore/detached_server.h"
 
@@ -85,9 +86,16 @@ Result<SharedMemoryPlan> PrepareSharedMemory(const std::string& self, const std:
                                    " to share (--memory shared maps a pc or q35 machine's RAM; this one has " + names +
                                    ")");
   }
-  char absolute[PATH_MAX];
-  if (realpath(checkpoint_path.c_str(), absolute) == nullptr) {
-    return Status::IoError(checkpoint_path + ": cannot resolve its path", errno);
+  // The server opens the checkpoint again: a file by its absolute path (it runs elsewhere), an object by its URI
+  // (s3://, rados://: the credentials and the cluster's configuration reach it through the environment it
+  // inherits, and its block fetches go through the host block cache of `reader_flags`).
+  std::string location = checkpoint_path;
+  if (!IsObjectStoreUri(checkpoint_path)) {
+    char absolute[PATH_MAX];
+    if (realpath(checkpoint_path.c_str(), absolute) == nullptr) {
+      return Status::IoError(checkpoint_path + ": cannot resolve its path", errno);
+    }
+    location = absolute;
   }
   HLT_RETURN_IF_ERROR(MakeDirs(image_dir));
   const std::string id = Hex(reader.file_id());
@@ -120,7 +128,7 @@ Result<SharedMemoryPlan> PrepareSharedMemory(const std::string& self, const std:
 
   HLT_RETURN_IF_ERROR(MakeDirs(mount));
   const std::string log = mount + ".log";
-  const std::string arg = std::string(absolute) + "=ckpt";
+  const std::string arg = location + "=ckpt";
   std::vector<std::string> serve_args = {"serve", mount, arg, "--exit-when-unused", "30"};
   for (const std::string& dir : parent_dirs) {  // the server opens the chain again
     std::error_code ec;

@@ -6,6 +6,7 @@
 
 #include "halite/authentication.h"
 #include "halite/checkpoint_reader.h"
+#include "halite/checkpoint_rewrite.h"
 #include "hlt-save/save_modes.h"
 #include "hlt-save/writer_flags.h"
 
@@ -25,52 +26,6 @@ const char* kFlattenUsage =
     "self-contained checkpoint: every page CKPT's view holds, CKPT's regions, blobs and metadata; blocks in the\n"
     "order CKPT's view restores them. Every block of the chain that is used is verified on the way.\n"
     "  --input-key-file K     the chain is authenticated with this key (writer --key-file is for FULL)\n";
-
-// The old layout as VA-style runs: blocks in restore order, each block's pages in slot order. Given after the
-// new trace, it keeps whatever locality the old layout had for the pages the trace does not cover.
-std::vector<PageRun> OldOrder(const CheckpointReader& r) {
-  std::vector<PageRun> runs;
-  for (uint32_t b : r.restore_order()) {
-    for (const BlockMember& m : r.BlockMembers(b)) {
-      PageRef ref = r.PageOf(m.page);
-      if (!runs.empty() && runs.back().first.region == ref.region &&
-          runs.back().first.page + runs.back().count == ref.page) {
-        ++runs.back().count;
-      } else {
-        runs.push_back(PageRun{ref, 1, 0});
-      }
-    }
-  }
-  return runs;
-}
-
-// Gives the writer every page of the old checkpoint: stored pages block by block, zero pages as zero, absent
-// pages not at all (they stay absent).
-Status CopyPages(const CheckpointReader& r, CheckpointWriter& w) {
-  std::vector<uint8_t> raw;
-  for (uint32_t b = 0; b < r.blocks().size(); ++b) {
-    raw.resize(r.blocks()[b].raw_length());
-    HLT_RETURN_IF_ERROR(r.ReadBlock(b, raw));
-    for (const BlockMember& m : r.BlockMembers(b)) {
-      PageRef ref = r.PageOf(m.page);
-      HLT_RETURN_IF_ERROR(
-          w.PutPage(ref.region, ref.page, std::span<const uint8_t>(raw).subspan(uint64_t(m.slot) * 4096, 4096)));
-    }
-  }
-  for (uint64_t g = 0; g < r.total_pages();) {
-    if (r.Locate(g).kind != PageKind::kZero) {
-      ++g;
-      continue;
-    }
-    PageRef ref = r.PageOf(g);
-    uint64_t end = g + 1;
-    uint64_t region_end = r.regions()[ref.region].first_page + r.regions()[ref.region].page_count();
-    while (end < region_end && r.Locate(end).kind == PageKind::kZero) ++end;
-    HLT_RETURN_IF_ERROR(w.PutZeroPages(ref.region, ref.page, end - g));
-    g = end;
-  }
-  return Status::Ok();
-}
 
 // relayout and flatten: both rewrite a checkpoint (read through its chain) as a full one; relayout around a new
 // access trace.
@@ -113,32 +68,12 @@ int Rewrite(cli::Args& args, bool flatten) {
 
   auto reader = CheckpointReader::Open(in, reader_options);
   if (!reader) return cli::Fail(tool, reader.error());
-  const CheckpointReader& r = **reader;
-  flags.options.metadata = r.metadata();  // kept as it was, creation time included
   cli::Progress progress("relayout");
   flags.options.progress = [&](const WriteProgress& p) { progress.Update(p.raw_bytes_done, p.raw_bytes_total); };
-  auto writer = CheckpointWriter::Create(out, flags.options);
-  if (!writer) return cli::Fail(tool, writer.error());
-  CheckpointWriter& w = **writer;
-  for (const Region& region : r.regions()) {
-    auto added = w.AddRegion(region.name, region.guest_phys_base, region.size, region.host_page_size);
-    if (!added) return cli::Fail(tool, added.error());
-  }
-  Status s = CopyPages(r, w);
-  if (!s.ok()) return cli::Fail(tool, s);
-  for (uint32_t i = 0; i < r.blobs().size(); ++i) {
-    auto blob = r.ReadBlob(i);
-    if (!blob) return cli::Fail(tool, blob.error());
-    s = w.AddBlob(r.blobs()[i].name, *blob);
-    if (!s.ok()) return cli::Fail(tool, s);
-  }
-  s = ApplyHintFiles(flags, w);  // the new access trace (and VA hints, if given)
-  if (s.ok()) {
-    std::vector<PageRun> old = OldOrder(r);
-    s = w.AddVaRuns(old);
-  }
-  if (!s.ok()) return cli::Fail(tool, s);
-  auto summary = w.Finish();
+  RewriteOptions options;
+  options.writer = flags.options;
+  options.add_hints = [&](CheckpointWriter& w) { return ApplyHintFiles(flags, w); };  // the new access trace
+  auto summary = RewriteCheckpoint(**reader, out, std::move(options));
   progress.Finish();
   if (!summary) return cli::Fail(tool, summary.error());
   PrintSummary(*summary, out);

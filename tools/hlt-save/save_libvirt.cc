@@ -21,6 +21,8 @@ const char* kLibvirtUsage =
     "frozen by an external disk-only snapshot: the image as it is becomes the base of every restore and the\n"
     "domain goes on on a new qcow2 overlay beside it (IMAGE.hlt-TIME.qcow2). The checkpoint records the\n"
     "domain's XML and each frozen image's path, format, size and XXH3-128; a restore refuses a changed image.\n"
+    "The UEFI variable store (<nvram>) and an emulated TPM's state (swtpm's directory) are read at the same\n"
+    "instant and kept in the checkpoint: every restore gets a copy of its own.\n"
     "  --connect URI          libvirt URI (default: libvirt's default; e.g. qemu:///system,\n"
     "                         qemu:///embed?root=DIR)\n"
     "  --live                 background snapshot: the guest keeps running (domains without writable disks)\n"
@@ -94,6 +96,16 @@ int SaveLibvirt(cli::Args& args) {
                 r->overlays[i].c_str());
   }
   if (r->disks.empty()) std::printf("  disks            none writable\n");
+  if (!r->nvram.empty()) {
+    std::printf("  nvram            %s (%s) saved with the memory\n", r->nvram.c_str(),
+                cli::HumanBytes(r->nvram_bytes).c_str());
+  }
+  if (!r->tpm_state_dir.empty()) {
+    std::string files;
+    for (const auto& f : r->tpm_state_files) files += (files.empty() ? "" : ", ") + f;
+    std::printf("  tpm              state of %s saved with the memory (%s)\n", r->tpm_state_dir.c_str(),
+                files.empty() ? "no files" : files.c_str());
+  }
   PrintAccessWindow(r->qemu);
   PrintVaReport(r->qemu.va);
   return cli::kExitOk;

@@ -12,6 +12,14 @@
 
 namespace halite::libvirt {
 
+// A path a clone was given instead of the saved domain's: `what` names the element ("serial 0 log",
+// "channel org.qemu.guest_agent.0 socket", "graphics vnc socket").
+struct RenamedPath {
+  std::string what;
+  std::string from;
+  std::string to;
+};
+
 // A disk the guest can write: its contents belong to the checkpoint.
 struct WritableDisk {
   std::string target;  // "vda"
@@ -47,9 +55,26 @@ class DomainXml {
   // Disks of device type "disk" backed by a file that the guest may write (not <readonly/>, not <shareable/>).
   // Disks on block devices or networks: kUnsupported naming the disk.
   Result<std::vector<WritableDisk>> WritableDisks() const;
-  // Gives every file-backed character device (serial, console, channel: <source path=...>) a file of its own,
-  // PATH.SUFFIX, so that clones do not write one log. Returns the new paths.
-  std::vector<std::string> SuffixCharDeviceFiles(const std::string& suffix);
+  // Gives a clone its own path for every per-domain file libvirt or QEMU creates, writes, binds or locks by a
+  // path the saved XML names: the files of file-backed character devices and their <log file=...> (serial,
+  // console, channel, parallel, redirdev, smartcard, rng backends), the unix sockets QEMU listens on
+  // (<source mode='bind' path=...>: guest agent channels among them), the VNC and SPICE unix sockets of
+  // <graphics> (and fixed TCP ports become automatic ones). Each path becomes PATH.SUFFIX (a console that mirrors
+  // a serial port gets the same new path as the port). Not here: NVRAM and TPM state, which need their contents
+  // (SetNvramPath, the TPM state of the checkpoint). kInvalidArgument when a renamed socket path passes the 107
+  // bytes a unix socket address holds.
+  Result<std::vector<RenamedPath>> GiveClonePathsOfItsOwn(const std::string& suffix);
+  // Sets <uuid> (a clone's new UUID, chosen by the caller so that files keyed by it can be made first).
+  void SetUuid(const std::string& uuid);
+  // The UEFI variable store (<os><nvram>PATH</nvram> or <nvram><source file=PATH/></nvram>), else "".
+  std::string NvramPath() const;
+  // Points <os><nvram> at `path` (kNotFound when the domain has no <nvram>).
+  Status SetNvramPath(const std::string& path);
+  // The version of an emulated TPM (<tpm><backend type='emulator' version=V>): "2.0", "1.2"; "" without one.
+  std::string TpmEmulatorVersion() const;
+  // True when the domain has a guest agent channel (<channel><target type='virtio'
+  // name='org.qemu.guest_agent.0'/>).
+  bool HasGuestAgentChannel() const;
   // Each <interface> element as XML text (what virDomainDetachDeviceFlags / AttachDeviceFlags take).
   std::vector<std::string> InterfaceElements() const;
   // The target of every <disk> (cdroms and read-only disks included).

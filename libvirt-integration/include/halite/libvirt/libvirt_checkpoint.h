@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "halite/checkpoint_reader.h"
+#include "halite/libvirt/domain_xml.h"
 #include "halite/libvirt/libvirt_connection.h"
 #include "halite/qemu/qemu_checkpoint.h"
 #include "halite/status.h"
@@ -51,6 +52,10 @@ struct LibvirtSaveResult {
   std::vector<FrozenDisk> disks;
   std::vector<std::string> overlays;  // where the domain's writable disks went on (one per frozen disk)
   double guest_paused_seconds = 0;    // pause to resume (0 when the guest stays paused or was not running)
+  std::string nvram;                  // the UEFI variable store saved with the memory ("" without one)
+  uint64_t nvram_bytes = 0;
+  std::string tpm_state_dir;          // the TPM emulator's state directory saved with the memory ("" without one)
+  std::vector<std::string> tpm_state_files;
 };
 
 // Saves running domain `name` into checkpoint `path` (nothing is created unless everything succeeds). Errors:
@@ -64,13 +69,26 @@ Result<LibvirtSaveResult> SaveLibvirtDomain(const Connection& connection, const 
 
 struct LibvirtRestoreOptions {
   std::string name;       // empty: the saved name (a clone: "<saved>-clone-<8 hex digits>")
-  bool clone = false;     // new UUID, new MACs, new VM generation ID
+  // A new identity: new UUID, new MACs, new VM generation ID, and its own per-domain files (logs, sockets, NVRAM,
+  // TPM state: DomainXml::GiveClonePathsOfItsOwn).
+  bool clone = false;
   // A clone's NICs are unplugged and plugged again once every page is in, so that the guest probes them with
   // their new MACs (the migrated virtio-net state and the guest's driver still hold the saved ones). Needs the
   // guest to let go of a NIC on request (ACPI PCI hotplug), as any hot unplug does.
   bool replug_nics = true;
   int replug_timeout_ms = 15000;  // per NIC, for the guest to release it
-  std::string disk_dir;   // where each restore's disk overlays go (empty: beside the checkpoint)
+  // Where each restore's disk overlays and NVRAM copy go (empty: beside the checkpoint; required for one on an
+  // object store). Created when missing.
+  std::string disk_dir;
+  // libvirt's swtpm storage directory on this host (swtpm's state of a domain is DIR/UUID/tpm2): a restore of a
+  // domain with an emulated TPM puts the saved TPM state there under the domain's UUID before libvirt starts it.
+  // Required when the checkpoint carries TPM state.
+  std::string swtpm_storage_dir;
+  // Once every page is in, set the guest's clock to the host's through the guest agent (virDomainSetTime):
+  // a restored guest's clock stands where it stood at the save. Skipped, saying so, when the domain has no guest
+  // agent channel; a guest agent that does not answer within sync_time_timeout_ms is reported, not fatal.
+  bool sync_time = false;
+  int sync_time_timeout_ms = 15000;
   bool paused = false;    // the guest stays paused (libvirt says "paused") until resumed
   // Where the private QMP socket of the new QEMU goes (a new directory under it; empty: /tmp).
   std::string runtime_dir;
@@ -96,6 +114,17 @@ struct LibvirtRestoreResult {
   std::vector<std::string> overlays;
   bool had_genid = false;          // the saved domain had a VM generation ID device (renewed for a clone)
   std::vector<std::string> replugged;  // a clone's NICs plugged again, by their new MAC
+  std::vector<RenamedPath> renamed;    // a clone's per-domain files and sockets
+  std::string nvram;                   // this restore's copy of the saved UEFI variables ("" without)
+  std::string tpm_state;               // the TPM state directory this restore's swtpm starts on ("" without)
+  std::string tpm_note;                // why the TPM starts without the saved state files, when it does
+  struct TimeSync {
+    bool attempted = false;
+    bool synced = false;
+    bool read_before = false;   // the agent told the guest's time before it was set
+    double guest_behind_s = 0;  // host time minus the guest's, just before it was set
+    std::string note;           // why it was not synced
+  } time_sync;
   uint64_t define_us = 0;          // call start to the domain started (waiting for its memory)
   qemu::CheckpointRestoreResult qemu;
 };

@@ -10,7 +10,8 @@
 namespace halite::qemu {
 
 // Runs `qemu-img ARGS...` (found on PATH) and waits for it. kIoError when it cannot be started or does not exit
-// 0, naming the command line.
+// 0, naming the command line, how it ended and what qemu-img wrote on stderr (its reason). What it writes on stderr
+// when it succeeds (warnings) is passed on to this process's stderr.
 Status RunQemuImg(const std::vector<std::string>& args);
 
 }  // namespace halite::qemu
