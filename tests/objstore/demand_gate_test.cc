@@ -110,7 +110,8 @@ TEST_CASE("with demand_first off the gate holds nothing", "[objstore][demand_gat
   turn.End();
 }
 
-TEST_CASE("an earlier background caller is served first; a finished one lets the next go", "[objstore][demand_gate]") {
+TEST_CASE("an earlier background caller is served first, then the next once it finished",
+          "[objstore][demand_gate]") {
   DemandGate gate(Policy(1, 4096, 0us));
   DemandGate::Turn first(gate);
   DemandGate::Turn second(gate);

@@ -44,9 +44,10 @@ constexpr uint64_t kMaxJoinGap = 64u << 10;
 // Background reads (ReadBatch) against a fault's read (ReadAt), demand_gate.h. They go through a second cluster
 // connection, so that the OSD queues them as another client's instead of putting the fault's read behind every
 // batch read sent before it on the same connection, and with a lower operation priority, so that its weighted
-// queue (wpq, the default up to Ceph 17) picks the fault's read about four times in five (63 against 16) when
-// both wait. Pieces of at most 512 KiB, three in flight (RadosLanes): a read costs the OSD little per operation,
-// and a fault then waits for at most the pieces being read (bench/objstore/README.md, "Demand reads first").
+// queue (wpq, the default before Ceph 17; bookworm has 16.2) picks the fault's read about four times in five (63
+// against 16) when both wait. Pieces of at most 512 KiB, three in flight (RadosLanes): a read costs the OSD little
+// per operation, and a fault then waits for at most the pieces being read
+// (bench/results/2026-11-27-fault-priority/README.md).
 constexpr const char* kBackgroundOpPriority = "16";
 
 // librados returns -errno; the Status carries the errno and its ToString() appends the text.
