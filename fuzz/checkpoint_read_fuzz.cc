@@ -8,8 +8,9 @@
 //
 // Chains (format-spec 12): an input in the chain format of chain_input.h is a checkpoint and the parents served to
 // it, so the PARENT section, IN_PARENT entries, PAGE_HASHES and the chain checks (file_id, fingerprint, depth,
-// cycles) run on fuzzed bytes; the view's invariants are checked as for one file. A parent asked for beyond the
-// input is refused by the resolver (kCorrupt).
+// cycles) run on fuzzed bytes; the view's invariants are checked as for one file, and its block groups (since 1.4:
+// a child's blocks coded against the parent, BASED, read with their base) fill their slots in order. A parent asked
+// for beyond the input is refused by the resolver (kCorrupt).
 #include <algorithm>
 #include <cstring>
 #include <optional>
@@ -106,7 +107,21 @@ void CheckReader(const CheckpointReader& rd, bool keyed) {
     level_blocks += level.live_blocks;
   }
   FUZZ_CHECK(level_pages == stored_refs);
-  FUZZ_CHECK(level_blocks == blocks.size());
+  // Block groups (since 1.4): their blocks fill their slots in order, the first never BASED, and every block of
+  // every group is one a level counts as read.
+  uint64_t parts = 0;
+  for (uint32_t b = 0; b < blocks.size(); ++b) {
+    const auto group = rd.GroupParts(b);
+    FUZZ_CHECK(!group.empty() && !group.front().based);
+    uint32_t slots = 0;
+    for (const GroupPart& part : group) {
+      FUZZ_CHECK(part.first_slot == slots && part.chain_level < chain.size());
+      slots += part.page_count;
+    }
+    FUZZ_CHECK(slots == blocks[b].page_count);
+    parts += group.size();
+  }
+  FUZZ_CHECK(level_blocks == parts);
   for (uint64_t g = 0; g < total && g < 64; ++g) {
     auto h = rd.PageHash(g);
     if (rd.Locate(g).kind != PageKind::kStored) FUZZ_CHECK(h.has_value());

@@ -173,6 +173,63 @@ std::vector<Seed> ProgramSeeds() {
   return out;
 }
 
+// Programs for the writer target that reach its child phase with pages a writer codes against the parent (5.4
+// BASED): a parent of 48 incompressible pages in blocks of `parent_block` pages, then a child that keeps all but
+// one page in `every` and rewrites 8 bytes in every 64 of those (with some replaced, zeroed or dropped), coded
+// against the parent, with the coding options of the shape. A block of which a quarter or more changed is stored
+// again whole (parent_rewrite_fraction 0.25) unless `references` (2.0: every equal page stays a reference); either
+// way the changed pages of the others are BASED. The bytes follow writer_roundtrip_fuzz.cc's reading order.
+std::vector<Seed> ChildProgramSeeds() {
+  struct Shape {
+    const char* name;
+    uint8_t parent_block, child_block, frame, dictionary, every, references;
+  };
+  const Shape shapes[] = {{"child-based-auto", 8, 8, 0, 0, 2, 1},
+                          {"child-based-one-frame", 16, 64, 140, 2, 5, 0},
+                          {"child-based-frames", 4, 12, 165, 1, 3, 1},
+                          {"child-based-parent-4096", 255, 64, 0, 0, 7, 0}};
+  std::vector<Seed> out;
+  for (const Shape& shape : shapes) {
+    std::vector<uint8_t> s;
+    auto u8 = [&](uint8_t v) { s.push_back(v); };
+    // Writer options: block pages, level 3 (Range(0,16) - 7 = 3: 10), one thread, policy, dictionary off, no
+    // coding byte, VMM, no UUID, empty machine type and creator, deterministic, no time, no file id, no key.
+    for (uint8_t v : {uint8_t(shape.parent_block == 255 ? 255 : shape.parent_block - 1), uint8_t(10), uint8_t(0),
+                      uint8_t(2), uint8_t(0), uint8_t(0), uint8_t(0), uint8_t(0), uint8_t(0), uint8_t(0), uint8_t(1),
+                      uint8_t(0), uint8_t(0), uint8_t(0)}) {
+      u8(v);
+    }
+    // One region "m" at 0, 4 KiB host pages, 48 pages.
+    for (uint8_t v : {uint8_t(0), uint8_t(0), uint8_t('m' - 0x20), uint8_t(0), uint8_t(0), uint8_t(0), uint8_t(0),
+                      uint8_t(0), uint8_t(47)}) {
+      u8(v);
+    }
+    u8(48);  // operations: a pseudo-random page at each page
+    for (uint8_t page = 0; page < 48; ++page) {
+      for (uint8_t v : {uint8_t(0), uint8_t(0), uint8_t(0), page, uint8_t(1), uint8_t(4)}) u8(v);
+      for (int i = 0; i < 8; ++i) u8(uint8_t(page * 37 + i * 11 + 1));
+    }
+    u8(1);  // the child phase
+    for (uint8_t v : {uint8_t(shape.child_block - 1), uint8_t(0), uint8_t(1), shape.references, shape.frame,
+                      shape.dictionary}) {
+      u8(v);
+    }
+    for (uint8_t page = 0; page < 48; ++page) {
+      const uint8_t kind = page % shape.every != 1 ? 0 : page % 11 == 1 ? 3 : page % 13 == 3 ? 4 : page % 17 == 5 ? 5 : 2;
+      u8(kind);
+      if (kind == 2) u8(uint8_t(page | 1));
+      if (kind == 3) {
+        for (uint8_t v : {uint8_t(4), uint8_t(page), uint8_t(7), uint8_t(9), uint8_t(11), uint8_t(13), uint8_t(15),
+                          uint8_t(17), uint8_t(19)}) {
+          u8(v);
+        }
+      }
+    }
+    out.push_back({shape.name, std::move(s)});
+  }
+  return out;
+}
+
 // Writes each distinct seed once (invalid vectors share most of their bytes with the valid ones).
 bool WriteAll(const fs::path& dir, const std::vector<Seed>& seeds) {
   std::error_code ec;
@@ -235,6 +292,11 @@ int main(int argc, char** argv) {
         {"chain-past-parent", "chain-base"},
         {"cycle-a", "cycle-b", "cycle-a"},
         {"page-hashes-wrong", "chain-base"},
+        // Format 1.4: blocks coded against the parent, read in block groups of up to three files.
+        {"based-child", "based-base"},
+        {"based-grandchild", "based-child", "based-base"},
+        {"based-replaced", "based-child", "based-base"},
+        {"based-base-page-zero", "based-base"},
     };
     for (const auto& names : chains) {
       std::vector<std::vector<uint8_t>> files;
@@ -250,7 +312,8 @@ int main(int argc, char** argv) {
   bool ok = WriteAll(out / "checkpoint_read_fuzz", checkpoints) && WriteAll(out / "header_decode_fuzz", header) &&
             WriteAll(out / "footer_decode_fuzz", footer) && WriteAll(out / "index_decode_fuzz", index) &&
             WriteAll(out / "block_decode_fuzz", block) && WriteAll(out / "hint_files_fuzz", HintSeeds()) &&
-            WriteAll(out / "writer_roundtrip_fuzz", ProgramSeeds());
+            WriteAll(out / "writer_roundtrip_fuzz", ProgramSeeds()) &&
+            WriteAll(out / "writer_roundtrip_fuzz", ChildProgramSeeds());
   if (!ok) return 1;
   std::printf("hlt-fuzz-seeds: wrote seeds for 7 targets to %s\n", out.c_str());
   return 0;

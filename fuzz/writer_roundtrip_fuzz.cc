@@ -5,6 +5,9 @@
 // accepts must come back: the checkpoint (written to a memory sink) opens, verifies, and every page reads back
 // as given (absent and zero pages as zeros, a page given twice as its last copy), blobs and metadata too, the
 // working set holds the accessed pages, and with a key the file authenticates (and fails with another key).
+// Then, when the input goes on, a child of that checkpoint (format-spec 12): each page kept, partly rewritten (what
+// a writer codes against the parent, 5.4 BASED), replaced, zeroed or dropped, coded against the parent or not; the
+// chain opens, verifies, reads back page for page, and a whole read of its block groups reads each block once.
 #include <algorithm>
 #include <cstring>
 #include <optional>
@@ -60,6 +63,92 @@ bool IsZero(const std::vector<uint8_t>& p) {
   return std::all_of(p.begin(), p.end(), [](uint8_t v) { return v == 0; });
 }
 
+// Coding options the writer chooses from, or fixed: frames (auto, one frame, 1..32 pages) and the dictionary.
+void FuzzCoding(fuzz::FuzzInput& in, WriterOptions* opt) {
+  const uint8_t f = in.U8();
+  opt->frame_pages = f < 128 ? WriterOptions::kFramePagesAuto : f < 160 ? 0 : uint32_t(f % 32 + 1);
+  opt->dictionary = DictionaryMode(in.U8() % 3);
+}
+
+// The child phase (see the top of this file). `parent` is the checkpoint just written and checked; `expect` what its
+// pages read as (nullopt: absent).
+void ChildRoundTrip(fuzz::FuzzInput& in, const std::vector<uint8_t>& parent, const WriterOptions& given,
+                    const std::vector<Region>& regions, const std::vector<std::optional<std::vector<uint8_t>>>& expect) {
+  ReaderOptions ro;
+  ro.mac_key = given.mac_key;
+  ro.open_parent = [&parent](const std::string& path) -> Result<std::unique_ptr<RandomAccessFile>> {
+    if (path != "fuzz.hlt") return Status::IoError(path + ": no such file", 2);
+    return NewMemoryFile("fuzz.hlt", parent);
+  };
+  auto p = CheckpointReader::Open(NewMemoryFile("fuzz.hlt", parent), ro);
+  FUZZ_CHECK_MSG(p.has_value(), p.error().ToString());
+  WriterOptions opt;
+  opt.block_pages = uint32_t(in.Range(1, 64));
+  opt.threads = unsigned(in.Range(1, 2));
+  opt.mac_key = given.mac_key;
+  opt.sink.sync = false;
+  opt.parent = std::shared_ptr<const CheckpointReader>(std::move(*p));
+  opt.parent_path_hint = "fuzz.hlt";
+  opt.code_against_parent = in.Bool();
+  opt.parent_rewrite_fraction = in.Bool() ? 2.0 : 0.25;
+  FuzzCoding(in, &opt);
+  std::vector<uint8_t> file;
+  auto created = CheckpointWriter::Create(NewMemorySink("child.hlt", &file), opt);
+  FUZZ_CHECK_MSG(created.has_value(), created.error().ToString());
+  CheckpointWriter& w = **created;
+  for (const Region& r : regions) FUZZ_CHECK(w.AddRegion(r.name, r.guest_phys_base, r.size, r.host_page_size).has_value());
+  std::vector<std::optional<std::vector<uint8_t>>> want(expect.size());
+  for (uint32_t ri = 0; ri < regions.size(); ++ri) {
+    for (uint64_t page = 0; page < regions[ri].page_count(); ++page) {
+      const uint64_t g = regions[ri].first_page + page;
+      std::vector<uint8_t> content = expect[g] ? *expect[g] : std::vector<uint8_t>(kPage, 0);
+      switch (in.U8() % 6) {
+        case 0: case 1: want[g] = expect[g]; break;  // kept (absent stays absent)
+        case 2: {                                     // partly rewritten: 8 bytes in every 64
+          const uint8_t v = in.U8() | 1;
+          for (size_t at = 0; at < kPage; at += 64) std::fill_n(content.begin() + long(at), 8, v);
+          want[g] = content;
+          break;
+        }
+        case 3: want[g] = MakePage(in, {}); break;
+        case 4: want[g] = std::vector<uint8_t>(kPage, 0); break;
+        default: want[g] = std::nullopt; break;
+      }
+      if (want[g]) FUZZ_CHECK(w.PutPage(ri, page, *want[g]).ok());
+    }
+  }
+  auto summary = w.Finish();
+  FUZZ_CHECK_MSG(summary.has_value(), summary.error().ToString());
+  auto opened = CheckpointReader::Open(NewMemoryFile("child.hlt", file), ro);
+  FUZZ_CHECK_MSG(opened.has_value(), opened.error().ToString());
+  const CheckpointReader& rd = **opened;
+  Status v = rd.VerifyAll();
+  FUZZ_CHECK_MSG(v.ok(), v.ToString());
+  if (!opt.code_against_parent) FUZZ_CHECK(summary->based_blocks == 0);
+  std::vector<uint8_t> page(kPage);
+  const std::vector<uint8_t> zero(kPage, 0);
+  for (uint64_t g = 0; g < want.size(); ++g) {
+    FUZZ_CHECK(rd.ReadPage(g, page).ok());
+    FUZZ_CHECK(page == (want[g] ? *want[g] : zero));
+  }
+  // Each block of the chain once: a read of every group fetches exactly the blocks the view's groups are made of.
+  const uint64_t before = rd.read_stats().blocks_fetched;
+  uint64_t parts = 0;
+  std::vector<uint8_t> raw;
+  for (uint32_t b = 0; b < rd.blocks().size(); ++b) {
+    raw.resize(rd.blocks()[b].raw_length());
+    FUZZ_CHECK(rd.ReadBlock(b, raw).ok());
+    const auto group = rd.GroupParts(b);
+    parts += group.size();
+    FUZZ_CHECK(!group.front().based);
+    for (const BlockMember& m : rd.BlockMembers(b)) {
+      FUZZ_CHECK(std::equal(raw.begin() + long(m.slot) * long(kPage), raw.begin() + long(m.slot + 1) * long(kPage),
+                            want[m.page]->begin()));
+    }
+  }
+  FUZZ_CHECK(rd.read_stats().blocks_fetched - before == parts);
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -71,6 +160,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   opt.threads = unsigned(in.Range(1, 2));
   opt.policy = LayoutPolicy(in.U8() % 4);
   opt.dictionary = DictionaryMode(in.U8() % 3);
+  if (in.Bool()) FuzzCoding(in, &opt);
   opt.sink.sync = false;
   opt.metadata.vmm_kind = VmmKind(in.U8() % 4);
   auto uuid = in.Bytes(in.Bool() ? 16 : 0);
@@ -279,5 +369,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     auto bad = CheckpointReader::Open(NewMemoryFile("fuzz.hlt", file), wrong);
     FUZZ_CHECK(!bad.has_value() && bad.error().code() == StatusCode::kAuthFailed);
   }
+  if (!in.empty() && in.Bool()) ChildRoundTrip(in, file, given, regions, expect);
   return 0;
 }

@@ -5,7 +5,6 @@
 #include <unistd.h>
 
 #include <libvirt/libvirt.h>
-#include <xxhash.h>
 
 #include <cerrno>
 #include <vector>
@@ -14,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "halite/qemu/qemu_img.h"
+#include "halite/streaming_hash.h"
 
 
 namespace halite::libvirt {
@@ -40,8 +40,7 @@ std::string XmlEscape(const std::string& s) {
 Status Fingerprint(const std::string& path, uint64_t* size, std::string* xxh3_128_hex) {
   const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return Status::IoError(path + ": cannot open the disk image", errno);
-  XXH3_state_t* state = XXH3_createState();
-  XXH3_128bits_reset(state);
+  StreamingHash128 hash;
   std::vector<uint8_t> buf(4 << 20);
   uint64_t total = 0;
   Status s;
@@ -53,15 +52,13 @@ Status Fingerprint(const std::string& path, uint64_t* size, std::string* xxh3_12
       break;
     }
     if (n == 0) break;
-    XXH3_128bits_update(state, buf.data(), size_t(n));
+    hash.Update(std::span(buf.data(), size_t(n)));
     total += uint64_t(n);
   }
-  const XXH128_hash_t h = XXH3_128bits_digest(state);
-  XXH3_freeState(state);
   close(fd);
   HLT_RETURN_IF_ERROR(s);
   *size = total;
-  *xxh3_128_hex = fmt::format("{:016x}{:016x}", h.high64, h.low64);
+  *xxh3_128_hex = hash.Digest().Hex();
   return Status::Ok();
 }
 

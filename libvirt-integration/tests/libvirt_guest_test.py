@@ -31,7 +31,8 @@ usage: libvirt_guest_test.py --tools DIR --work DIR SCENARIO
            with `hlt-restore libvirt CKPT --resume DOMAIN`; that resume is killed too and resumed again: the guest
            continues memcheck with no fresh boot and no BAD, QEMU never saw a page twice, the restore's record and
            private monitor are gone at the end and libvirt can save the domain again (the blocker was removed);
-           a --detach restore whose worker is SIGKILLed is resumed by its supervisor and completes
+           a --detach restore whose worker is SIGKILLed is resumed by its supervisor and completes; so is a
+           --supervise one (halite-restore@.service's command), whose supervisor then exits 0
   daemon_devices  the devices scenario under a session libvirtd of the test's own whose character device logs go
            through its own virtlogd (libvirt's default), as nobody; c1 and c2 restored at the same moment (a shared
            console log made the second fail: "Cannot open log file: ...: Device or resource busy")
@@ -581,6 +582,14 @@ def maps_of(pid, path):
         return []
 
 
+def is_zombie(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
 def stop_server(pid, what):
     """SIGTERM until it is gone (a server refuses the first signal while it is in use)."""
     deadline = time.time() + 30
@@ -590,6 +599,8 @@ def stop_server(pid, what):
         except ProcessLookupError:
             return
         time.sleep(0.5)
+        if is_zombie(pid):
+            return  # it has exited; its parent (not this test) has not reaped it yet
     os.kill(pid, signal.SIGKILL)
     raise Fail(f"the {what} (pid {pid}) did not stop on SIGTERM")
 
@@ -673,7 +684,7 @@ def scenario_shared(env):
         # Both QEMUs map the one image privately as their guest RAM.
         image = os.path.join(mount, "ckpt.pc.ram")
         for name in ("c1", "c2"):
-            pids = find_pids("qemu-system", f"guest={name},")
+            pids = find_pids("qemu-system", f"guest={name},", env.root)
             if len(pids) != 1:
                 raise Fail(f"{name}: expected one QEMU, found {pids}")
             m = maps_of(pids[0], image)
@@ -793,7 +804,7 @@ def scenario_daemon_shared(env):
         image = os.path.join(os.path.dirname(stats[0]), "ckpt.pc.ram")
         for name in ("c1", "c2"):
             env.wait_passes(env.path(f"desk.serial.log.{name}"), 2, after=saved_after)
-            pids = find_pids("qemu-system", f"guest={name},")
+            pids = find_pids("qemu-system", f"guest={name},", env.root)
             if len(pids) != 1 or os.stat(f"/proc/{pids[0]}").st_uid != env.uid:
                 raise Fail(f"{name}: expected one QEMU run as {env.USER}: {pids}")
             if [m[1] for m in maps_of(pids[0], image)] != ["rw-p"]:
@@ -909,6 +920,7 @@ def scenario_resume(env):
     env.wait_passes(env.path("desk.serial.log.c2"), 2, after=saved_after)
     m = re.search(r"guest resumed: .* ([\d.]+) ms after", detached_log)
     resume_ms.append(float(m.group(1)))
+    resume_ms.append(supervised_restore_resumes(env, ckpt, disks, saved_after))
     # A third resume finds nothing to take over: the restore is complete.
     rc, _, err = env.tool(resume, "resume_done", expect_ok=False)
     if rc == 0:
@@ -918,6 +930,54 @@ def scenario_resume(env):
     env.virsh("save", "c1", env.path("c1.libvirt-save"))
     log(f"--resume start to guest running again: {', '.join(f'{x:.0f} ms' for x in resume_ms)}")
     log("PASS resume: killed during the restore and during its resume, taken over each time; the guest continues")
+
+
+def supervised_restore_resumes(env, ckpt, disks, saved_after):
+    """`hlt-restore libvirt --supervise`, the command halite-restore@.service runs: --detach's supervisor in the
+    foreground. Its worker SIGKILLed after the guest ran is replaced by a resume; the supervisor itself returns 0
+    once the restore completes, its output (the journal's, under systemd) telling the death and the resume.
+    Returns the resume's time to the guest running again (ms)."""
+    status = env.path("c3.status")
+    out_path = env.path("c3.supervise.out")
+    argv = [env.restore_bin, "libvirt", ckpt, "--connect", env.uri, "--clone", "--name", "c3", "--disk-dir", disks,
+            "--rate-limit", "2M", "--supervise", "--status-file", status]
+    log("$ " + " ".join(argv))
+    with open(out_path, "wb") as out:
+        sup = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.time() + 120
+        state = {}
+        while time.time() < deadline and sup.poll() is None:
+            state = json.loads(read(status) or "{}")
+            if state.get("state") == "running":
+                break
+            time.sleep(0.1)
+        if state.get("state") != "running":
+            raise Fail(f"--supervise: the restore did not reach running: {state}\n{read(out_path)}")
+        worker = state["pid"]
+        if worker == sup.pid:
+            raise Fail("--supervise: the status file names the supervisor, not its worker")
+        time.sleep(0.5)
+        os.kill(worker, signal.SIGKILL)
+        log(f"supervised restore of c3: its worker (pid {worker}) SIGKILLed")
+        rc = sup.wait(timeout=240)
+    finally:
+        if sup.poll() is None:
+            sup.kill()
+            sup.wait()
+    text = read(out_path)
+    print(text, flush=True)
+    state = json.loads(read(status) or "{}")
+    if rc != 0 or state.get("state") != "completed" or state.get("note") != "resumed":
+        raise Fail(f"--supervise: exit {rc}, status {state}: not completed through a resume")
+    if not re.search(r"^running c3 ", text, re.M):
+        raise Fail("--supervise: the first worker's 'running' line is not in the supervisor's output")
+    if f"worker (pid {worker}) died of signal 9" not in text or "guest resumed" not in text:
+        raise Fail("--supervise: its output does not tell the worker's death and the resume:\n" + text)
+    env.wait_passes(env.path("desk.serial.log.c3"), 2, after=saved_after)
+    m = re.search(r"guest resumed: .* ([\d.]+) ms after", text)
+    log(f"PASS --supervise: worker killed, resumed ({m.group(1)} ms), supervisor exit 0, the guest continues")
+    return float(m.group(1))
 
 
 def scenario_shared_s3(env):

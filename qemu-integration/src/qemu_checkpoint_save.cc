@@ -33,11 +33,14 @@ std::string OutputDir(const std::string& path) {
 }
 
 // `info mtree -f`'s RAM ranges in the writer's terms: RAMBlock names become region indexes; ranges of blocks the
-// stream does not carry are dropped.
+// stream does not carry are dropped, and so are ranges that do not start on a page boundary in both guest-physical
+// memory and their block: no page table maps such memory page for page (a TPM CRB's command buffer, RAMBlock
+// "tpm-crb-cmd", shows at 0xfed40080), and a region's guest_phys_base is a multiple of 4096 (format spec 5.2).
 std::vector<x86::GuestMemoryRange> MemoryMapOf(const std::vector<GuestRamRange>& ranges,
                                                const std::vector<RamBlockInfo>& blocks) {
   std::vector<x86::GuestMemoryRange> map;
   for (const GuestRamRange& r : ranges) {
+    if (r.gpa % kPage != 0 || r.offset % kPage != 0) continue;
     for (uint32_t b = 0; b < blocks.size(); ++b) {
       if (blocks[b].name == r.block) map.push_back(x86::GuestMemoryRange{r.gpa, r.size, b, r.offset});
     }

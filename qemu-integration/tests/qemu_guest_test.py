@@ -17,6 +17,8 @@ usage: qemu_guest_test.py --tools DIR --work DIR [--ceph-env FILE] SCENARIO
   size_mismatch       the destination has 512 MiB: a clear error before the guest runs, exit 2
   killed_mid_restore  QEMU is SIGKILLed while pages are still being pushed: a message and exit 3, promptly
   corrupt_block       a byte of a block flipped: that block is never sent, QEMU's postcopy pauses, exit 4
+  shared_service      the image server as halite-image-server@.service runs it (serve --image-dir), started first:
+                      a --memory shared restore uses it; a second server is refused; it unmounts on SIGTERM
   incremental         restore, run, hlt-save --parent (an incremental child), restore the child lazily
   incremental_shared  the same from a --memory shared clone: its unwritten pages come from QEMU's page map
   resume              20 SIGKILLs of hlt-restore at random moments of one lazy restore (before RUN, requests,
@@ -125,10 +127,12 @@ def read(path):
 
 
 def pid_alive(pid):
+    """False once it has exited, also while it waits to be reaped (a process reparented to a PID 1 that does not
+    reap, as in some containers, stays a zombie)."""
     try:
-        os.kill(pid, 0)
-        return True
-    except ProcessLookupError:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
         return False
 
 
@@ -935,6 +939,58 @@ def scenario_shared(env):
                 raise Fail(f"the image server (pid {server_pid}) did not stop once its clones were gone")
 
 
+def scenario_shared_service(env):
+    """The image server as halite-image-server@.service runs it, `hlt-restore serve --image-dir DIR CKPT`, started
+    before any restore: a --memory shared restore with the same --image-dir finds it at DIR/FILE_ID and uses it
+    instead of starting its own; the guest continues, reading through that server; a second server of the
+    checkpoint is refused; once the clone is gone the server stops on SIGTERM and unmounts."""
+    if not os.path.exists("/dev/fuse"):
+        raise Skip("no /dev/fuse: the image server behind --memory shared is a FUSE file system")
+    ckpt, last = env.stopped_checkpoint()
+    images = env.path("images-service")
+    os.makedirs(images, exist_ok=True)
+    out_path = env.path("service-server.out")
+    serve = [env.restore_bin, "serve", "--image-dir", images, ckpt]
+    log("$ " + " ".join(serve))
+    server = start_logged(serve, out_path, dict(os.environ))
+    try:
+        mounts, deadline = [], time.monotonic() + 30
+        while not mounts and server.poll() is None and time.monotonic() < deadline:
+            mounts = [d for d in os.listdir(images) if os.path.exists(os.path.join(images, d, "ckpt.pc.ram"))]
+            time.sleep(0.1)
+        if not mounts:
+            raise Fail(f"serve --image-dir mounted no ckpt.pc.ram under {images}:\n{read(out_path)}"
+                       f"{read(out_path + '.err')}")
+        rc, out, err, serial = env.restore(ckpt, "shared-service", ["--memory", "shared", "--image-dir", images])
+        if rc != 0 or "image server already serving" not in out:
+            raise Fail(f"the --memory shared restore (exit {rc}) did not use the running server:\n{out}{err}")
+        env.expect_continues(serial, last)
+        with open(os.path.join(images, mounts[0], ".stats")) as f:
+            j = json.load(f)
+        ram = [x for x in j["files"] if x["name"] == "ckpt.pc.ram"][0]
+        if j["pid"] != server.pid or ram["reads"] == 0 or ram["open_handles"] != 1:
+            raise Fail(f"the clone does not read through the server started first (pid {server.pid}): {j}")
+        rc, _, err = run_tool(serve, env.path("service-second.out"), 60)
+        if rc == 0 or "already serves" not in err:
+            raise Fail(f"a second server of the checkpoint: exit {rc}: {err}")
+        log(f"clone reads through the server started first ({ram['reads']} reads, {ram['blocks_decoded']} blocks "
+            f"decoded); a second server refused: {err.strip().splitlines()[0]}")
+    finally:
+        env.cleanup()
+        env.pids = []
+        deadline = time.monotonic() + 30
+        while server.poll() is None and time.monotonic() < deadline:
+            server.send_signal(signal.SIGTERM)  # refused while a clone maps the image, which cleanup ended
+            time.sleep(0.5)
+        if server.poll() is None:
+            server.kill()
+            server.wait()
+            raise Fail("the image server did not stop on SIGTERM once its clone was gone")
+    if any(os.path.exists(os.path.join(images, d, "ckpt.pc.ram")) for d in os.listdir(images)):
+        raise Fail(f"the image server's mount is still there after it stopped: {os.listdir(images)}")
+    log("PASS shared_service: a restore used the image server started as the service does; it unmounted on SIGTERM")
+
+
 def scenario_shared_corrupt_block(env):
     """--memory shared from a checkpoint with damaged blocks: the image server fails the read of a page in a
     damaged block, the QEMU that touched it dies of SIGBUS (the clone stops), and the guest never sees wrong
@@ -1412,6 +1468,7 @@ SCENARIOS = {
     "placement_channel": (scenario_placement_channel, True),
     "placement_fallback": (scenario_placement_fallback, True),
     "shared": (scenario_shared, False),
+    "shared_service": (scenario_shared_service, False),
     "shared_corrupt_block": (scenario_shared_corrupt_block, False),
     "incremental": (scenario_incremental, True),
     "incremental_shared": (scenario_incremental_shared, True),

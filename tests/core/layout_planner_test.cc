@@ -353,3 +353,48 @@ TEST_CASE("a child's store-again groups follow host pages too", "[planner][chain
   CHECK(PagesToStoreAgain(in, std::vector<bool>(16), 0.1) == expected);
   CHECK(PagesToStoreAgain(in, std::vector<bool>(16), 0.2).empty());  // 1 of 8 changed
 }
+
+TEST_CASE("planner: pages coded against the parent come last, in blocks of one key each, in key order", "[planner]") {
+  Guest g = Distinct(40);
+  g.access = {{2, 2}};  // pages 2 and 3: the working set, never based
+  std::vector<uint32_t> keys(40, kNoBase);
+  for (uint64_t p : {3, 5, 6, 7, 30, 31}) keys[p] = 9;  // key 9: a group of the parent's view
+  for (uint64_t p : {10, 20}) keys[p] = 4;              // key 4: another, restored before it
+  PlannerInput in;
+  in.policy = LayoutPolicy::kHalite;
+  in.block_pages = 4;
+  in.pages = g.kinds;
+  in.hashes = g.hashes;
+  in.access = g.access;
+  in.base_keys = keys;
+  auto plan = PlanBlocks(in, [&](uint64_t a, uint64_t b) -> Result<bool> { return g.content[a] == g.content[b]; });
+  REQUIRE(plan);
+  // Hot block first (pages 2, 3: page 3's key ignored), then the unkeyed pages, then key 4's pages, then key 9's.
+  std::vector<std::vector<uint32_t>> blocks;
+  for (const PlannedBlock& b : plan->blocks) {
+    blocks.emplace_back(plan->slot_page.begin() + long(b.first_slot), plan->slot_page.begin() + long(b.first_slot + b.pages));
+  }
+  REQUIRE(plan->blocks.size() >= 4);
+  CHECK(blocks.front() == std::vector<uint32_t>{2, 3});
+  CHECK(plan->blocks.front().hot);
+  CHECK(plan->blocks.front().base_key == kNoBase);
+  const size_t n = plan->blocks.size();
+  CHECK(blocks[n - 3] == std::vector<uint32_t>{10, 20});
+  CHECK(plan->blocks[n - 3].base_key == 4);
+  CHECK(blocks[n - 2] == std::vector<uint32_t>{5, 6, 7, 30});  // at most block_pages a block, in plan order
+  CHECK(blocks[n - 1] == std::vector<uint32_t>{31});
+  CHECK(plan->blocks[n - 2].base_key == 9);
+  CHECK(plan->blocks[n - 1].base_key == 9);
+  for (size_t b = 1; b + 3 < n; ++b) CHECK(plan->blocks[b].base_key == kNoBase);
+  // The page map follows the slots' new places.
+  for (uint64_t p = 0; p < 40; ++p) {
+    const uint32_t v = plan->page_map[p];
+    REQUIRE(v >= kPageMapFirstSlot);
+    CHECK(plan->slot_page[v - kPageMapFirstSlot] == p);
+  }
+  // Keys of another length are refused.
+  std::vector<uint32_t> short_keys(39, kNoBase);
+  in.base_keys = short_keys;
+  CHECK(PlanBlocks(in, [](uint64_t, uint64_t) -> Result<bool> { return false; }).error().code() ==
+        StatusCode::kInvalidArgument);
+}

@@ -1,6 +1,9 @@
 #include "vectors/vector_builder.h"
 
+#include <algorithm>
 #include <cstring>
+#include <functional>
+#include <map>
 #include <optional>
 #include <sstream>
 
@@ -11,7 +14,6 @@
 #include "format/envelope_codec.h"
 #include "format/index_codec.h"
 #include "format/integrity_checks.h"
-#include <map>
 #include "halite/checkpoint_writer.h"
 #include "support/checksum_reseal.h"
 #include "support/synthetic_memory.h"
@@ -355,6 +357,14 @@ Result<std::vector<ValidVector>> BuildValidVectors() {
   o.zstd_block_pages = 2;
   HLT_ASSIGN_OR_RETURN(auto framed, Build("framed-blocks.hlt", o, FillDictionary));
   out.push_back(std::move(framed));
+
+  // Since 1.4: the writer's defaults choose frames and dictionary from a sample and record how (CODING, 5.12).
+  o = DeterministicOptions();
+  o.block_pages = 8;
+  o.frame_pages = WriterOptions::kFramePagesAuto;
+  o.dictionary = DictionaryMode::kAuto;
+  HLT_ASSIGN_OR_RETURN(auto coding, Build("coding-record.hlt", o, FillDictionary));
+  out.push_back(std::move(coding));
   return out;
 }
 
@@ -386,8 +396,11 @@ Result<std::vector<InvalidVector>> BuildInvalidVectors(const std::vector<ValidVe
     f[20] ^= 1;
     add("bad-header-checksum.hlt", f, kC, kOk, "header at offset 0x38: checksum mismatch", "a file_id byte flipped");
   }
-  add("version-1.4.hlt", RewriteHeader(m, 4, 1), StatusCode::kUnsupported, kOk, "format version 1.4",
-      "a newer minor version (re-checksummed): unsupported, not corrupt");
+  {
+    const std::string newer = fmt::format("1.{}", format::kFormatMinor + 1);  // the first minor this code does not read
+    add("version-" + newer + ".hlt", RewriteHeader(m, format::kFormatMinor + 1, 1), StatusCode::kUnsupported, kOk,
+        "format version " + newer, "a newer minor version (re-checksummed): unsupported, not corrupt");
+  }
   add("version-2.0.hlt", RewriteHeader(m, 0, 2), StatusCode::kUnsupported, kOk, "format version 2.0",
       "a newer major version");
   {
@@ -640,6 +653,61 @@ Result<std::vector<InvalidVector>> BuildInvalidVectors(const std::vector<ValidVe
                       1),
         kOk, kC, "needs a dictionary but none applies", "a frame naming dictionary 42 in a block without DICTIONARY");
   }
+  // --- blocks coded against the parent (5.4, BASED, since 1.4): rules of one file ---
+  {
+    auto with_flags = [](const std::vector<uint8_t>& f, uint32_t block, uint32_t add, uint32_t base_page) {
+      auto model = ModelOf(f);
+      model.blocks[block].flags |= add;
+      model.blocks[block].base_page = base_page;
+      return RewriteHeader(WithModel(f, model), format::kFormatMinorBasedBlocks, 1, model.mac.present ? 1 : 0);
+    };
+    auto first_with = [](const std::vector<uint8_t>& f, auto pred) {
+      auto model = ModelOf(f);
+      for (uint32_t b = 0; b < model.blocks.size(); ++b) {
+        if (pred(model.blocks[b])) return b;
+      }
+      return uint32_t(0);
+    };
+    const uint32_t compressed = first_with(m, [](const BlockInfo& b) { return b.compressed(); });
+    add("based-without-parent.hlt", with_flags(m, compressed, format::kBlockBased, 0), kC, kOk,
+        "BASED flag in a file without PARENT", "a BASED block in a full checkpoint");
+    auto [block, raw] = FirstCompressedBlock(m);
+    add("based-on-raw-block.hlt",
+        RewriteHeader(WithBlockPayload(m, block, std::vector<uint8_t>(raw, 0x41), format::kBlockBased), 4, 1), kC, kOk,
+        "BASED flag on an uncompressed block", "a raw (not COMPRESSED) block flagged BASED");
+    add("based-with-dictionary.hlt",
+        with_flags(dict, first_with(dict, [](const BlockInfo& b) { return b.uses_dictionary(); }), format::kBlockBased,
+                   0),
+        kC, kOk, "BASED and DICTIONARY on one block", "a block flagged both BASED and DICTIONARY");
+    add("based-hot.hlt",
+        with_flags(multi, first_with(multi, [](const BlockInfo& b) { return b.hot() && b.compressed(); }),
+                   format::kBlockBased, 0),
+        kC, kOk, "BASED flag on a HOT block", "a HOT block flagged BASED (a BASED block is read with its group)");
+    {
+      Parts p = Split(m);
+      auto idx = p.index;
+      format::StoreLe32(&idx[SectionBody(idx, format::SectionType::kBlocks) + 8 + 32 * compressed + 20], 1);
+      add("base-page-without-based.hlt", WithIndex(m, idx), kC, kOk, "base_page is not zero on a block without BASED",
+          "base_page set on a block that is not BASED (the field was reserved before 1.4)");
+    }
+  }
+  // --- the CODING section (5.12, skippable, since 1.4): its own rules, for a reader that knows it ---
+  {
+    const std::vector<uint8_t>& coded = valid[8].bytes;  // coding-record.hlt
+    auto patched = [&](auto change) {
+      Parts p = Split(coded);
+      auto idx = p.index;
+      change(idx, testing::FindSectionBody(idx, format::kCodingSectionType));
+      return WithIndex(coded, idx);
+    };
+    add("coding-reserved-nonzero.hlt", patched([](auto& idx, size_t body) { idx[body + 20] = 1; }), kC, kOk,
+        "CODING at offset", "the CODING section's reserved field set");
+    add("coding-trial-count.hlt",
+        patched([](auto& idx, size_t body) { format::StoreLe32(&idx[body + 4], format::LoadLe32(&idx[body + 4]) - 1); }),
+        kC, kOk, "(expected 32 + 24 x", "a trial_count one less than the entries present");
+    add("coding-used-over-tried.hlt", patched([](auto& idx, size_t body) { format::StoreLe32(&idx[body + 16], 1); }),
+        kC, kOk, "base_groups_used 1 exceeds base_groups_tried 0", "more groups used than tried");
+  }
   // --- skippable sections (5.9) ---
   {
     const std::vector<uint8_t>& skippable = valid[5].bytes;
@@ -749,11 +817,158 @@ auto FillDeep(int level) {
   };
 }
 
+// based-*: 8 pages in one block, then children whose pages are partly rewritten (8 bytes in every 64, as a guest
+// updating fields of its structures does), which a writer codes against the parent (5.4 BASED, since 1.4).
+std::vector<uint8_t> PartlyRewritten(std::vector<uint8_t> page, uint64_t seed) {
+  for (size_t line = 0; line < kPage; line += 64) {
+    const uint64_t v = (seed + line) * 0x9E3779B97F4A7C15ull;
+    std::memcpy(&page[line + 8 * (seed % 8)], &v, 8);
+  }
+  return page;
+}
+
+std::vector<uint8_t> BasedBasePage(uint64_t p) {
+  const testing::PageFlavor flavors[] = {testing::PageFlavor::kText, testing::PageFlavor::kCode,
+                                         testing::PageFlavor::kPointers, testing::PageFlavor::kSparse};
+  return Page(flavors[p % 4], 700 + p);
+}
+
+// based-base: pages 0..5 and 7 stored (text, code, pointers, sparse, ...), page 6 zero.
+Status FillBasedBase(CheckpointWriter& w) {
+  HLT_ASSIGN_OR_RETURN(uint32_t r, w.AddRegion("ram", 0, 8 * kPage));
+  for (uint64_t p = 0; p < 8; ++p) {
+    HLT_RETURN_IF_ERROR(p == 6 ? w.PutZeroPages(r, p, 1) : w.PutPage(r, p, BasedBasePage(p)));
+  }
+  return Status::Ok();
+}
+
+// The based chains' pages: `rewritten` pages partly rewritten once per entry (a page listed twice was rewritten in
+// two saves), `replaced` pages given new random content, the rest as based-base has them.
+auto FillBased(std::vector<uint64_t> rewritten, std::vector<uint64_t> replaced) {
+  return [rewritten, replaced](CheckpointWriter& w) -> Status {
+    HLT_ASSIGN_OR_RETURN(uint32_t r, w.AddRegion("ram", 0, 8 * kPage));
+    for (uint64_t p = 0; p < 8; ++p) {
+      if (p == 6) {
+        HLT_RETURN_IF_ERROR(w.PutZeroPages(r, p, 1));
+        continue;
+      }
+      std::vector<uint8_t> page = BasedBasePage(p);
+      uint64_t round = 0;
+      for (uint64_t q : rewritten) {
+        if (q == p) page = PartlyRewritten(std::move(page), p * 10 + round++);
+      }
+      if (std::find(replaced.begin(), replaced.end(), p) != replaced.end()) page = Page(testing::PageFlavor::kRandom, 800 + p);
+      HLT_RETURN_IF_ERROR(w.PutPage(r, p, page));
+    }
+    return Status::Ok();
+  };
+}
+
+// based-group-base: a block of 4096 pages (distinct, small to store: a counter in each) and one of 2.
+Status FillGroupBase(CheckpointWriter& w) {
+  HLT_ASSIGN_OR_RETURN(uint32_t r, w.AddRegion("ram", 0, 4098 * kPage));
+  std::vector<uint8_t> page(kPage, 0x20);
+  for (uint64_t p = 0; p < 4096; ++p) {
+    std::memcpy(page.data(), &p, 8);
+    HLT_RETURN_IF_ERROR(w.PutPage(r, p, page));
+  }
+  HLT_RETURN_IF_ERROR(w.PutPage(r, 4096, Page(testing::PageFlavor::kText, 901)));
+  return w.PutPage(r, 4097, Page(testing::PageFlavor::kText, 902));
+}
+
+// based-group-child: page 4096 partly rewritten: based on the 2-page block.
+Status FillGroupChild(CheckpointWriter& w) {
+  HLT_ASSIGN_OR_RETURN(uint32_t r, w.AddRegion("ram", 0, 4098 * kPage));
+  HLT_RETURN_IF_ERROR(w.DeclareInParent(r, 0, 4096));
+  HLT_RETURN_IF_ERROR(w.PutPage(r, 4096, PartlyRewritten(Page(testing::PageFlavor::kText, 901), 3)));
+  return w.PutPage(r, 4097, Page(testing::PageFlavor::kText, 902));
+}
+
 format::IndexFingerprint FingerprintOf(const std::vector<uint8_t>& f) {
   Parts p = Split(f);
   return format::ComputeIndexFingerprint(std::span<const uint8_t>(f.data(), format::kHeaderSize), p.index,
                                          std::span<const uint8_t>(f.data() + f.size() - format::kFooterSize,
                                                                   format::kFooterSize));
+}
+
+}  // namespace
+
+namespace {
+
+using KeepValid = std::function<void(const std::string&, std::vector<uint8_t>, bool, std::string)>;
+using AddInvalid = std::function<void(std::string, std::vector<uint8_t>, StatusCode, StatusCode, std::string,
+                                      std::string, std::string)>;
+using ChildOptions =
+    std::function<Result<WriterOptions>(uint8_t, uint8_t, const std::string&, const std::string&)>;
+
+// The BASED block of a based chain vector (its only one).
+uint32_t BasedBlock(const format::IndexModel& m) {
+  for (uint32_t b = 0; b < m.blocks.size(); ++b) {
+    if (m.blocks[b].based()) return b;
+  }
+  return 0;
+}
+
+// Format 1.4: children coded against their parents (5.4 BASED), and the block groups a reader reads them in (12).
+Status AddBasedChains(ChainDir& dir, const KeepValid& keep_valid, const AddInvalid& add_invalid,
+                      const ChildOptions& child_options) {
+  WriterOptions o = DeterministicOptions();
+  o.file_id = ChainFileId('b', 0);
+  o.block_pages = 8;
+  HLT_ASSIGN_OR_RETURN(auto base, Build("based-base.hlt", o, FillBasedBase));
+  keep_valid(base.name, std::move(base.bytes), false, "8 pages in one block (page 6 zero): the based chains' parent");
+  auto based_child = [&](uint8_t n, const std::string& parent, const std::string& name, auto fill)
+      -> Result<ValidVector> {
+    HLT_ASSIGN_OR_RETURN(WriterOptions co, child_options('b', n, parent, parent));
+    co.code_against_parent = true;
+    return Build(name, co, fill);
+  };
+  HLT_ASSIGN_OR_RETURN(auto child, based_child(1, "based-base.hlt", "based-child.hlt", FillBased({1, 5}, {})));
+  keep_valid(child.name, child.bytes, true,
+             "format 1.4: pages 1 and 5 partly rewritten (8 bytes in every 64), in one BASED block coded against "
+             "based-base.hlt's block: a group of two blocks");
+  HLT_ASSIGN_OR_RETURN(auto grandchild,
+                       based_child(2, "based-child.hlt", "based-grandchild.hlt", FillBased({1, 5, 2, 5}, {})));
+  keep_valid(grandchild.name, std::move(grandchild.bytes), true,
+             "page 2 partly rewritten, page 5 again: BASED on based-child.hlt's group, which becomes a group of "
+             "three blocks from three files");
+  HLT_ASSIGN_OR_RETURN(auto replaced,
+                       based_child(3, "based-child.hlt", "based-replaced.hlt", FillBased({1, 5}, {1, 5})));
+  keep_valid(replaced.name, std::move(replaced.bytes), true,
+             "pages 1 and 5 replaced by new content: based-child.hlt's BASED block holds no page of this view, so "
+             "the group is read without it (cut after its last block holding a page)");
+  {
+    auto f = RewriteHeader(child.bytes, 3, 1);
+    testing::ResealAllChecksums(f);
+    add_invalid("based-in-version-1.3.hlt", std::move(f), StatusCode::kCorrupt, StatusCode::kOk,
+                "format version 1.3 but the index uses version 1.4 features (blocks coded against the parent)", "",
+                "a BASED block in a file that declares 1.3");
+  }
+  {
+    auto model = ModelOf(child.bytes);
+    model.blocks[BasedBlock(model)].base_page = 6;
+    add_invalid("based-base-page-zero.hlt", WithModel(child.bytes, model), StatusCode::kCorrupt, StatusCode::kOk,
+                "base_page 6 is zero in the parent's view", "", "a BASED block whose base_page is a zero page");
+    model.blocks[BasedBlock(model)].base_page = 8;
+    add_invalid("based-base-page-past-parent.hlt", WithModel(child.bytes, model), StatusCode::kCorrupt,
+                StatusCode::kOk, "base_page 8 is past the parent's 8 pages", "",
+                "a BASED block whose base_page is past the parent's pages");
+  }
+  o = DeterministicOptions();
+  o.file_id = ChainFileId('b', 10);
+  o.block_pages = 4096;
+  HLT_ASSIGN_OR_RETURN(auto group_base, Build("based-group-base.hlt", o, FillGroupBase));
+  keep_valid(group_base.name, std::move(group_base.bytes), false, "a block of 4096 pages and one of 2");
+  HLT_ASSIGN_OR_RETURN(auto group_child, based_child(11, "based-group-base.hlt", "based-group-child.hlt", FillGroupChild));
+  keep_valid(group_child.name, group_child.bytes, false, "page 4096 partly rewritten: BASED on the 2-page block");
+  {
+    auto model = ModelOf(group_child.bytes);
+    model.blocks[BasedBlock(model)].base_page = 0;
+    add_invalid("based-group-too-large.hlt", WithModel(group_child.bytes, model), StatusCode::kCorrupt,
+                StatusCode::kOk, "would then hold 4097 pages (at most 4096)", "",
+                "a BASED block on the 4096-page block: a group of 4097 pages");
+  }
+  return Status::Ok();
 }
 
 }  // namespace
@@ -783,6 +998,7 @@ Result<std::vector<ChainVector>> BuildChainVectors() {
     o.file_id = ChainFileId(tag, n);
     o.block_pages = 2;
     o.parent_rewrite_fraction = 2;  // every equal page a reference: the vectors show IN_PARENT pages
+    o.code_against_parent = false;  // changed pages coded on their own (1.2); the based-* vectors code against it
     HLT_ASSIGN_OR_RETURN(o.parent, dir.Open(parent));
     o.parent_path_hint = hint;
     return o;
@@ -944,6 +1160,7 @@ Result<std::vector<ChainVector>> BuildChainVectors() {
     add_invalid("page-hashes-wrong.hlt", WithModel(child.bytes, model), StatusCode::kOk, StatusCode::kCorrupt,
                 "PAGE_HASHES: slot 0", "", "a wrong hash for a stored page: opens, fails verify");
   }
+  HLT_RETURN_IF_ERROR(AddBasedChains(dir, keep_valid, add_invalid, child_options));
   return out;
 }
 
@@ -977,6 +1194,11 @@ Result<std::string> Describe(const CheckpointReader& r) {
     o << "block " << b << " offset " << bl.offset << " stored " << bl.stored_length << " pages " << bl.page_count
       << " flags " << bl.flags;
     if (bl.chain_level > 0) o << " level " << bl.chain_level;
+    const std::vector<GroupPart> parts = r.GroupParts(uint32_t(b));
+    if (parts.size() > 1) {  // a block group (since 1.4): each block's level and slots, B for BASED
+      o << " group";
+      for (const GroupPart& p : parts) o << ' ' << p.chain_level << ':' << p.first_slot << '+' << p.page_count << (p.based ? "B" : "");
+    }
     o << "\n";
   }
   for (size_t i = 0; i < r.blobs().size(); ++i) {
@@ -988,6 +1210,12 @@ Result<std::string> Describe(const CheckpointReader& r) {
   for (uint32_t b : r.restore_order()) o << ' ' << b;
   o << "\nworking_set_blocks " << r.working_set_blocks() << "\n";
   o << "dictionary_bytes " << r.dictionary_size() << "\n";
+  if (const auto& c = r.coding()) {  // 5.12, printed only when present, so older descriptions stay as they were
+    o << "coding frame_pages " << c->frame_pages << " sample_blocks " << c->sample_blocks << " sample_raw_bytes "
+      << c->sample_raw_bytes << " base_groups " << c->base_groups_used << "/" << c->base_groups_tried << " trials";
+    for (const auto& t : c->trials) o << ' ' << t.frame_pages << ':' << t.dictionary_bytes << ':' << t.sample_bytes << ':' << t.estimate;
+    o << "\n";
+  }
   o << "authenticated " << (r.authenticated() ? "yes" : "no") << "\n";
   // Format 1.2 (section 12) and PAGE_HASHES (5.11): printed only when used, so older descriptions stay as they were.
   if (r.has_page_hashes()) {
@@ -1004,7 +1232,9 @@ Result<std::string> Describe(const CheckpointReader& r) {
       auto slash = c.name.rfind('/');
       o << "chain " << i << " \"" << (slash == std::string::npos ? c.name : c.name.substr(slash + 1)) << "\" depth "
         << c.chain_depth << " blocks " << c.blocks << " block_bytes " << c.block_bytes << " live_blocks "
-        << c.live_blocks << " pages " << c.pages << " hint \"" << c.path_hint << "\"\n";
+        << c.live_blocks << " pages " << c.pages << " hint \"" << c.path_hint << "\"";
+      if (c.based_blocks > 0) o << " based_blocks " << c.based_blocks;
+      o << "\n";
     }
   }
   return o.str();

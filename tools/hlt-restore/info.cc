@@ -73,11 +73,56 @@ void PrintChain(const CheckpointReader& r) {
     const ChainLevel& l = chain[i];
     std::printf("  %zu %-28s format 1.%u, %s, file id %s\n", i, l.name.c_str(), l.format_minor,
                 cli::HumanBytes(l.file_size).c_str(), HexId(l.file_id).c_str());
-    std::printf("    blocks %llu (%s stored); serves %llu pages from %llu of them%s%s%s\n",
-                (unsigned long long)l.blocks, cli::HumanBytes(l.block_bytes).c_str(), (unsigned long long)l.pages,
-                (unsigned long long)l.live_blocks, l.path_hint.empty() ? "" : "; parent \"",
-                l.path_hint.c_str(), l.path_hint.empty() ? "" : "\"");
+    std::printf("    blocks %llu (%s stored; %llu coded against the parent); serves %llu pages from %llu of them%s%s%s\n",
+                (unsigned long long)l.blocks, cli::HumanBytes(l.block_bytes).c_str(),
+                (unsigned long long)l.based_blocks, (unsigned long long)l.pages, (unsigned long long)l.live_blocks,
+                l.path_hint.empty() ? "" : "; parent \"", l.path_hint.c_str(), l.path_hint.empty() ? "" : "\"");
   }
+}
+
+std::string TrialText(const CodingRecord::Trial& t) {
+  return (t.frame_pages ? fmt::format("frames of {}", t.frame_pages) : std::string("one frame")) +
+         (t.dictionary_bytes ? fmt::format(" with a {} KiB dictionary", t.dictionary_bytes / 1024) : std::string()) +
+         fmt::format(" {:.2f} MB", double(t.estimate) / 1e6);
+}
+
+// Format-spec 5.12: how the writer chose the coding, when it recorded it.
+void PrintCoding(const CheckpointReader& r) {
+  const auto& c = r.coding();
+  if (!c) {
+    std::printf("coding       not recorded (fixed by the writer's options, or written before format 1.4)\n");
+    return;
+  }
+  std::printf("coding       %s, %s; chosen by the writer from %u sample blocks (%.1f MiB), file estimated:\n",
+              c->frame_pages ? fmt::format("frames of {} pages", c->frame_pages).c_str() : "one frame a block",
+              r.dictionary_size() ? fmt::format("a {} KiB dictionary", r.dictionary_size() / 1024).c_str()
+                                  : "no dictionary",
+              c->sample_blocks, double(c->sample_raw_bytes) / 1048576.0);
+  for (const auto& t : c->trials) std::printf("               %s\n", TrialText(t).c_str());
+  if (c->base_groups_tried > 0) {
+    std::printf("               against the parent: %u of the %u parent block groups holding a changed page's old "
+                "version (and read anyway) paid in a trial\n",
+                c->base_groups_used, c->base_groups_tried);
+  }
+}
+
+nlohmann::ordered_json CodingJson(const CheckpointReader& r) {
+  const auto& c = r.coding();
+  if (!c) return nullptr;
+  nlohmann::ordered_json trials = nlohmann::ordered_json::array();
+  for (const auto& t : c->trials) {
+    trials.push_back({{"frame_pages", t.frame_pages},
+                      {"dictionary_bytes", t.dictionary_bytes},
+                      {"sample_bytes", t.sample_bytes},
+                      {"estimated_block_bytes", t.estimate}});
+  }
+  return {{"frame_pages", c->frame_pages},
+          {"dictionary_bytes", r.dictionary_size()},
+          {"sample_blocks", c->sample_blocks},
+          {"sample_raw_bytes", c->sample_raw_bytes},
+          {"trials", std::move(trials)},
+          {"base_groups_tried", c->base_groups_tried},
+          {"base_groups_used", c->base_groups_used}};
 }
 
 void PrintText(const CheckpointReader& r, const Counts& c) {
@@ -107,6 +152,7 @@ void PrintText(const CheckpointReader& r, const Counts& c) {
               (unsigned long long)c.hot_blocks, c.min_pages, c.max_pages, c.min_stored, c.max_stored,
               r.blocks().empty() ? 0.0 : double(c.block_bytes) / double(r.blocks().size()));
   std::printf("dictionary   %zu bytes\n", r.dictionary_size());
+  PrintCoding(r);
   std::printf("authenticated %s\n", r.authenticated() ? "yes (keyed BLAKE2b MAC)" : "no");
   std::printf("blobs        %zu (%s stored)\n", r.blobs().size(), cli::HumanBytes(c.blob_bytes).c_str());
   for (const auto& b : r.blobs()) {
@@ -131,6 +177,10 @@ nlohmann::ordered_json ChainJson(const CheckpointReader& r) {
                      {"blocks", l.blocks},
                      {"block_bytes", l.block_bytes},
                      {"live_blocks", l.live_blocks},
+                     {"framed_blocks", l.framed_blocks},
+                     {"dictionary_blocks", l.dictionary_blocks},
+                     {"based_blocks", l.based_blocks},
+                     {"dictionary_bytes", l.dictionary_bytes},
                      {"pages", l.pages},
                      {"parent_path_hint", l.path_hint}});
   }
@@ -178,6 +228,7 @@ void PrintJson(const CheckpointReader& r, const Counts& c) {
       {"min_block_pages", c.min_pages},
       {"max_block_pages", c.max_pages},
       {"dictionary_bytes", r.dictionary_size()},
+      {"coding", CodingJson(r)},
       {"authenticated", r.authenticated()},
       {"blobs", std::move(blobs)},
       {"restore_order_blocks", r.restore_order().size()},

@@ -40,8 +40,8 @@ namespace {
 const char* kLibvirtUsage =
     "usage: hlt-restore libvirt CKPT [--connect URI] [--name NAME] [--clone] [--disk-dir DIR] [--paused]\n"
     "                               [--sync-time|--no-sync-time] [--swtpm-dir DIR]\n"
-    "                               [--detach] [--status-file FILE] [--memory copy|shared [--ram-dir DIR]]\n"
-    "                               [lazy options]\n"
+    "                               [--detach|--supervise] [--status-file FILE]\n"
+    "                               [--memory copy|shared [--ram-dir DIR]] [lazy options]\n"
     "       hlt-restore libvirt CKPT --resume DOMAIN [--connect URI] [lazy options]\n"
     "Creates the checkpoint's domain under libvirt (transient: `virsh list`, `dominfo`, `destroy` and the\n"
     "console work as for any domain) and restores its memory lazily: the guest runs at once and its pages are\n"
@@ -67,6 +67,8 @@ const char* kLibvirtUsage =
     "  --paused               leave the guest paused (`virsh resume` starts it)\n"
     "  --detach               return as soon as the guest runs; a detached hlt-restore finishes the restore and\n"
     "                         records its outcome in the status file (its output in FILE.log)\n"
+    "  --supervise            as --detach (a supervisor that resumes the restore when its worker dies, the\n"
+    "                         status file), in the foreground: for a service manager (halite-restore@.service)\n"
     "  --status-file FILE     JSON {\"state\": \"starting\"|\"running\"|\"completed\"|\"failed\", \"domain\",\n"
     "                         \"uuid\", \"pid\", \"error\"}, replaced atomically at each change (default with\n"
     "                         --detach: CKPT.NAME.status)\n"
@@ -131,7 +133,7 @@ int RestoreLibvirt(cli::Args& args) {
   auto tool_start = std::chrono::steady_clock::now();  // reset by a supervised resume (its own start)
   std::string usage = std::string(kLibvirtUsage) + kLazyRestoreFlagsHelp + kLearnLayoutHelp + cli::kReaderFlagsHelp;
   std::string ckpt, uri, status_path, error, v, ram_dir, image_dir = "/run/halite/images", resume_domain;
-  bool detach = false, shared_memory = false, lazy_flags = false, learn = false;
+  bool detach = false, supervise = false, shared_memory = false, lazy_flags = false, learn = false;
   std::optional<bool> sync_time;
   ReaderOptions ropts;
   libvirt::LibvirtRestoreOptions opt;
@@ -158,6 +160,8 @@ int RestoreLibvirt(cli::Args& args) {
       opt.swtpm_storage_dir = v;
     } else if (args.Flag("--detach")) {
       detach = true;
+    } else if (args.Flag("--supervise")) {
+      supervise = true;
     } else if (args.Flag("--learn-layout")) {
       learn = true;
     } else if (args.Option("--status-file", &v, &error)) {
@@ -190,12 +194,15 @@ int RestoreLibvirt(cli::Args& args) {
   }
   if (std::string bad = CheckLazyRestoreFlags(opt.qemu); !bad.empty()) return cli::UsageError(tool, bad, usage);
   if (!resume_domain.empty() &&
-      (shared_memory || detach || opt.clone || !opt.name.empty() || !opt.qemu.lazy || learn)) {
-    return cli::UsageError(tool, "--resume continues a lazy restore as it was: no --memory shared, --detach, --clone, "
-                                 "--name, --eager or --learn-layout", usage);
+      (shared_memory || detach || supervise || opt.clone || !opt.name.empty() || !opt.qemu.lazy || learn)) {
+    return cli::UsageError(tool, "--resume continues a lazy restore as it was: no --memory shared, --detach, "
+                                 "--supervise, --clone, --name, --eager or --learn-layout", usage);
   }
+  if (detach && supervise) return cli::UsageError(tool, "--detach or --supervise, not both", usage);
   opt.sync_time = sync_time.value_or(opt.clone);
-  if (detach && status_path.empty()) status_path = ckpt + "." + (opt.name.empty() ? "restore" : opt.name) + ".status";
+  if ((detach || supervise) && status_path.empty()) {
+    status_path = ckpt + "." + (opt.name.empty() ? "restore" : opt.name) + ".status";
+  }
 
   int report_fd = STDOUT_FILENO;
   // The restore itself, or with `resume` a domain's restore taken over (--resume, or a detached restore's
@@ -393,15 +400,18 @@ int RestoreLibvirt(cli::Args& args) {
     return cli::kExitOk;
   };  // run
 
-  if (!detach) return run(resume_domain);
-  if (const int rc = Detach(tool, status_path + ".log", &report_fd); rc >= 0) return rc;  // the parent
-  // The detached process: it supervises the worker that restores, and resumes the restore when that dies.
+  if (!detach && !supervise) return run(resume_domain);
+  if (detach) {
+    if (const int rc = Detach(tool, status_path + ".log", &report_fd); rc >= 0) return rc;  // the parent
+  }
+  // The detached process (or with --supervise this one): it supervises the worker that restores, and resumes the
+  // restore when that dies. With --supervise the workers write to our stdout, which the supervisor keeps open.
   SupervisedRestore job;
   job.status_path = status_path;
-  job.report_fd = report_fd;
+  job.report_fd = detach ? report_fd : -1;
   job.restore = [&] { return run(""); };
   job.resume = [&](const std::string& domain) {
-    report_fd = -1;  // the parent is gone
+    if (detach) report_fd = -1;  // the parent is gone
     tool_start = std::chrono::steady_clock::now();
     return run(domain);
   };

@@ -102,6 +102,27 @@ nlohmann::ordered_json RequestSizesJson(const std::map<uint64_t, uint64_t>& size
   return j;
 }
 
+// QEMU's death in words: a signal is a death, and SIGBUS on --memory shared is a page of the image the server
+// could not give (a block that failed verification): the clone stopped instead of running on wrong memory.
+std::string DescribeDeath(qemu::QemuProcess& proc, bool shared_memory) {
+  std::string why = proc.Describe();
+  const auto st = proc.exit_status();
+  if (shared_memory && st && WIFSIGNALED(*st) && WTERMSIG(*st) == SIGBUS) {
+    why += " (a page of the shared image could not be read: the image server refused a block that failed "
+           "verification, or lost the checkpoint; its .stats counts read_errors)";
+  }
+  return why;
+}
+
+// A restore that failed because the QEMU it started died (its monitor or migration socket reset) says so: the
+// death, not the socket, is the cause. QEMU may be seen to exit a moment after its sockets close.
+Status WithQemuDeath(const Status& s, qemu::QemuProcess* proc, bool shared_memory) {
+  if (!proc || !proc->Wait(1000)) return s;
+  const auto st = proc->exit_status();
+  if (!st || !WIFSIGNALED(*st)) return s;
+  return Status(s.code(), s.message() + "; " + DescribeDeath(*proc, shared_memory), s.sys_errno());
+}
+
 }  // namespace
 
 int RestoreQemu(cli::Args& args) {
@@ -470,6 +491,7 @@ int RestoreQemu(cli::Args& args) {
   Status s = qemu::RestoreCheckpointIntoQemu(r, *qmp, opt, &res, proc.get());
   eager_progress.Finish();
   if (!s.ok()) {
+    s = WithQemuDeath(s, proc.get(), shared_memory);
     int rc = cli::Fail(tool, s);
     // The guest ran and QEMU waits in postcopy-paused: unless the checkpoint itself is damaged, what stopped
     // the restore (storage gone, the network, this process's resources) can be fixed and the restore resumed,
@@ -632,17 +654,8 @@ int RestoreQemu(cli::Args& args) {
           break;
         }
       }
-      if (WIFSIGNALED(status)) {
-        // A guest that shuts down makes QEMU exit; a signal is a death. SIGBUS on --memory shared is a page of
-        // the image the server could not give (a block that failed verification): the clone stopped instead of
-        // running on wrong memory.
-        std::string why = proc->Describe();
-        if (shared_memory && WTERMSIG(status) == SIGBUS) {
-          why += " (a page of the shared image could not be read: the image server refused a block that failed "
-                 "verification, or lost the checkpoint; its .stats counts read_errors)";
-        }
-        return cli::Fail(tool, Status::IoError(why));
-      }
+      // A guest that shuts down makes QEMU exit; a signal is a death.
+      if (WIFSIGNALED(status)) return cli::Fail(tool, Status::IoError(DescribeDeath(*proc, shared_memory)));
       if (!quiet) std::printf("%s\n", proc->Describe().c_str());
     } else {
       // Attached: QEMU's monitor closes when it exits (a timeout just means it is still running).

@@ -1,13 +1,21 @@
 // hlt-restore serve MOUNTPOINT CKPT[=NAME]... [--prefetch-rate BYTES/S] [--owner-only] [--no-pin]
 //                   [--stats-json FILE] [--exit-when-unused S]
+// hlt-restore serve --image-dir DIR CKPT [options]   (one checkpoint where restores look for it: a service's form)
 // The host image server in the foreground: each region of each checkpoint as a read-only file NAME.REGION under
 // MOUNTPOINT, for QEMUs that map it privately (hlt-restore qemu --memory shared).
+#include <fcntl.h>
 #include <malloc.h>
 #include <signal.h>
+#include <sys/file.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <thread>
 
@@ -20,6 +28,7 @@ namespace {
 const char* kServeUsage =
     "usage: hlt-restore serve MOUNTPOINT CKPT[=NAME]... [--prefetch-rate BYTES/S] [--owner-only] [--no-pin]\n"
     "                         [--stats-json FILE] [--exit-when-unused S] [--key-file K] [--parent-dir DIR]\n"
+    "       hlt-restore serve --image-dir DIR CKPT [options]\n"
     "Serves each region of each checkpoint as a read-only file NAME.REGION under MOUNTPOINT (FUSE; '/' in a\n"
     "region name reads %2f), until\n"
     "SIGINT/SIGTERM. QEMUs that map a file privately (memory-backend-file,share=off) share its pages through the\n"
@@ -37,9 +46,44 @@ const char* kServeUsage =
     "                         CAP_IPC_LOCK or RLIMIT_MEMLOCK room, else pinning stops and .stats counts pin_errors)\n"
     "  --stats-json FILE      the final counters, written at exit\n"
     "  --exit-when-unused S   stop by itself once no file has been open for S seconds (the server hlt-restore\n"
-    "                         qemu --memory shared starts on demand uses 30)\n";
+    "                         qemu --memory shared starts on demand uses 30)\n"
+    "  --image-dir DIR        serve one CKPT where `--memory shared` restores look for its server: mounted at\n"
+    "                         DIR/FILE_ID as ckpt.REGION (restores use /run/halite/images), so that they find it\n"
+    "                         instead of starting one (halite-image-server@.service runs this form)\n";
 
 std::atomic<int> g_signals{0};
+
+// Holds DIR/FILE_ID.lock, the lock restores take to find or start the checkpoint's server (shared_memory.cc), from
+// before the mount until it serves: a restore starting meanwhile waits and then finds this server.
+class ImageDirLock {
+ public:
+  ~ImageDirLock() {
+    if (fd_ >= 0) close(fd_);
+  }
+  Status Take(const std::string& mount, const std::string& image_name) {
+    std::error_code ec;
+    std::filesystem::create_directories(mount, ec);
+    if (ec) return Status::IoError(mount + ": cannot create it", ec.value());
+    const std::string lock_path = mount + ".lock";
+    fd_ = open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd_ < 0) return Status::IoError(lock_path + ": cannot open the image server's lock", errno);
+    if (flock(fd_, LOCK_EX) != 0) return Status::IoError(lock_path + ": cannot lock it", errno);
+    struct stat st;
+    if (stat((mount + "/" + image_name).c_str(), &st) == 0) {
+      return Status::InvalidArgument(mount + ": another image server already serves this checkpoint there");
+    }
+    // A server that died leaves its mount behind ("transport endpoint is not connected"): take it away first.
+    if (stat(mount.c_str(), &st) != 0 && errno == ENOTCONN) umount2(mount.c_str(), MNT_DETACH);
+    return Status::Ok();
+  }
+  void Release() {
+    if (fd_ >= 0) close(fd_);
+    fd_ = -1;
+  }
+
+ private:
+  int fd_ = -1;
+};
 void OnSignal(int) { g_signals++; }
 
 std::string BaseName(const std::string& path) {
@@ -67,7 +111,7 @@ std::string FileNamePart(const std::string& region) {
 
 int Serve(cli::Args& args) {
   const std::string tool = "hlt-restore serve";
-  std::string mountpoint, stats_path, error, v;
+  std::string mountpoint, stats_path, image_dir, error, v;
   uint64_t exit_when_unused_s = 0;
   std::vector<std::string> checkpoints;
   image_server::ImageServerOptions options;
@@ -86,19 +130,27 @@ int Serve(cli::Args& args) {
     } else if (args.Option("--stats-json", &v, &error)) {
       stats_path = v;
     } else if (cli::ReaderOption(args, &reader_options, &error)) {  // --key-file, --parent-dir, --block-cache
+    } else if (args.Option("--image-dir", &v, &error)) {
+      image_dir = v;
     } else if (args.Option("--exit-when-unused", &v, &error)) {
       if (error.empty() && !cli::ParseU64(v, &exit_when_unused_s)) error = "--exit-when-unused: bad value \"" + v + "\"";
     } else {
       std::string p;
       args.Positional(&p, &error);
-      if (error.empty()) (mountpoint.empty() ? mountpoint : checkpoints.emplace_back()) = p;
+      if (error.empty()) checkpoints.push_back(p);
     }
     if (!error.empty()) return cli::UsageError(tool, error, std::string(kServeUsage) + cli::kReaderFlagsHelp);
   }
-  if (mountpoint.empty() || checkpoints.empty()) {
-    return cli::UsageError(tool, "MOUNTPOINT and at least one CKPT are required", kServeUsage);
+  if (image_dir.empty()) {
+    if (checkpoints.size() < 2) {
+      return cli::UsageError(tool, "MOUNTPOINT and at least one CKPT are required", kServeUsage);
+    }
+    mountpoint = checkpoints.front();
+    checkpoints.erase(checkpoints.begin());
+  } else {
+    if (checkpoints.size() != 1) return cli::UsageError(tool, "--image-dir serves exactly one CKPT", kServeUsage);
+    checkpoints.front() += "=ckpt";  // the name restores map (ckpt.pc.ram); the last '=' is ours
   }
-  options.mountpoint = mountpoint;
   if (Status cache = cli::OpenBlockCache(args, &reader_options); !cache.ok()) return cli::Fail(tool, cache);
   std::vector<image_server::ServedImage> images;
   for (const std::string& arg : checkpoints) {
@@ -112,6 +164,7 @@ int Serve(cli::Args& args) {
     auto reader = CheckpointReader::Open(path, reader_options);
     if (!reader) return cli::Fail(tool, reader.error());
     std::shared_ptr<const CheckpointReader> shared(std::move(*reader));
+    if (!image_dir.empty()) mountpoint = image_dir + "/" + cli::HexBytes(shared->file_id());
     for (const Region& r : shared->regions()) {
       auto image = image_server::CheckpointImage::Open(shared, r.name);
       if (!image) return cli::Fail(tool, image.error());
@@ -122,8 +175,14 @@ int Serve(cli::Args& args) {
   // raises its mmap threshold after the first such free and then keeps every later one in per-thread heaps; with a
   // fixed threshold they are mapped and unmapped, and the server's own memory stays the few blocks in flight.
   mallopt(M_MMAP_THRESHOLD, 128 << 10);
+  ImageDirLock lock;
+  if (!image_dir.empty()) {
+    if (Status s = lock.Take(mountpoint, images.front().name); !s.ok()) return cli::Fail(tool, s);
+  }
+  options.mountpoint = mountpoint;
   auto server = image_server::FuseImageServer::Start(std::move(images), options);
   if (!server) return cli::Fail(tool, server.error());
+  lock.Release();
   std::printf("serving at %s:", mountpoint.c_str());
   for (const auto& s : (*server)->Stats()) std::printf(" %s (%llu MiB)", s.name.c_str(), (unsigned long long)(s.size >> 20));
   std::printf("\n");

@@ -23,7 +23,18 @@ bool ParseWriterFlag(cli::Args& args, WriterFlags* f, std::string* error) {
     return true;
   }
   if (args.Option("--frame-pages", &v, error)) {
-    if (error->empty() && number("--frame-pages", 4096)) f->options.frame_pages = uint32_t(n);
+    if (error->empty() && v == "auto") {
+      f->options.frame_pages = WriterOptions::kFramePagesAuto;
+    } else if (error->empty() && number("--frame-pages", 4096)) {
+      f->options.frame_pages = uint32_t(n);
+    }
+    return true;
+  }
+  if (args.Option("--parent-coding", &v, error)) {
+    if (error->empty()) {
+      if (v == "based" || v == "plain") f->options.code_against_parent = v == "based";
+      else *error = "--parent-coding: expected based or plain, got \"" + v + "\"";
+    }
     return true;
   }
   if (args.Option("--level", &v, error)) {
@@ -155,6 +166,16 @@ void PrintSummary(const WriteSummary& s, const std::string& path) {
     }
   }
   if (s.page_hash_bytes > 0) std::printf("  page hashes      %s\n", cli::HumanBytes(s.page_hash_bytes).c_str());
+  std::printf("  coding           %s, %s\n",
+              s.frame_pages ? ("frames of " + std::to_string(s.frame_pages) + " pages").c_str() : "one frame a block",
+              s.dictionary_bytes ? ("a dictionary of " + cli::HumanBytes(s.dictionary_bytes)).c_str() : "no dictionary");
+  if (!s.coding_reason.empty()) std::printf("  why              %s\n", s.coding_reason.c_str());
+  if (s.base_groups_tried > 0) {
+    std::printf("  against parent   %llu blocks (%llu pages) coded against the parent: %llu of the %llu parent block\n"
+                "                   groups holding a changed page's old version and read anyway paid in a trial\n",
+                (unsigned long long)s.based_blocks, (unsigned long long)s.based_pages,
+                (unsigned long long)s.base_groups_used, (unsigned long long)s.base_groups_tried);
+  }
   std::printf("  ratio            %.2f\n", s.ratio());
   std::printf("  seconds          %.3f (%.0f MB/s of raw pages)\n", s.seconds,
               s.seconds > 0 ? double(s.raw_bytes) / s.seconds / 1e6 : 0.0);

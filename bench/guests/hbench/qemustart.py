@@ -7,7 +7,7 @@ import statistics
 import subprocess
 import time
 
-from . import qmp as qmpmod
+from hltharness import qmp as qmpmod
 from .runner import drop_caches, kill_pid, launch
 
 

@@ -9,7 +9,9 @@ import subprocess
 import sys
 import time
 
-from . import metrics, qmp as qmpmod, serial as serialmod, workloads
+from hltharness import qmp as qmpmod
+
+from . import metrics, serial as serialmod, workloads
 from .tools import parse_tool_output, pick
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))

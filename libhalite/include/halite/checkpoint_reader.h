@@ -9,10 +9,12 @@
 // chain (the parent, found through the path hint or ReaderOptions::parent_dirs, its own parent, ...), checks each
 // parent's file_id and index fingerprint, the chain depth and that no file appears twice, all before returning;
 // a failure names both files. The reader then presents the chain's view as if it were one file: blocks() lists
-// this file's blocks first, then each parent block that still holds a page of this checkpoint (chain_level > 0,
-// offsets inside that parent's file, HOT cleared); Locate, BlockMembers, ReadBlock(s), ReadPage and the restore
-// order all speak of that view, so every restore path reads a chain as it reads a full checkpoint, one block read
-// per block. Blobs and metadata are this file's own.
+// its block groups (format-spec 12), this file's blocks first, then each block of the parent's view that still
+// holds a page of this checkpoint (chain_level > 0, offsets inside that parent's file, HOT cleared), extended by
+// this file's blocks coded against it (BASED, since 1.4: page_count and stored_length are then the group's, its
+// raw content the parent's block's followed by theirs); Locate, BlockMembers, ReadBlock(s), ReadPage and the
+// restore order all speak of that view, so every restore path reads a chain as it reads a full checkpoint, one read
+// per group, each block of the chain read once. Blobs and metadata are this file's own.
 //
 // Memory: the index as decoded (4 bytes a page for the page map, 8 more with PAGE_HASHES) plus 8 bytes per
 // stored page reference for the block-member table, for each file of the chain; nothing proportional to the
@@ -89,8 +91,15 @@ struct HALITE_EXPORT ChainLevel {
   uint64_t file_size = 0;
   uint64_t blocks = 0;         // blocks stored in this file
   uint64_t block_bytes = 0;    // their payload bytes
-  uint64_t live_blocks = 0;    // of those, blocks holding at least one page of the opened checkpoint
+  uint64_t live_blocks = 0;    // of those, blocks a restore of the opened checkpoint reads (they hold a page of it,
+                               // or are in a block group with one that does)
   uint64_t pages = 0;          // pages of the opened checkpoint whose bytes come from this file
+  // How this file's blocks are coded (format-spec 5.4): of independent frames, with the dictionary, against the
+  // parent (BASED); and its dictionary's size.
+  uint64_t framed_blocks = 0;
+  uint64_t dictionary_blocks = 0;
+  uint64_t based_blocks = 0;
+  uint64_t dictionary_bytes = 0;
   uint32_t chain_depth = 0;    // parent links below this file (0: a full checkpoint)
   std::string path_hint;       // how this file names its parent; empty for a full checkpoint
 };
@@ -99,6 +108,15 @@ struct HALITE_EXPORT ChainLevel {
 struct HALITE_EXPORT BlockMember {
   uint32_t page = 0;  // global page number
   uint32_t slot = 0;  // slot within the block
+};
+
+// One block of a block group of the view (format-spec 12, CheckpointReader::GroupParts): which file of the chain
+// holds it and which slots of the group it fills.
+struct HALITE_EXPORT GroupPart {
+  uint32_t chain_level = 0;  // chain()[chain_level] holds it
+  uint32_t first_slot = 0;   // its first slot within the group
+  uint32_t page_count = 0;   // its slots
+  bool based = false;        // coded against the group's slots before it (BASED, 5.4)
 };
 
 struct HALITE_EXPORT VerifyProgress {
@@ -130,7 +148,7 @@ class HALITE_EXPORT CheckpointReader {
   uint64_t GlobalPage(PageRef ref) const;
   PageRef PageOf(uint64_t global_page) const;
 
-  // Every block of the chain's view (see the top of this file): this file's first, then live parent blocks.
+  // Every block (group) of the chain's view (see the top of this file): this file's first, then the parent's.
   const std::vector<BlockInfo>& blocks() const;
   const std::vector<BlobInfo>& blobs() const;
   const std::vector<uint32_t>& restore_order() const;
@@ -151,11 +169,16 @@ class HALITE_EXPORT CheckpointReader {
   // Precondition: global_page < total_pages().
   std::optional<uint64_t> PageHash(uint64_t global_page) const;
   bool has_page_hashes() const;  // this file has a PAGE_HASHES section
+  // 5.12: how the writer chose this file's coding, when it recorded it (the CODING section); informative.
+  const std::optional<CodingRecord>& coding() const;
 
   // O(1). Precondition: global_page < total_pages().
   PageLocation Locate(uint64_t global_page) const;
   // Every page whose content lives in `block`, duplicates included, in slot order.
   std::span<const BlockMember> BlockMembers(uint32_t block) const;
+  // The blocks `block` (a block group of the view) is read from, in content order: one for every block of a full
+  // checkpoint; a parent's block and the BASED blocks on it in a child's view. Precondition: block < blocks().size().
+  std::vector<GroupPart> GroupParts(uint32_t block) const;
 
   // Reads block `block`, verifies its checksum (and MAC, with a key) and decompresses it into `out`, which must
   // hold exactly blocks()[block].raw_length() bytes. A payload that fails verification is read from storage once

@@ -5,6 +5,7 @@
 #include <array>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "halite/export.h"
 #include "halite/format_constants.h"
@@ -45,6 +46,7 @@ struct HALITE_EXPORT BlockInfo {
   uint32_t stored_length = 0;
   uint32_t page_count = 0;
   uint32_t flags = 0;
+  uint32_t base_page = 0;  // BASED (since 1.4): a page whose parent view's block group is this block's base
   uint64_t checksum = 0;
   uint64_t first_slot = 0;  // derived
   // Derived: which file of a chain holds the block (format-spec 12): 0 the file opened, 1 its parent, ...
@@ -53,6 +55,7 @@ struct HALITE_EXPORT BlockInfo {
   bool uses_dictionary() const { return flags & format::kBlockDictionary; }
   bool hot() const { return flags & format::kBlockHot; }
   bool framed() const { return flags & format::kBlockFramed; }
+  bool based() const { return flags & format::kBlockBased; }
   uint64_t raw_length() const { return uint64_t{page_count} * format::kPageSize; }
   bool operator==(const BlockInfo&) const = default;
 };
@@ -67,6 +70,26 @@ struct HALITE_EXPORT BlobInfo {
   uint64_t checksum = 0;
   bool compressed() const { return flags & format::kBlobCompressed; }
   bool operator==(const BlobInfo&) const = default;
+};
+
+// How the writer chose the coding of a file's blocks (format-spec 5.12, the CODING section): frames and dictionary
+// from a sample of blocks compressed each way it tried, and for a child, the parent's block groups it tried to code
+// changed pages against. Informative: nothing a reader restores depends on it.
+struct HALITE_EXPORT CodingRecord {
+  struct Trial {
+    uint32_t frame_pages = 0;       // frames of this many pages (0: one frame a block)
+    uint32_t dictionary_bytes = 0;  // with a dictionary of this size (0: none)
+    uint64_t sample_bytes = 0;      // the sample's compressed size so
+    uint64_t estimate = 0;          // the file's block bytes that stands for, a dictionary's own size included
+    bool operator==(const Trial&) const = default;
+  };
+  uint32_t frame_pages = 0;  // the frames chosen (0: one frame a block)
+  uint32_t sample_blocks = 0;
+  uint64_t sample_raw_bytes = 0;
+  uint32_t base_groups_tried = 0;  // a child: the parent's groups holding a changed page's old version, read anyway
+  uint32_t base_groups_used = 0;   // of those, the ones its blocks are coded against (BASED)
+  std::vector<Trial> trials;       // at most 16
+  bool operator==(const CodingRecord&) const = default;
 };
 
 // Where a page's content lives.

@@ -45,9 +45,9 @@ HALITE_EXPORT const char* LayoutPolicyName(LayoutPolicy policy);
 
 // Whether blocks are compressed with a zstd dictionary trained on sampled pages.
 enum class DictionaryMode {
-  kAuto,  // for blocks of <= 16 pages: train, measure on sample blocks, keep it if the file shrinks by >= 2%
+  kAuto,  // train two sizes, measure on sample blocks, keep the better if it makes them (its size included) >= 1% smaller
   kOff,
-  kOn,  // always, when training succeeds
+  kOn,  // always, when training succeeds (the better of the two sizes)
 };
 HALITE_EXPORT Result<DictionaryMode> ParseDictionaryMode(std::string_view name);
 
@@ -68,10 +68,14 @@ struct HALITE_EXPORT WriterOptions {
   uint32_t zstd_block_pages = 8;
   // A compressed block of more pages than this is stored as independent zstd frames of this many pages each
   // (format-spec 5.4, FRAMED; the file is then a 1.3 file), so a fault decodes its page's frame first and
-  // never the frames before it. 16 (with 8-page cuts): a warm 64-page block fault wakes its thread in 74-112 us
-  // at any slot instead of 104-255 us, for 1.9% more file and 8% more decoding of a whole block
-  // (bench/engine/README.md). 0: one frame per block, as before (a 1.2 file).
-  uint32_t frame_pages = 16;
+  // never the frames before it. kFramePagesAuto (the default) chooses from the data, with the dictionary (see
+  // `dictionary`): frames of 16 pages, or 32 when a sample of blocks is 3% smaller so (a warm 64-page block fault
+  // then waits for at most 32 pages to be decoded: bench/core/README.md). 16 (with 8-page cuts): a warm 64-page
+  // block fault wakes its thread in 74-112 us at any slot instead of 104-255 us for one frame, for 2% to 19% more
+  // file without a dictionary, depending on the memory (bench/engine/README.md, bench/core/README.md). 0: one frame
+  // per block, as before (a 1.2 file).
+  static constexpr uint32_t kFramePagesAuto = UINT32_MAX;
+  uint32_t frame_pages = kFramePagesAuto;
   // A region whose host pages are larger than 4 KiB (hugetlbfs) is planned a host page at a time, none split
   // between blocks, so that a restore reads one block per host page (format-spec 10). false: such pages are
   // planned like any others, as writers did before (a restore then gathers a host page from every block holding
@@ -110,6 +114,14 @@ struct HALITE_EXPORT WriterOptions {
   // Write the PAGE_HASHES section (5.11): 8 bytes per stored page (0.2% of the stored pages' raw size), so that a
   // child of this checkpoint rules out changed pages without decoding this file's blocks.
   bool page_hashes = false;
+  // Incremental saves: code changed pages against the parent (format-spec 5.4 BASED, since 1.4). A changed page
+  // whose parent version lies in a block group of the parent's view that a restore of the child reads anyway (it
+  // keeps a page of every block of the group) is stored, with that group's other changed pages, in a block
+  // compressed against the group's content, when a trial shows that pays (the pages come to at most 3/4 of their
+  // size alone); a restore reads the two together, each block once. Pages of the working set, pages stored again for
+  // locality and pages of large host pages are never based. false: every changed page is coded on its own, as
+  // before (a 1.2 or 1.3 file).
+  bool code_against_parent = true;
   std::function<void(const WriteProgress&)> progress;  // called from the writing thread
 };
 
@@ -132,6 +144,18 @@ struct HALITE_EXPORT WriteSummary {
   uint64_t stored_again_pages = 0;  // equal to the parent's, stored again to keep a block whole (parent_rewrite_fraction)
   uint64_t declared_in_parent_pages = 0;  // of in_parent_pages: declared by the caller (DeclareInParent), not compared
   uint64_t page_hash_bytes = 0;  // the PAGE_HASHES section, 0 when not written
+  // The coding (format-spec 5.4): frames of frame_pages pages (0: one frame a block), the dictionary when
+  // dictionary_bytes > 0, and why: the sample's size each way tried (empty when nothing was sampled), in words. The
+  // file records the same in its CODING section (5.12) when the writer chose anything itself.
+  uint32_t frame_pages = 0;
+  std::vector<CodingRecord::Trial> coding_trials;
+  std::string coding_reason;
+  // Incremental saves: blocks coded against the parent (BASED), the pages they hold, and the parent's block groups
+  // tried for it (those holding a changed page and read anyway) with how many passed the trial.
+  uint64_t based_blocks = 0;
+  uint64_t based_pages = 0;
+  uint64_t base_groups_tried = 0;
+  uint64_t base_groups_used = 0;
   uint64_t file_bytes = 0;
   double seconds = 0;
   double ratio() const { return file_bytes ? double(raw_bytes) / double(file_bytes) : 0; }

@@ -10,10 +10,11 @@ namespace halite::format {
 // Section 9: versions. kFormatMinor is the highest minor this code reads; a writer writes the lowest minor whose
 // features the file uses (a file without skippable sections is a 1.0 file).
 inline constexpr uint16_t kFormatMajor = 1;
-inline constexpr uint16_t kFormatMinor = 3;
+inline constexpr uint16_t kFormatMinor = 4;
 inline constexpr uint16_t kFormatMinorSkippableSections = 1;  // 1.1 added skippable sections (5.9)
 inline constexpr uint16_t kFormatMinorParent = 2;             // 1.2 added PARENT and IN_PARENT (5.10, 12)
 inline constexpr uint16_t kFormatMinorFramedBlocks = 3;       // 1.3 added the block flag FRAMED (5.4)
+inline constexpr uint16_t kFormatMinorBasedBlocks = 4;        // 1.4 added BASED blocks and block groups (5.4, 12)
 
 // Section 1: a format page is always 4096 bytes.
 inline constexpr uint32_t kPageSize = 4096;
@@ -59,6 +60,11 @@ inline constexpr uint32_t kMaxChainDepth = 16;
 inline constexpr uint32_t kPageHashesSectionType = 0x80000002u;
 inline constexpr uint32_t kPageHashAlgorithmXxh3Low64 = 1;  // low 64 bits of XXH3_128 of each stored slot's page
 inline constexpr uint32_t kPageHashesFixedSize = 8;
+// 5.12: the CODING skippable section (assigned with 1.4): how the writer chose the coding of the blocks.
+inline constexpr uint32_t kCodingSectionType = 0x80000003u;
+inline constexpr uint32_t kCodingFixedSize = 32;
+inline constexpr uint32_t kCodingTrialSize = 24;
+inline constexpr uint32_t kMaxCodingTrials = 16;
 
 // Section 3: header flags.
 inline constexpr uint32_t kHeaderAuthenticated = 1u << 0;  // a MAC section is present (5.8)
@@ -86,7 +92,10 @@ inline constexpr uint32_t kBlockDictionary = 1u << 1;
 inline constexpr uint32_t kBlockHot = 1u << 2;
 // Since 1.3: a compressed block's payload is several independent zstd frames, each holding whole pages.
 inline constexpr uint32_t kBlockFramed = 1u << 3;
-inline constexpr uint32_t kBlockKnownFlags = kBlockCompressed | kBlockDictionary | kBlockHot | kBlockFramed;
+// Since 1.4: a child's block compressed against the content of the parent's block group holding its base_page (a
+// zstd raw-content prefix); read with that group (section 12).
+inline constexpr uint32_t kBlockBased = 1u << 4;
+inline constexpr uint32_t kBlockKnownFlags = kBlockCompressed | kBlockDictionary | kBlockHot | kBlockFramed | kBlockBased;
 // 5.5: blob flags.
 inline constexpr uint32_t kBlobCompressed = 1u << 0;
 
@@ -99,6 +108,7 @@ inline constexpr uint32_t kMaxRegions = 1024;
 inline constexpr uint32_t kMaxNameLength = 255;
 inline constexpr uint64_t kMaxTotalPages = 1ull << 31;
 inline constexpr uint32_t kMaxBlockPages = 4096;
+inline constexpr uint32_t kMaxGroupPages = 4096;  // section 12: a block group (a block and what is BASED on it)
 inline constexpr uint32_t kMaxBlobs = 4096;
 inline constexpr uint64_t kMaxBlobRawLength = 1ull << 30;
 inline constexpr uint32_t kMaxDictionaryLength = 1u << 20;

@@ -10,9 +10,18 @@
 #include <cstdint>
 
 #include "halite/export.h"
-#include "halite/restore_engine.h"
 
 namespace halite {
+
+// Percentiles of a latency histogram (log-linear buckets, within ~6%; max is exact).
+struct HALITE_EXPORT LatencySummary {
+  uint64_t count = 0;
+  uint64_t p50_ns = 0;
+  uint64_t p90_ns = 0;
+  uint64_t p99_ns = 0;
+  uint64_t max_ns = 0;
+  double mean_ns = 0;
+};
 
 class HALITE_EXPORT LatencyHistogram {
  public:

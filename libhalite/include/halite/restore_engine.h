@@ -47,6 +47,7 @@
 #include "halite/export.h"
 #include "halite/checkpoint_reader.h"
 #include "halite/checkpoint_types.h"
+#include "halite/latency_histogram.h"
 #include "halite/page_sink.h"
 #include "halite/status.h"
 
@@ -138,16 +139,6 @@ struct HALITE_EXPORT FaultOutcome {
   // sink wakes it when its page goes in, which with streamed faults may be well before HandleFault returns).
   // latency_ns when the engine did not see that moment (zero and present faults, large host pages).
   uint64_t stall_ns = 0;
-};
-
-// Percentiles of a latency histogram (log-linear buckets, within ~6%; max is exact).
-struct HALITE_EXPORT LatencySummary {
-  uint64_t count = 0;
-  uint64_t p50_ns = 0;
-  uint64_t p90_ns = 0;
-  uint64_t p99_ns = 0;
-  uint64_t max_ns = 0;
-  double mean_ns = 0;
 };
 
 // Everything counted by the engine itself. A snapshot; counters only grow.

@@ -1,6 +1,7 @@
 #include "codec/zstd_codec.h"
 
 #define ZSTD_STATIC_LINKING_ONLY  // the buffer-less block-by-block decoder (exported by libzstd 1.5)
+#define ZDICT_STATIC_LINKING_ONLY  // fastCover training with fixed parameters
 #include <zdict.h>
 #include <zstd.h>
 
@@ -38,7 +39,17 @@ std::vector<uint8_t> TrainDictionary(std::span<const uint8_t> samples, size_t sa
   size_t n = samples.size() / sample_size;
   std::vector<size_t> sizes(n, sample_size);
   std::vector<uint8_t> dict(max_bytes);
-  size_t r = ZDICT_trainFromBuffer(dict.data(), dict.size(), samples.data(), sizes.data(), unsigned(n));
+  // fastCover with fixed parameters (segments of k = 1024 bytes, d = 8): one pass over the samples, where
+  // ZDICT_trainFromBuffer tries several k and d and keeps the best; on guest memory this found dictionaries as good
+  // for a third of the time (bench/core/README.md). Deterministic: one thread.
+  ZDICT_fastCover_params_t p{};
+  p.k = 1024;
+  p.d = 8;
+  p.f = 20;
+  p.accel = 1;
+  p.nbThreads = 1;
+  p.splitPoint = 1.0;  // every sample trains; none is held back to test parameters
+  size_t r = ZDICT_trainFromBuffer_fastCover(dict.data(), dict.size(), samples.data(), sizes.data(), unsigned(n), p);
   if (ZDICT_isError(r)) return {};
   dict.resize(r);
   return dict;
@@ -47,17 +58,20 @@ std::vector<uint8_t> TrainDictionary(std::span<const uint8_t> samples, size_t sa
 Compressor::Compressor() : cctx_(ZSTD_createCCtx()) {}
 Compressor::~Compressor() { ZSTD_freeCCtx(static_cast<ZSTD_CCtx*>(cctx_)); }
 
-Status Compressor::Compress(std::span<const uint8_t> in, int level, const Dictionary* dict,
+Status Compressor::Compress(std::span<const uint8_t> in, int level, const FrameReference& ref,
                             std::vector<uint8_t>* out, size_t block_bytes) {
   auto* cctx = static_cast<ZSTD_CCtx*>(cctx_);
   if (!cctx) return Status::Internal("zstd: out of memory creating a compression context");
-  if (block_bytes > 0 && in.size() > block_bytes) return CompressInBlocks(in, level, dict, out, block_bytes);
+  if (!ref.prefix.empty()) {
+    return CompressInBlocks(in, level, ref, out, std::max<size_t>(1, block_bytes ? block_bytes : in.size()));
+  }
+  if (block_bytes > 0 && in.size() > block_bytes) return CompressInBlocks(in, level, ref, out, block_bytes);
   out->resize(ZSTD_compressBound(in.size()));
   size_t r;
-  if (dict) {
+  if (ref.dictionary) {
     // The CDict was built at the writer's level; the frame declares its content size by default.
     r = ZSTD_compress_usingCDict(cctx, out->data(), out->size(), in.data(), in.size(),
-                                 static_cast<const ZSTD_CDict*>(dict->cdict()));
+                                 static_cast<const ZSTD_CDict*>(ref.dictionary->cdict()));
   } else {
     r = ZSTD_compressCCtx(cctx, out->data(), out->size(), in.data(), in.size(), level);
   }
@@ -66,17 +80,23 @@ Status Compressor::Compress(std::span<const uint8_t> in, int level, const Dictio
   return Status::Ok();
 }
 
-Status Compressor::CompressInBlocks(std::span<const uint8_t> in, int level, const Dictionary* dict,
+Status Compressor::CompressInBlocks(std::span<const uint8_t> in, int level, const FrameReference& ref,
                                     std::vector<uint8_t>* out, size_t block_bytes) {
   auto* cctx = static_cast<ZSTD_CCtx*>(cctx_);
   auto failed = [](size_t r) { return Status::Internal("zstd compression failed: " + ZstdError(r)); };
+  if (ref.dictionary && !ref.prefix.empty()) return Status::InvalidArgument("zstd: a dictionary and a prefix at once");
   size_t r = ZSTD_CCtx_reset(cctx, ZSTD_reset_session_and_parameters);
   if (ZSTD_isError(r)) return failed(r);
   // The same frame parameters as the one-shot calls: content size declared, no checksum (the block checksum of
-  // the format covers the payload), the dictionary's id when there is one.
-  r = dict ? ZSTD_CCtx_refCDict(cctx, static_cast<const ZSTD_CDict*>(dict->cdict()))
-           : ZSTD_CCtx_setParameter(cctx, ZSTD_c_compressionLevel, level);
+  // the format covers the payload), the dictionary's id when there is one. A prefix is raw content, for this frame
+  // only; zstd sizes the window to reach back over it.
+  r = ref.dictionary ? ZSTD_CCtx_refCDict(cctx, static_cast<const ZSTD_CDict*>(ref.dictionary->cdict()))
+                     : ZSTD_CCtx_setParameter(cctx, ZSTD_c_compressionLevel, level);
   if (ZSTD_isError(r)) return failed(r);
+  if (!ref.prefix.empty()) {
+    r = ZSTD_CCtx_refPrefix_advanced(cctx, ref.prefix.data(), ref.prefix.size(), ZSTD_dct_rawContent);
+    if (ZSTD_isError(r)) return failed(r);
+  }
   r = ZSTD_CCtx_setPledgedSrcSize(cctx, in.size());
   if (ZSTD_isError(r)) return failed(r);
   // A flush ends the current zstd block; each costs a block header (3 bytes) and its own entropy tables when
@@ -84,7 +104,7 @@ Status Compressor::CompressInBlocks(std::span<const uint8_t> in, int level, cons
   const size_t pieces = (in.size() + block_bytes - 1) / block_bytes;
   out->resize(ZSTD_compressBound(in.size()) + pieces * 8 + 64);
   ZSTD_outBuffer o{out->data(), out->size(), 0};
-  for (size_t at = 0; at < in.size(); at += block_bytes) {
+  for (size_t at = 0; at < in.size() || (at == 0 && in.empty()); at += block_bytes) {
     const size_t n = std::min(block_bytes, in.size() - at);
     const bool last = at + n == in.size();
     ZSTD_inBuffer i{in.data() + at, n, 0};
@@ -93,18 +113,19 @@ Status Compressor::CompressInBlocks(std::span<const uint8_t> in, int level, cons
       if (ZSTD_isError(r)) return failed(r);
       if (r != 0 && o.pos == o.size) return Status::Internal("zstd compression: output bound exceeded");
     } while (r != 0 || i.pos < i.size);
+    if (in.empty()) break;
   }
   out->resize(o.pos);
   return Status::Ok();
 }
 
-Status Compressor::CompressFrames(std::span<const uint8_t> in, int level, const Dictionary* dict,
+Status Compressor::CompressFrames(std::span<const uint8_t> in, int level, const FrameReference& ref,
                                   std::vector<uint8_t>* out, size_t frame_bytes, size_t block_bytes) {
   if (frame_bytes == 0) return Status::InvalidArgument("zstd: frames of 0 bytes");
   out->clear();
   std::vector<uint8_t> frame;
   for (size_t at = 0; at < in.size(); at += frame_bytes) {
-    HLT_RETURN_IF_ERROR(Compress(in.subspan(at, std::min(frame_bytes, in.size() - at)), level, dict, &frame, block_bytes));
+    HLT_RETURN_IF_ERROR(Compress(in.subspan(at, std::min(frame_bytes, in.size() - at)), level, ref, &frame, block_bytes));
     out->insert(out->end(), frame.begin(), frame.end());
   }
   return Status::Ok();
@@ -143,8 +164,26 @@ Result<std::vector<FrameExtent>> SplitFrames(std::span<const uint8_t> payload, c
   return frames;
 }
 
+namespace {
+
+// A prefix as zstd's decoder takes it: a dictionary of raw content, by reference (nothing copied, no tables built),
+// so that bytes beginning with a dictionary's magic number are still taken as content.
+ZSTD_DDict* PrefixDDict(std::span<const uint8_t> prefix) {
+  return ZSTD_createDDict_advanced(prefix.data(), prefix.size(), ZSTD_dlm_byRef, ZSTD_dct_rawContent,
+                                   ZSTD_defaultCMem);
+}
+
+bool Overlap(std::span<const uint8_t> a, std::span<const uint8_t> b) {
+  return !a.empty() && !b.empty() && a.data() < b.data() + b.size() && b.data() < a.data() + a.size();
+}
+
+}  // namespace
+
 Decompressor::Decompressor() : dctx_(ZSTD_createDCtx()) {}
-Decompressor::~Decompressor() { ZSTD_freeDCtx(static_cast<ZSTD_DCtx*>(dctx_)); }
+Decompressor::~Decompressor() {
+  ZSTD_freeDDict(static_cast<ZSTD_DDict*>(prefix_ddict_));
+  ZSTD_freeDCtx(static_cast<ZSTD_DCtx*>(dctx_));
+}
 
 Status Decompressor::CheckFrame(std::span<const uint8_t> in, const Dictionary* dict, size_t out_size) const {
   if (!dctx_) return Status::Internal("zstd: out of memory creating a decompression context");
@@ -163,13 +202,37 @@ Status Decompressor::CheckFrame(std::span<const uint8_t> in, const Dictionary* d
   return Status::Ok();
 }
 
-Status Decompressor::DecompressExact(std::span<const uint8_t> in, const Dictionary* dict, std::span<uint8_t> out) {
-  HLT_RETURN_IF_ERROR(CheckFrame(in, dict, out.size()));
+Status Decompressor::Begin(const FrameReference& ref) {
+  auto* dctx = static_cast<ZSTD_DCtx*>(dctx_);
+  ZSTD_freeDDict(static_cast<ZSTD_DDict*>(prefix_ddict_));
+  prefix_ddict_ = nullptr;
+  size_t r;
+  if (!ref.prefix.empty()) {
+    prefix_ddict_ = PrefixDDict(ref.prefix);
+    if (!prefix_ddict_) return Status::Internal("zstd: out of memory for a prefix");
+    r = ZSTD_decompressBegin_usingDDict(dctx, static_cast<const ZSTD_DDict*>(prefix_ddict_));
+  } else if (ref.dictionary) {
+    r = ZSTD_decompressBegin_usingDDict(dctx, static_cast<const ZSTD_DDict*>(ref.dictionary->ddict()));
+  } else {
+    r = ZSTD_decompressBegin(dctx);
+  }
+  if (ZSTD_isError(r)) return Status::Corrupt("zstd: " + ZstdError(r));
+  return Status::Ok();
+}
+
+Status Decompressor::DecompressExact(std::span<const uint8_t> in, const FrameReference& ref, std::span<uint8_t> out) {
+  HLT_RETURN_IF_ERROR(CheckFrame(in, ref.dictionary, out.size()));
+  if (Overlap(ref.prefix, out)) return Status::InvalidArgument("zstd: the output overlaps the prefix");
   auto* dctx = static_cast<ZSTD_DCtx*>(dctx_);
   size_t r;
-  if (dict) {
+  if (!ref.prefix.empty()) {
+    ZSTD_DDict* prefix = PrefixDDict(ref.prefix);
+    if (!prefix) return Status::Internal("zstd: out of memory for a prefix");
+    r = ZSTD_decompress_usingDDict(dctx, out.data(), out.size(), in.data(), in.size(), prefix);
+    ZSTD_freeDDict(prefix);
+  } else if (ref.dictionary) {
     r = ZSTD_decompress_usingDDict(dctx, out.data(), out.size(), in.data(), in.size(),
-                                   static_cast<const ZSTD_DDict*>(dict->ddict()));
+                                   static_cast<const ZSTD_DDict*>(ref.dictionary->ddict()));
   } else {
     r = ZSTD_decompressDCtx(dctx, out.data(), out.size(), in.data(), in.size());
   }
@@ -178,21 +241,20 @@ Status Decompressor::DecompressExact(std::span<const uint8_t> in, const Dictiona
   return Status::Ok();
 }
 
-Status Decompressor::DecompressExact(std::span<const uint8_t> in, const Dictionary* dict, std::span<uint8_t> out,
+Status Decompressor::DecompressExact(std::span<const uint8_t> in, const FrameReference& ref, std::span<uint8_t> out,
                                      const Progress& progress) {
-  HLT_RETURN_IF_ERROR(CheckFrame(in, dict, out.size()));
+  HLT_RETURN_IF_ERROR(CheckFrame(in, ref.dictionary, out.size()));
+  if (Overlap(ref.prefix, out)) return Status::InvalidArgument("zstd: the output overlaps the prefix");
   auto* dctx = static_cast<ZSTD_DCtx*>(dctx_);
   // zstd's buffer-less API: one step per frame header, block header and block, each decoded straight into `out`
   // (which stays in place, so later blocks can refer back into it).
-  size_t r = dict ? ZSTD_decompressBegin_usingDDict(dctx, static_cast<const ZSTD_DDict*>(dict->ddict()))
-                  : ZSTD_decompressBegin(dctx);
-  if (ZSTD_isError(r)) return Status::Corrupt("zstd: " + ZstdError(r));
+  HLT_RETURN_IF_ERROR(Begin(ref));
   size_t in_pos = 0, out_pos = 0;
   for (;;) {
     const size_t need = ZSTD_nextSrcSizeToDecompress(dctx);
     if (need == 0) break;  // the frame is complete
     if (need > in.size() - in_pos) return Status::Corrupt("zstd frame is truncated at byte " + std::to_string(in_pos));
-    r = ZSTD_decompressContinue(dctx, out.data() + out_pos, out.size() - out_pos, in.data() + in_pos, need);
+    const size_t r = ZSTD_decompressContinue(dctx, out.data() + out_pos, out.size() - out_pos, in.data() + in_pos, need);
     if (ZSTD_isError(r)) {
       return Status::Corrupt("zstd: " + ZstdError(r) + " (frame byte " + std::to_string(in_pos) + ")");
     }
@@ -205,17 +267,17 @@ Status Decompressor::DecompressExact(std::span<const uint8_t> in, const Dictiona
   return progress(out_pos);
 }
 
-Status Decompressor::DecompressFrames(std::span<const uint8_t> in, const Dictionary* dict, std::span<uint8_t> out,
+Status Decompressor::DecompressFrames(std::span<const uint8_t> in, const FrameReference& ref, std::span<uint8_t> out,
                                       size_t first, const RangeProgress& progress) {
-  HLT_ASSIGN_OR_RETURN(std::vector<FrameExtent> frames, SplitFrames(in, dict, out.size(), 4096));
+  HLT_ASSIGN_OR_RETURN(std::vector<FrameExtent> frames, SplitFrames(in, ref.dictionary, out.size(), 4096));
   size_t lead = 0;
   while (lead + 1 < frames.size() && frames[lead + 1].content_offset <= first) ++lead;
   auto decode = [&](const FrameExtent& f) -> Status {
     const auto frame_in = in.subspan(f.payload_offset, f.payload_size);
     const auto frame_out = out.subspan(f.content_offset, f.content_size);
-    if (!progress) return DecompressExact(frame_in, dict, frame_out);
+    if (!progress) return DecompressExact(frame_in, ref, frame_out);
     size_t done = 0;  // of this frame
-    return DecompressExact(frame_in, dict, frame_out, [&](size_t ready) {
+    return DecompressExact(frame_in, ref, frame_out, [&](size_t ready) {
       const size_t begin = done;
       done = ready;
       return ready > begin ? progress(f.content_offset + begin, f.content_offset + ready) : Status::Ok();

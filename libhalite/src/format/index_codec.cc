@@ -60,6 +60,7 @@ class Decoder {
   Status DecodeDictionary(std::span<const uint8_t> body, uint64_t at);
   Status DecodeParent(std::span<const uint8_t> body, uint64_t at);
   Status DecodePageHashes(std::span<const uint8_t> body, uint64_t at);
+  Status DecodeCoding(std::span<const uint8_t> body, uint64_t at);
   Status DecodeMac(std::span<const uint8_t> body, uint64_t at);
   Status CrossCheck();
 
@@ -113,6 +114,7 @@ Result<IndexModel> Decoder::Run() {
                                                    type, kSkippableSectionBit));
     }
     std::string sname = skippable ? (type == kPageHashesSectionType ? std::string("PAGE_HASHES")
+                                     : type == kCodingSectionType   ? std::string("CODING")
                                                                     : fmt::format("skippable section {:#x}", type))
                                   : SectionName(type);
     if (skippable) {
@@ -160,6 +162,10 @@ Result<IndexModel> Decoder::Run() {
       if (type == kPageHashesSectionType) {
         // 5.11: a type this reader knows, so its own rules apply.
         HLT_RETURN_IF_ERROR(DecodePageHashes(body, body_at));
+        continue;
+      }
+      if (type == kCodingSectionType) {  // 5.12, likewise
+        HLT_RETURN_IF_ERROR(DecodeCoding(body, body_at));
         continue;
       }
       // Not interpreted: a reader that knows the type reads it from here; every other reader ignores it.
@@ -323,10 +329,10 @@ Status Decoder::DecodeBlocks(std::span<const uint8_t> body, uint64_t at) {
     b.stored_length = c.U32();
     b.page_count = c.U32();
     b.flags = c.U32();
-    uint32_t reserved = c.U32();
+    b.base_page = c.U32();
     b.checksum = c.U64();
-    if (reserved != 0) return Err(eat + 20, es, "reserved field is not zero");
     if (b.flags & ~kBlockKnownFlags) return Err(eat + 16, es, "unknown flags " + fmt::format("{:#x}", b.flags));
+    if (!b.based() && b.base_page != 0) return Err(eat + 20, es, "base_page is not zero on a block without BASED");
     if (b.page_count < 1 || b.page_count > kMaxBlockPages) {
       return Err(eat + 12, es, "page_count " + std::to_string(b.page_count) + " (expected 1..4096)");
     }
@@ -345,7 +351,10 @@ Status Decoder::DecodeBlocks(std::span<const uint8_t> body, uint64_t at) {
       }
       if (b.uses_dictionary()) return Err(eat + 16, es, "DICTIONARY flag on an uncompressed block");
       if (b.framed()) return Err(eat + 16, es, "FRAMED flag on an uncompressed block");
+      if (b.based()) return Err(eat + 16, es, "BASED flag on an uncompressed block");
     }
+    if (b.based() && b.uses_dictionary()) return Err(eat + 16, es, "BASED and DICTIONARY on one block");
+    if (b.based() && b.hot()) return Err(eat + 16, es, "BASED flag on a HOT block (it is read with its base group)");
     if (b.framed() && b.page_count < 2) return Err(eat + 16, es, "FRAMED flag on a block of one page");
     b.first_slot = total_slots_;
     total_slots_ += b.page_count;
@@ -505,6 +514,39 @@ Status Decoder::DecodePageHashes(std::span<const uint8_t> body, uint64_t at) {
   return Status::Ok();
 }
 
+Status Decoder::DecodeCoding(std::span<const uint8_t> body, uint64_t at) {
+  const std::string s = "CODING";
+  ByteCursor c(body, at);
+  CodingRecord r;
+  r.frame_pages = c.U32();
+  const uint32_t trials = c.U32();
+  r.sample_blocks = c.U32();
+  r.base_groups_tried = c.U32();
+  r.base_groups_used = c.U32();
+  HLT_RETURN_IF_ERROR(CheckZero(c, 4, s, "reserved"));
+  r.sample_raw_bytes = c.U64();
+  if (!c.ok()) return Err(at, s, "truncated (32 bytes expected)");
+  if (trials > kMaxCodingTrials) return Err(at + 4, s, "trial_count " + std::to_string(trials) + " (expected 0..16)");
+  if (body.size() != kCodingFixedSize + uint64_t{kCodingTrialSize} * trials) {
+    return Err(at, s, "body_length " + std::to_string(body.size()) + " (expected 32 + 24 x " + std::to_string(trials) +
+                          " trials)");
+  }
+  if (r.base_groups_used > r.base_groups_tried) {
+    return Err(at + 16, s, "base_groups_used " + std::to_string(r.base_groups_used) + " exceeds base_groups_tried " +
+                               std::to_string(r.base_groups_tried));
+  }
+  for (uint32_t i = 0; i < trials; ++i) {
+    CodingRecord::Trial t;
+    t.frame_pages = c.U32();
+    t.dictionary_bytes = c.U32();
+    t.sample_bytes = c.U64();
+    t.estimate = c.U64();
+    r.trials.push_back(t);
+  }
+  m_.coding = std::move(r);
+  return Status::Ok();
+}
+
 Status Decoder::DecodeMac(std::span<const uint8_t> body, uint64_t at) {
   const std::string s = "MAC";
   ByteCursor c(body, at);
@@ -619,6 +661,17 @@ Status Decoder::CrossCheck() {
                  "HOT flag disagrees with the working set of RESTORE_ORDER");
     }
     any_dict |= m_.blocks[b].uses_dictionary();
+    if (!m_.blocks[b].based()) continue;
+    // 5.4, since 1.4: a BASED block is coded against its parent's view, so only a child has one.
+    if (!m_.parent) {
+      return Err(blocks_at_ + 8 + 32 * b + 16, "BLOCKS entry " + std::to_string(b),
+                 "BASED flag in a file without PARENT");
+    }
+    if (m_.blocks[b].base_page >= m_.parent->page_count) {
+      return Err(blocks_at_ + 8 + 32 * b + 20, "BLOCKS entry " + std::to_string(b),
+                 "base_page " + std::to_string(m_.blocks[b].base_page) + " is past the parent's " +
+                     std::to_string(m_.parent->page_count) + " pages");
+    }
   }
   if (any_dict && m_.dictionary.empty()) return Err(blocks_at_, "BLOCKS", "a block uses a dictionary but there is no DICTIONARY section");
   if (!any_dict && !m_.dictionary.empty()) return Err(dictionary_at_, "DICTIONARY", "present but no block uses it");
@@ -723,7 +776,7 @@ std::vector<uint8_t> EncodeIndex(const IndexModel& m) {
       b.U32(bl.stored_length);
       b.U32(bl.page_count);
       b.U32(bl.flags);
-      b.U32(0);
+      b.U32(bl.based() ? bl.base_page : 0);
       b.U64(bl.checksum);
     }
   });
@@ -769,25 +822,56 @@ std::vector<uint8_t> EncodeIndex(const IndexModel& m) {
       for (uint64_t h : m.page_hashes) b.U64(h);
     });
   };
-  bool hashes_written = m.page_hashes.empty();
-  for (const auto& section : m.skippable_sections) {
-    if (!hashes_written && section.type > kPageHashesSectionType) {
+  auto write_coding = [&] {
+    WriteSection(w, static_cast<SectionType>(kCodingSectionType), [&](ByteWriter& b) {
+      const CodingRecord& r = *m.coding;
+      b.U32(r.frame_pages);
+      b.U32(uint32_t(r.trials.size()));
+      b.U32(r.sample_blocks);
+      b.U32(r.base_groups_tried);
+      b.U32(r.base_groups_used);
+      b.U32(0);
+      b.U64(r.sample_raw_bytes);
+      for (const auto& t : r.trials) {
+        b.U32(t.frame_pages);
+        b.U32(t.dictionary_bytes);
+        b.U64(t.sample_bytes);
+        b.U64(t.estimate);
+      }
+    });
+  };
+  // The skippable sections in increasing type order: those this code knows among the ones it was given.
+  bool hashes_written = m.page_hashes.empty(), coding_written = !m.coding.has_value();
+  auto write_known_before = [&](uint32_t type) {
+    if (!hashes_written && type > kPageHashesSectionType) {
       write_page_hashes();
       hashes_written = true;
     }
+    if (!coding_written && type > kCodingSectionType) {
+      write_coding();
+      coding_written = true;
+    }
+  };
+  for (const auto& section : m.skippable_sections) {
+    write_known_before(section.type);
     WriteSection(w, static_cast<SectionType>(section.type),
                  [&](ByteWriter& b) { b.Bytes(section.body.data(), section.body.size()); });
   }
-  if (!hashes_written) write_page_hashes();
+  write_known_before(UINT32_MAX);
   return out;
 }
 
 uint16_t MinimumMinorVersion(const IndexModel& model) {
+  uint16_t minor = 0;
   for (const BlockInfo& b : model.blocks) {
-    if (b.framed()) return kFormatMinorFramedBlocks;
+    if (b.based()) return kFormatMinorBasedBlocks;
+    if (b.framed()) minor = kFormatMinorFramedBlocks;
   }
+  if (minor) return minor;
   if (model.parent) return kFormatMinorParent;
-  if (!model.skippable_sections.empty() || !model.page_hashes.empty()) return kFormatMinorSkippableSections;
+  if (!model.skippable_sections.empty() || !model.page_hashes.empty() || model.coding) {
+    return kFormatMinorSkippableSections;
+  }
   return 0;
 }
 

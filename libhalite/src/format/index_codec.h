@@ -65,6 +65,7 @@ struct IndexModel {
   std::vector<uint8_t> dictionary;  // empty when absent
   std::optional<ParentSection> parent;  // 5.10
   std::vector<uint64_t> page_hashes;    // 5.11: one per stored slot, or empty when the file has no PAGE_HASHES
+  std::optional<CodingRecord> coding;   // 5.12: the CODING section, when present
   std::vector<SkippableSection> skippable_sections;  // in file order (increasing type), before MAC (5.9)
   MacSection mac;                   // mac.present says whether the MAC section exists (5.8)
   size_t mac_section_offset = 0;    // where the MAC section starts inside the index (decode only)
@@ -77,7 +78,7 @@ struct IndexModel {
 
 // Encodes every section but MAC (model.mac is ignored): the MAC covers these bytes. Skippable sections are
 // written after the required ones, in the order given (the caller keeps their types increasing); PAGE_HASHES,
-// when model.page_hashes is not empty, goes among them in type order.
+// when model.page_hashes is not empty, and CODING, when model.coding is set, go among them in type order.
 std::vector<uint8_t> EncodeIndex(const IndexModel& model);
 // The MAC section, to append after EncodeIndex's bytes.
 std::vector<uint8_t> EncodeMacSection(const MacSection& mac);
@@ -90,8 +91,8 @@ Result<IndexModel> DecodeIndex(std::span<const uint8_t> index, uint64_t index_of
 // 5.9: a section type with the high bit set may be skipped by a reader that does not know it.
 inline bool IsSkippableSection(uint32_t type) { return (type & kSkippableSectionBit) != 0; }
 
-// Section 9: the lowest minor version whose features `model` uses (3 with a FRAMED block, else 2 with a PARENT
-// section, else 1 with a skippable section, else 0).
+// Section 9: the lowest minor version whose features `model` uses (4 with a BASED block, else 3 with a FRAMED
+// block, else 2 with a PARENT section, else 1 with a skippable section, else 0).
 uint16_t MinimumMinorVersion(const IndexModel& model);
 
 // 5.10: a path hint is 1..1024 printable ASCII bytes, relative (no leading '/'), with no empty component.

@@ -34,9 +34,10 @@ Status CheckMinorVersionCoversIndex(const Header& header, const IndexModel& inde
   return Status::Corrupt(fmt::format("{}: header at offset 0xa: format version {}.{} but the index uses version {}.{} "
                                      "features ({})",
                                      name, header.major, header.minor, header.major, needed,
-                                     needed >= kFormatMinorFramedBlocks ? "blocks of independent frames"
-                                     : needed >= kFormatMinorParent     ? "a PARENT section"
-                                                                        : "skippable sections"));
+                                     needed >= kFormatMinorBasedBlocks    ? "blocks coded against the parent"
+                                     : needed >= kFormatMinorFramedBlocks ? "blocks of independent frames"
+                                     : needed >= kFormatMinorParent       ? "a PARENT section"
+                                                                          : "skippable sections"));
 }
 
 Status CheckParentIsNotSelf(const Header& header, const IndexModel& index, const std::string& name) {

@@ -51,14 +51,21 @@ Status CheckpointReader::Impl::VerifyOrReread(uint32_t block, std::span<uint8_t>
 }
 
 Status CheckpointReader::Impl::Decompress(uint32_t block, std::span<const uint8_t> payload, std::span<uint8_t> out,
-                                          const BlockProgress* progress, size_t first) const {
+                                          const BlockProgress* progress, size_t first,
+                                          std::span<const uint8_t> prefix) const {
   const BlockInfo& b = model_.blocks[block];
+  if (b.based() == prefix.empty()) {
+    return Status::Internal(BlockWhere(block) + (b.based() ? ": a BASED block read without its base group"
+                                                           : ": a prefix given for a block that is not BASED"));
+  }
   if (!b.compressed()) {
     if (payload.data() != out.data()) std::memcpy(out.data(), payload.data(), out.size());
     return progress ? (*progress)(0, out.size()) : Status::Ok();
   }
   thread_local codec::Decompressor decompressor;
-  const codec::Dictionary* dict = b.uses_dictionary() ? dictionary_.get() : nullptr;
+  const codec::FrameReference ref = b.based()              ? codec::FrameReference::Prefix(prefix)
+                                    : b.uses_dictionary() ? codec::FrameReference(dictionary_.get())
+                                                          : codec::FrameReference();
   Status s;
   // The caller's own errors pass through unchanged; only the decoder's are the block's corruption.
   bool caller_failed = false;
@@ -68,16 +75,16 @@ Status CheckpointReader::Impl::Decompress(uint32_t block, std::span<const uint8_
     return p;
   };
   if (b.framed()) {
-    s = decompressor.DecompressFrames(payload, dict, out, first, progress ? codec::Decompressor::RangeProgress(report)
-                                                                          : codec::Decompressor::RangeProgress());
+    s = decompressor.DecompressFrames(payload, ref, out, first, progress ? codec::Decompressor::RangeProgress(report)
+                                                                         : codec::Decompressor::RangeProgress());
   } else if (progress) {
     size_t done = 0;
-    s = decompressor.DecompressExact(payload, dict, out, [&](size_t ready) {
+    s = decompressor.DecompressExact(payload, ref, out, [&](size_t ready) {
       const size_t begin = std::exchange(done, ready);
       return ready > begin ? report(begin, ready) : Status::Ok();
     });
   } else {
-    s = decompressor.DecompressExact(payload, dict, out);
+    s = decompressor.DecompressExact(payload, ref, out);
   }
   if (caller_failed) return s;
   if (!s.ok()) return Status::Corrupt(BlockWhere(block) + ": " + s.message());
@@ -95,17 +102,33 @@ void CheckpointReader::Impl::CacheInsert(uint32_t block, std::span<const uint8_t
   if (cache_->Insert(CacheKey(block), payload).ok()) cache_inserts_.fetch_add(1, std::memory_order_relaxed);
 }
 
+// A group's blocks in content order: each BASED one after its base (the group's first slots), so they are decoded
+// in order; the one holding byte `first` is decoded from there first (FRAMED), and each reports its ranges at
+// their place in the group.
 Status CheckpointReader::Impl::ReadBlock(uint32_t block, std::span<uint8_t> out, bool* reread,
                                          const BlockProgress* progress, size_t first) const {
   if (block >= view_blocks_.size()) return Status::InvalidArgument(file_->name() + ": no block " + std::to_string(block));
-  if (block >= model_.blocks.size()) {
-    return parent_->impl_->ReadBlock(view_to_parent_[block - model_.blocks.size()], out, reread, progress, first);
+  const auto parts = Parts(block);
+  if (parts.size() == 1) return parts[0].owner->ReadOwnBlock(parts[0].block, out, reread, progress, true, first);
+  if (out.size() != view_blocks_[block].raw_length()) {
+    return Status::InvalidArgument(file_->name() + ": block " + std::to_string(block) + ": output buffer has the wrong size");
   }
-  return ReadOwnBlock(block, out, reread, progress, true, first);
+  for (const GroupPart& part : parts) {
+    const size_t at = size_t(part.first_slot) * format::kPageSize;
+    const size_t len = part.owner->model_.blocks[part.block].raw_length();
+    BlockProgress shifted;
+    if (progress) shifted = [&](size_t begin, size_t end) { return (*progress)(at + begin, at + end); };
+    const size_t part_first = first >= at && first < at + len ? first - at : 0;
+    HLT_RETURN_IF_ERROR(part.owner->ReadOwnBlock(part.block, out.subspan(at, len), reread,
+                                                 progress ? &shifted : nullptr, true, part_first,
+                                                 out.first(size_t(part.base_slots) * format::kPageSize)));
+  }
+  return Status::Ok();
 }
 
 Status CheckpointReader::Impl::ReadOwnBlock(uint32_t block, std::span<uint8_t> out, bool* reread,
-                                            const BlockProgress* progress, bool use_cache, size_t first) const {
+                                            const BlockProgress* progress, bool use_cache, size_t first,
+                                            std::span<const uint8_t> prefix) const {
   const BlockInfo& b = model_.blocks[block];
   if (out.size() != b.raw_length()) return Status::InvalidArgument(BlockWhere(block) + ": output buffer has the wrong size");
   // A raw block is read straight into the caller's buffer, then verified.
@@ -120,7 +143,7 @@ Status CheckpointReader::Impl::ReadOwnBlock(uint32_t block, std::span<uint8_t> o
     if (cache_->Lookup(CacheKey(block), payload)) {
       if (VerifyPayload(block, payload).ok()) {
         cache_hits_.fetch_add(1, std::memory_order_relaxed);
-        return Decompress(block, payload, out, progress, first);
+        return Decompress(block, payload, out, progress, first, prefix);
       }
       // Torn by a crash or damaged on the cache's disk: never served; storage has the block.
       cache_->Drop(CacheKey(block));
@@ -132,30 +155,36 @@ Status CheckpointReader::Impl::ReadOwnBlock(uint32_t block, std::span<uint8_t> o
   Status s = ReadPayload(block, payload);
   if (!s.ok()) return s.WithContext("block " + std::to_string(block));
   HLT_RETURN_IF_ERROR(VerifyOrReread(block, payload, reread));
-  s = Decompress(block, payload, out, progress, first);
+  s = Decompress(block, payload, out, progress, first, prefix);
   // After decoding: a streamed fault has woken its thread by now, the cache's write does not delay it.
   if (s.ok() && cached) CacheInsert(block, payload);
   return s;
 }
 
-std::pair<const CheckpointReader::Impl*, uint32_t> CheckpointReader::Impl::Owner(uint32_t block) const {
-  if (block < model_.blocks.size()) return {this, block};
-  return parent_->impl_->Owner(view_to_parent_[block - model_.blocks.size()]);
+Status CheckpointReader::Impl::ReadOwnBlockAlone(uint32_t block, std::span<uint8_t> out, bool use_cache) const {
+  if (!model_.blocks[block].based()) return ReadOwnBlock(block, out, nullptr, nullptr, use_cache);
+  const uint32_t base = base_group_[block];
+  std::vector<uint8_t> prefix(parent_->blocks()[base].raw_length());
+  Status s = parent_->impl_->ReadBlock(base, prefix, nullptr);
+  if (!s.ok()) return s.WithContext(BlockWhere(block) + ": its base group in the parent");
+  return ReadOwnBlock(block, out, nullptr, nullptr, use_cache, 0, prefix);
 }
 
+// Every part of every block, one batch per file of the chain (in that file's own numbering); a group's payload is
+// its parts' payloads one after another.
 Status CheckpointReader::Impl::FetchBlocks(std::span<const uint32_t> blocks, std::vector<FetchedBlock>* out) const {
   for (uint32_t b : blocks) {
     if (b >= view_blocks_.size()) return Status::InvalidArgument(file_->name() + ": no block " + std::to_string(b));
   }
   out->clear();
   out->resize(blocks.size());
-  // One batch per file of the chain, each in that file's own numbering.
+  std::vector<FetchedBlock> fetched;  // one per part, of all the blocks in order
   std::vector<std::pair<const Impl*, std::pair<uint32_t, size_t>>> owned;
-  owned.reserve(blocks.size());
-  for (size_t i = 0; i < blocks.size(); ++i) {
-    (*out)[i].block = blocks[i];
-    auto [impl, own] = Owner(blocks[i]);
-    owned.push_back({impl, {own, i}});
+  for (uint32_t b : blocks) {
+    for (const GroupPart& part : Parts(b)) {
+      owned.push_back({part.owner, {part.block, fetched.size()}});
+      fetched.emplace_back();
+    }
   }
   std::stable_sort(owned.begin(), owned.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
   std::vector<uint32_t> own;
@@ -168,7 +197,25 @@ Status CheckpointReader::Impl::FetchBlocks(std::span<const uint32_t> blocks, std
       own.push_back(owned[i].second.first);
       at.push_back(owned[i].second.second);
     }
-    impl->FetchOwnBlocks(own, at, out);
+    impl->FetchOwnBlocks(own, at, &fetched);
+  }
+  size_t next = 0;
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    FetchedBlock& f = (*out)[i];
+    const size_t n = Parts(blocks[i]).size();
+    if (n == 1) {
+      f = std::move(fetched[next++]);
+    } else {
+      // A group came from the cache only when every part did (else each part is checked as one from storage).
+      f.from_cache = true;
+      for (size_t k = 0; k < n; ++k, ++next) {
+        FetchedBlock& part = fetched[next];
+        if (f.status.ok() && !part.status.ok()) f.status = part.status;
+        f.from_cache = f.from_cache && part.from_cache;
+        f.payload.insert(f.payload.end(), part.payload.begin(), part.payload.end());
+      }
+    }
+    f.block = blocks[i];
   }
   for (const FetchedBlock& f : *out) {
     if (!f.status.ok()) return f.status;
@@ -203,29 +250,56 @@ void CheckpointReader::Impl::FetchOwnBlocks(std::span<const uint32_t> own, std::
   }
 }
 
-Status CheckpointReader::Impl::DecodeOwnBlock(uint32_t block, FetchedBlock& fetched, std::span<uint8_t> out,
-                                              bool* reread, const BlockProgress* progress) const {
+Status CheckpointReader::Impl::DecodeOwnBlock(uint32_t block, std::span<uint8_t> payload, bool from_cache,
+                                              std::span<uint8_t> out, bool* reread, const BlockProgress* progress,
+                                              std::span<const uint8_t> prefix) const {
   const BlockInfo& b = model_.blocks[block];
   if (out.size() != b.raw_length()) return Status::InvalidArgument(BlockWhere(block) + ": output buffer has the wrong size");
-  if (fetched.payload.size() != b.stored_length) {
+  if (payload.size() != b.stored_length) {
     return Status::InvalidArgument(BlockWhere(block) + ": fetched payload has the wrong size");
   }
-  std::span<uint8_t> payload = fetched.payload;
-  if (fetched.from_cache) {
+  if (from_cache) {
     if (VerifyPayload(block, payload).ok()) {
       cache_hits_.fetch_add(1, std::memory_order_relaxed);
-      return Decompress(block, payload, out, progress);
+      return Decompress(block, payload, out, progress, 0, prefix);
     }
     cache_->Drop(CacheKey(block));
     cache_dropped_.fetch_add(1, std::memory_order_relaxed);
-    fetched.from_cache = false;
     Status s = ReadPayload(block, payload);
     if (!s.ok()) return s.WithContext("block " + std::to_string(block));
   }
   HLT_RETURN_IF_ERROR(VerifyOrReread(block, payload, reread));
-  Status s = Decompress(block, payload, out, progress);
+  Status s = Decompress(block, payload, out, progress, 0, prefix);
   if (s.ok()) CacheInsert(block, payload);
   return s;
+}
+
+Status CheckpointReader::Impl::DecodeGroup(FetchedBlock& fetched, std::span<uint8_t> out, bool* reread,
+                                           const BlockProgress* progress) const {
+  if (fetched.block >= view_blocks_.size()) {
+    return Status::InvalidArgument(file_->name() + ": no block " + std::to_string(fetched.block));
+  }
+  if (out.size() != view_blocks_[fetched.block].raw_length()) {
+    return Status::InvalidArgument(file_->name() + ": block " + std::to_string(fetched.block) +
+                                   ": output buffer has the wrong size");
+  }
+  if (fetched.payload.size() != view_blocks_[fetched.block].stored_length) {
+    return Status::InvalidArgument(file_->name() + ": block " + std::to_string(fetched.block) +
+                                   ": fetched payload has the wrong size");
+  }
+  size_t payload_at = 0;
+  for (const GroupPart& part : Parts(fetched.block)) {
+    const BlockInfo& info = part.owner->model_.blocks[part.block];
+    const size_t at = size_t(part.first_slot) * format::kPageSize;
+    BlockProgress shifted;
+    if (progress) shifted = [&](size_t begin, size_t end) { return (*progress)(at + begin, at + end); };
+    HLT_RETURN_IF_ERROR(part.owner->DecodeOwnBlock(
+        part.block, std::span<uint8_t>(fetched.payload).subspan(payload_at, info.stored_length), fetched.from_cache,
+        out.subspan(at, info.raw_length()), reread, progress ? &shifted : nullptr,
+        out.first(size_t(part.base_slots) * format::kPageSize)));
+    payload_at += info.stored_length;
+  }
+  return Status::Ok();
 }
 
 Status CheckpointReader::Impl::ReadBlocks(std::span<const uint32_t> blocks, std::span<const std::span<uint8_t>> outs,
@@ -237,9 +311,9 @@ Status CheckpointReader::Impl::ReadBlocks(std::span<const uint32_t> blocks, std:
     if (blocks[i] >= view_blocks_.size()) {
       return Status::InvalidArgument(file_->name() + ": no block " + std::to_string(blocks[i]));
     }
-    auto [impl, own] = Owner(blocks[i]);
-    if (outs[i].size() != impl->model_.blocks[own].raw_length()) {
-      return Status::InvalidArgument(impl->BlockWhere(own) + ": output buffer has the wrong size");
+    if (outs[i].size() != view_blocks_[blocks[i]].raw_length()) {
+      return Status::InvalidArgument(file_->name() + ": block " + std::to_string(blocks[i]) +
+                                     ": output buffer has the wrong size");
     }
   }
   std::vector<FetchedBlock> fetched;
@@ -247,9 +321,7 @@ Status CheckpointReader::Impl::ReadBlocks(std::span<const uint32_t> blocks, std:
   if (fetched.size() != blocks.size()) return f;  // refused before reading anything
   Status first;
   for (size_t i = 0; i < blocks.size(); ++i) {
-    auto [impl, own] = Owner(blocks[i]);
-    statuses[i] = fetched[i].status.ok() ? impl->DecodeOwnBlock(own, fetched[i], outs[i], nullptr, nullptr)
-                                         : fetched[i].status;
+    statuses[i] = fetched[i].status.ok() ? DecodeGroup(fetched[i], outs[i], nullptr, nullptr) : fetched[i].status;
     if (!statuses[i].ok() && first.ok()) first = statuses[i];
   }
   return first;
@@ -284,11 +356,7 @@ Status CheckpointReader::FetchBlocks(std::span<const uint32_t> blocks, std::vect
 Status CheckpointReader::DecodeBlock(FetchedBlock& fetched, std::span<uint8_t> out, bool* reread,
                                      const BlockProgress& progress) const {
   if (!fetched.status.ok()) return fetched.status;
-  if (fetched.block >= impl_->view_blocks_.size()) {
-    return Status::InvalidArgument(name() + ": no block " + std::to_string(fetched.block));
-  }
-  auto [impl, own] = impl_->Owner(fetched.block);
-  return impl->DecodeOwnBlock(own, fetched, out, reread, progress ? &progress : nullptr);
+  return impl_->DecodeGroup(fetched, out, reread, progress ? &progress : nullptr);
 }
 
 ReadHints CheckpointReader::read_hints() const {

@@ -154,71 +154,42 @@ void CheckpointReader::Impl::FillMembers() const {
   }
 }
 
+// The view (section 12): block groups. This file's blocks that are groups of their own come first, in its order,
+// then the groups of the parent's view it reads.
 Status CheckpointReader::Impl::BuildView() {
   const uint32_t own = uint32_t(model_.blocks.size());
-  view_blocks_ = model_.blocks;
-  view_order_ = model_.restore_order;
-  for (uint32_t b : model_.restore_order) lead_blocks_ += (model_.blocks[b].flags & format::kBlockHot) ? 1 : 0;
+  const bool any_based = std::any_of(model_.blocks.begin(), model_.blocks.end(), [](const BlockInfo& b) { return b.based(); });
+  if (any_based) {
+    own_view_.assign(own, kNoBlock);
+    own_slot_.assign(own, 0);
+  }
+  for (uint32_t b = 0; b < own; ++b) {
+    if (model_.blocks[b].based()) continue;
+    if (any_based) own_view_[b] = uint32_t(view_blocks_.size());
+    view_blocks_.push_back(model_.blocks[b]);
+    part_start_.push_back(uint32_t(parts_.size()));
+    parts_.push_back(GroupPart{this, b, 0, 0, 0});
+  }
   const uint64_t total = model_.page_map.size();
   std::vector<uint64_t> resolved;
+  if (parent_) HLT_RETURN_IF_ERROR(AddParentGroups(&resolved));
+  part_start_.push_back(uint32_t(parts_.size()));
   if (parent_) {
-    const auto& pblocks = parent_->blocks();
-    if (pblocks.size() >= kNoBlock / 2 || view_blocks_.size() >= kNoBlock / 2) {
-      return Status::Unsupported(file_->name() + ": chain has too many blocks");
-    }
-    parent_to_view_.assign(pblocks.size(), kNoBlock);
-    // Each page once: the parent's location (in the parent's view) for IN_PARENT pages, numbered into this view
-    // below, once the live parent blocks are known.
-    resolved.resize(total);
+    // Every page once, now that this file's blocks have their places in the view.
     for (uint64_t g = 0; g < total; ++g) {
       if (model_.page_map[g] != format::kPageMapInParent) {
         resolved[g] = Pack(LocateThroughChain(g));
         continue;
       }
-      PageLocation loc = parent_->impl_->Locate(g);
-      resolved[g] = Pack(loc);
-      if (loc.kind == PageKind::kStored) parent_to_view_[loc.block] = 0;  // live; numbered below
-    }
-    for (uint32_t pb = 0; pb < pblocks.size(); ++pb) {
-      if (parent_to_view_[pb] == kNoBlock) continue;
-      if (view_blocks_.size() >= kNoBlock - 1) return Status::Unsupported(file_->name() + ": chain has too many blocks");
-      parent_to_view_[pb] = uint32_t(view_blocks_.size());
-      view_to_parent_.push_back(pb);
-      BlockInfo info = pblocks[pb];
-      info.chain_level += 1;
-      info.flags &= ~format::kBlockHot;  // the working set is this file's
-      view_blocks_.push_back(info);
-    }
-    // The restore order of the view: every file's working set before anything else, newest file first (its
-    // own hot blocks, then the parent's view's leading ones: that file's and its parents' working sets), then the
-    // rest in the same order. A child holds what changed since its parent, much of it cold (rewritten page cache,
-    // freed memory), and the guest's working set mostly lives on in the parents: a loader that streamed the whole
-    // child first would leave the parents' hot blocks to blocking faults.
-    std::vector<uint32_t> own_hot, own_rest;
-    for (uint32_t b : model_.restore_order) {
-      (model_.blocks[b].flags & format::kBlockHot ? own_hot : own_rest).push_back(b);
-    }
-    view_order_ = own_hot;
-    const std::vector<uint32_t>& porder = parent_->restore_order();
-    const uint32_t parent_lead = parent_->impl_->lead_blocks_;
-    for (uint32_t i = 0; i < parent_lead && i < porder.size(); ++i) {
-      if (parent_to_view_[porder[i]] != kNoBlock) view_order_.push_back(parent_to_view_[porder[i]]);
-    }
-    lead_blocks_ = uint32_t(view_order_.size());
-    view_order_.insert(view_order_.end(), own_rest.begin(), own_rest.end());
-    for (uint32_t i = parent_lead; i < porder.size(); ++i) {
-      if (parent_to_view_[porder[i]] != kNoBlock) view_order_.push_back(parent_to_view_[porder[i]]);
-    }
-    for (uint64_t g = 0; g < total; ++g) {
-      if (model_.page_map[g] != format::kPageMapInParent) continue;
       PageLocation loc = Unpack(resolved[g]);
       if (loc.kind != PageKind::kStored) continue;
-      loc.block = parent_to_view_[loc.block];
+      loc.block = parent_to_view_[loc.block];  // its group: the parent's slots come first in it
       resolved[g] = Pack(loc);
     }
     resolved_ = std::move(resolved);
     std::vector<uint64_t>().swap(parent_->impl_->resolved_);  // the parent's own Locate goes down the chain again
   }
+  BuildRestoreOrder();
   // Block -> member pages (CSR over the view, in slot order).
   member_start_.assign(view_blocks_.size() + 1, 0);
   for (uint64_t g = 0; g < total; ++g) {
@@ -226,15 +197,139 @@ Status CheckpointReader::Impl::BuildView() {
     if (loc.kind == PageKind::kStored) ++member_start_[loc.block + 1];
   }
   for (size_t b = 0; b < view_blocks_.size(); ++b) member_start_[b + 1] += member_start_[b];
+  BuildChainLevels();
+  return Status::Ok();
+}
 
-  // The chain as this checkpoint uses it.
+Status CheckpointReader::Impl::AddParentGroups(std::vector<uint64_t>* resolved) {
+  const uint32_t own = uint32_t(model_.blocks.size());
+  const auto& pblocks = parent_->blocks();
+  if (pblocks.size() >= kNoBlock / 2 || view_blocks_.size() >= kNoBlock / 2) {
+    return Status::Unsupported(file_->name() + ": chain has too many blocks");
+  }
+  parent_to_view_.assign(pblocks.size(), kNoBlock);
+  // 5.4: each BASED block's base is the group of the parent's view holding the parent's view of its base_page.
+  std::vector<std::pair<uint32_t, uint32_t>> based;  // (base group, own block), in base then block order
+  for (uint32_t b = 0; b < own; ++b) {
+    const BlockInfo& info = model_.blocks[b];
+    if (!info.based()) continue;
+    const PageLocation loc = parent_->impl_->Locate(info.base_page);
+    if (loc.kind != PageKind::kStored) {
+      return Status::Corrupt(fmt::format("{}: BLOCKS entry {}: base_page {} is {} in the parent's view (expected a "
+                                         "stored page: a BASED block is coded against the block group holding it)",
+                                         BlockWhere(b), b, info.base_page, PageKindName(loc.kind)));
+    }
+    if (base_group_.empty()) base_group_.assign(own, kNoBlock);
+    base_group_[b] = loc.block;
+    based.push_back({loc.block, b});
+    parent_to_view_[loc.block] = 0;  // read; numbered below
+  }
+  std::stable_sort(based.begin(), based.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+  // IN_PARENT pages: where the parent's view has them (numbered into this view by BuildView), and the last block of
+  // each group that holds one of them.
+  const uint64_t total = model_.page_map.size();
+  resolved->resize(total);
+  std::vector<uint32_t> last_part(pblocks.size(), 0);
+  for (uint64_t g = 0; g < total; ++g) {
+    if (model_.page_map[g] != format::kPageMapInParent) continue;
+    const PageLocation loc = parent_->impl_->Locate(g);
+    (*resolved)[g] = Pack(loc);
+    if (loc.kind != PageKind::kStored) continue;
+    parent_to_view_[loc.block] = 0;
+    const uint32_t part = uint32_t(parent_->impl_->PartIndexOfSlot(loc.block, loc.slot_in_block));
+    last_part[loc.block] = std::max(last_part[loc.block], part);
+  }
+  size_t next_based = 0;
+  for (uint32_t pb = 0; pb < pblocks.size(); ++pb) {
+    if (parent_to_view_[pb] == kNoBlock) continue;
+    if (view_blocks_.size() >= kNoBlock - 1) return Status::Unsupported(file_->name() + ": chain has too many blocks");
+    const uint32_t v = uint32_t(view_blocks_.size());
+    parent_to_view_[pb] = v;
+    // Section 12: a group this file bases blocks on is read whole (it is their base); any other is read up to its
+    // last block holding a page of this view (the blocks after it were bases of pages this file replaced).
+    const bool is_base = next_based < based.size() && based[next_based].first == pb;
+    const auto pparts = parent_->impl_->Parts(pb);
+    const size_t keep = is_base ? pparts.size() : last_part[pb] + 1;
+    BlockInfo info = pblocks[pb];
+    info.chain_level += 1;
+    info.flags &= ~format::kBlockHot;  // the working set is this file's
+    info.page_count = 0;
+    info.stored_length = 0;
+    part_start_.push_back(uint32_t(parts_.size()));
+    for (size_t i = 0; i < keep; ++i) {
+      GroupPart part = pparts[i];
+      const BlockInfo& b = part.owner->model_.blocks[part.block];
+      part.level += 1;
+      parts_.push_back(part);
+      info.page_count += b.page_count;
+      info.stored_length += b.stored_length;
+    }
+    const uint32_t base_slots = pblocks[pb].page_count;
+    for (; next_based < based.size() && based[next_based].first == pb; ++next_based) {
+      const uint32_t b = based[next_based].second;
+      const BlockInfo& mine = model_.blocks[b];
+      if (uint64_t{info.page_count} + mine.page_count > format::kMaxGroupPages) {
+        return Status::Corrupt(fmt::format("{}: BASED on a block group of the parent's view that would then hold {} "
+                                           "pages (at most {})",
+                                           BlockWhere(b), uint64_t{info.page_count} + mine.page_count,
+                                           format::kMaxGroupPages));
+      }
+      own_view_[b] = v;
+      own_slot_[b] = info.page_count;
+      parts_.push_back(GroupPart{this, b, 0, info.page_count, base_slots});
+      info.page_count += mine.page_count;
+      info.stored_length += mine.stored_length;
+    }
+    view_blocks_.push_back(info);
+  }
+  return Status::Ok();
+}
+
+// The restore order of the view: every file's working set before anything else, newest file first (its own hot
+// blocks, then the parent's view's leading ones: that file's and its parents' working sets), then the rest in the
+// same order. A child holds what changed since its parent, much of it cold (rewritten page cache, freed memory),
+// and the guest's working set mostly lives on in the parents: a loader that streamed the whole child first would
+// leave the parents' hot blocks to blocking faults. A BASED block is read with its group, in the parent's place.
+void CheckpointReader::Impl::BuildRestoreOrder() {
+  auto view_of = [&](uint32_t b) { return own_view_.empty() ? b : own_view_[b]; };
+  if (!parent_) {
+    view_order_ = model_.restore_order;
+    for (uint32_t b : model_.restore_order) lead_blocks_ += (model_.blocks[b].flags & format::kBlockHot) ? 1 : 0;
+    return;
+  }
+  std::vector<uint32_t> own_hot, own_rest;
+  for (uint32_t b : model_.restore_order) {
+    if (model_.blocks[b].based()) continue;
+    (model_.blocks[b].flags & format::kBlockHot ? own_hot : own_rest).push_back(view_of(b));
+  }
+  view_order_ = own_hot;
+  const std::vector<uint32_t>& porder = parent_->restore_order();
+  const uint32_t parent_lead = parent_->impl_->lead_blocks_;
+  for (uint32_t i = 0; i < parent_lead && i < porder.size(); ++i) {
+    if (parent_to_view_[porder[i]] != kNoBlock) view_order_.push_back(parent_to_view_[porder[i]]);
+  }
+  lead_blocks_ = uint32_t(view_order_.size());
+  view_order_.insert(view_order_.end(), own_rest.begin(), own_rest.end());
+  for (uint32_t i = parent_lead; i < porder.size(); ++i) {
+    if (parent_to_view_[porder[i]] != kNoBlock) view_order_.push_back(parent_to_view_[porder[i]]);
+  }
+}
+
+// The chain as this checkpoint uses it: each file, what it stores, how it is coded, and what the view reads of it.
+void CheckpointReader::Impl::BuildChainLevels() {
   ChainLevel self;
   self.name = file_->name();
   self.file_id = header_.file_id;
   self.format_minor = header_.minor;
   self.file_size = file_->size();
-  self.blocks = own;
-  for (const auto& b : model_.blocks) self.block_bytes += b.stored_length;
+  self.blocks = model_.blocks.size();
+  for (const auto& b : model_.blocks) {
+    self.block_bytes += b.stored_length;
+    self.framed_blocks += b.framed();
+    self.dictionary_blocks += b.uses_dictionary();
+    self.based_blocks += b.based();
+  }
+  self.dictionary_bytes = model_.dictionary.size();
   self.chain_depth = model_.parent ? model_.parent->chain_depth : 0;
   if (model_.parent) self.path_hint = model_.parent->path_hint;
   chain_.push_back(self);
@@ -244,12 +339,14 @@ Status CheckpointReader::Impl::BuildView() {
       chain_.back().live_blocks = chain_.back().pages = 0;
     }
   }
-  for (size_t b = 0; b < view_blocks_.size(); ++b) {
-    ChainLevel& level = chain_[view_blocks_[b].chain_level];
-    ++level.live_blocks;
-    level.pages += member_start_[b + 1] - member_start_[b];
+  for (uint32_t b = 0; b < view_blocks_.size(); ++b) {
+    for (const GroupPart& part : Parts(b)) ++chain_[part.level].live_blocks;
   }
-  return Status::Ok();
+  const uint64_t total = model_.page_map.size();
+  for (uint64_t g = 0; g < total; ++g) {
+    const PageLocation loc = Locate(g);
+    if (loc.kind == PageKind::kStored) ++chain_[PartOfSlot(loc.block, loc.slot_in_block).level].pages;
+  }
 }
 
 Status CheckpointReader::Impl::OpenChecked() {
@@ -380,6 +477,7 @@ const CheckpointReader* CheckpointReader::parent() const { return impl_->parent_
 uint32_t CheckpointReader::chain_depth() const { return impl_->chain_.front().chain_depth; }
 const std::array<uint8_t, 16>& CheckpointReader::index_fingerprint() const { return impl_->fingerprint_; }
 bool CheckpointReader::has_page_hashes() const { return !impl_->model_.page_hashes.empty(); }
+const std::optional<CodingRecord>& CheckpointReader::coding() const { return impl_->model_.coding; }
 
 std::optional<uint64_t> CheckpointReader::PageHash(uint64_t g) const {
   const uint32_t v = impl_->model_.page_map[g];
@@ -397,6 +495,15 @@ std::span<const BlockMember> CheckpointReader::BlockMembers(uint32_t block) cons
   std::call_once(impl_->members_once_, [this] { impl_->FillMembers(); });
   const auto& s = impl_->member_start_;
   return std::span<const BlockMember>(impl_->members_.data() + s[block], s[block + 1] - s[block]);
+}
+
+std::vector<GroupPart> CheckpointReader::GroupParts(uint32_t block) const {
+  std::vector<GroupPart> out;
+  for (const Impl::GroupPart& p : impl_->Parts(block)) {
+    const BlockInfo& info = p.owner->model_.blocks[p.block];
+    out.push_back(GroupPart{p.level, p.first_slot, info.page_count, info.based()});
+  }
+  return out;
 }
 
 Status CheckpointReader::ReadBlock(uint32_t block, std::span<uint8_t> out) const {
@@ -445,7 +552,7 @@ Status CheckpointReader::Impl::VerifyFiles(const std::function<void(const Verify
   std::vector<uint8_t> raw;
   for (uint32_t b = 0; b < model_.blocks.size(); ++b) {
     raw.resize(model_.blocks[b].raw_length());
-    HLT_RETURN_IF_ERROR(ReadOwnBlock(b, raw, nullptr, nullptr, /*use_cache=*/false));
+    HLT_RETURN_IF_ERROR(ReadOwnBlockAlone(b, raw, /*use_cache=*/false));
     ++p->blocks_done;
     if (progress) progress(*p);
   }
@@ -464,7 +571,7 @@ Status CheckpointReader::Impl::VerifyPageHashes() const {
   for (uint32_t b = 0; b < model_.blocks.size(); ++b) {
     const BlockInfo& info = model_.blocks[b];
     raw.resize(info.raw_length());
-    HLT_RETURN_IF_ERROR(ReadOwnBlock(b, raw, nullptr, nullptr, /*use_cache=*/false));
+    HLT_RETURN_IF_ERROR(ReadOwnBlockAlone(b, raw, /*use_cache=*/false));
     for (uint32_t i = 0; i < info.page_count; ++i) {
       const uint64_t slot = info.first_slot + i;
       uint64_t h = codec::Xxh3_128(std::span<const uint8_t>(raw).subspan(size_t(i) * kPageSize, kPageSize)).low;

@@ -40,28 +40,34 @@ class HALITE_HIDDEN CheckpointReader::Impl {
   // VerifyPayload; when that fails, reads the payload from storage once more (into `payload`) and verifies
   // again. *reread is set when the second read verified.
   Status VerifyOrReread(uint32_t block, std::span<uint8_t> payload, bool* reread) const;
-  // Decompresses a verified payload into `out` (copies it when the block is stored raw).
+  // Decompresses a verified payload into `out` (copies it when the block is stored raw); a BASED block against
+  // `prefix`, the raw content of its base group (which must then be given, and only then).
   // With `progress`, decodes zstd block by block and reports each range of `out` that is final, the frame holding
   // byte `first` first (FRAMED blocks).
   Status Decompress(uint32_t block, std::span<const uint8_t> payload, std::span<uint8_t> out,
-                    const BlockProgress* progress = nullptr, size_t first = 0) const;
-  // A block of the chain's view, from whichever file holds it.
+                    const BlockProgress* progress = nullptr, size_t first = 0,
+                    std::span<const uint8_t> prefix = {}) const;
+  // A block group of the chain's view (section 12), each of its blocks from the file holding it, in order.
   Status ReadBlock(uint32_t block, std::span<uint8_t> out, bool* reread, const BlockProgress* progress = nullptr,
                    size_t first = 0) const;
   // A block of this file, in its own numbering; `use_cache` false reads storage whatever the cache holds
-  // (VerifyAll: the point is to check what storage holds).
+  // (VerifyAll: the point is to check what storage holds). `prefix` as for Decompress.
   Status ReadOwnBlock(uint32_t block, std::span<uint8_t> out, bool* reread, const BlockProgress* progress = nullptr,
-                      bool use_cache = true, size_t first = 0) const;
+                      bool use_cache = true, size_t first = 0, std::span<const uint8_t> prefix = {}) const;
+  // The same for any block of this file on its own: a BASED block's base group is read from the parent first.
+  Status ReadOwnBlockAlone(uint32_t block, std::span<uint8_t> out, bool use_cache) const;
   Status ReadBlocks(std::span<const uint32_t> blocks, std::span<const std::span<uint8_t>> outs,
                     std::span<Status> statuses) const;
-  // block_reads.cc: the two-step reads, and where a view block lives.
+  // block_reads.cc: the two-step reads.
   Status FetchBlocks(std::span<const uint32_t> blocks, std::vector<FetchedBlock>* out) const;
   // Fetches blocks of this file (own numbering) into out[at[i]].
   void FetchOwnBlocks(std::span<const uint32_t> own, std::span<const size_t> at, std::vector<FetchedBlock>* out) const;
-  Status DecodeOwnBlock(uint32_t block, FetchedBlock& fetched, std::span<uint8_t> out, bool* reread,
-                        const BlockProgress* progress) const;
-  // The file of the chain holding view block `block`, and the block's number there.
-  std::pair<const Impl*, uint32_t> Owner(uint32_t block) const;
+  // Verifies and decodes one block of this file from a fetched payload (read from storage again when it fails
+  // verification; `from_cache`: it came from the block cache, which then loses it).
+  Status DecodeOwnBlock(uint32_t block, std::span<uint8_t> payload, bool from_cache, std::span<uint8_t> out,
+                        bool* reread, const BlockProgress* progress, std::span<const uint8_t> prefix) const;
+  // A view block group from a fetched payload (its blocks' payloads one after another).
+  Status DecodeGroup(FetchedBlock& fetched, std::span<uint8_t> out, bool* reread, const BlockProgress* progress) const;
   // Reads block `block`'s payload from storage, counting it.
   Status ReadPayload(uint32_t block, std::span<uint8_t> payload) const;
   // The block cache's key for a block of this file.
@@ -91,7 +97,9 @@ class HALITE_HIDDEN CheckpointReader::Impl {
     }
     uint64_t slot = v - format::kPageMapFirstSlot;
     uint32_t b = slot_block_[slot];
-    return {PageKind::kStored, b, uint32_t(slot - model_.blocks[b].first_slot)};
+    const uint32_t in_block = uint32_t(slot - model_.blocks[b].first_slot);
+    if (own_view_.empty()) return {PageKind::kStored, b, in_block};
+    return {PageKind::kStored, own_view_[b], own_slot_[b] + in_block};
   }
 
   std::string BlockWhere(uint32_t b) const {
@@ -101,6 +109,33 @@ class HALITE_HIDDEN CheckpointReader::Impl {
   Status OpenChecked();
   Status OpenParent(const std::vector<FileId>& descendants);
   Status BuildView();
+  // BuildView's part for a child: the groups of the parent's view this one reads (those holding a page of it or
+  // the base of one of its BASED blocks), each extended by the BASED blocks based on it.
+  Status AddParentGroups(std::vector<uint64_t>* resolved);
+  void BuildRestoreOrder();
+  void BuildChainLevels();
+
+  // One block of a block group (format-spec 12): the file of the chain holding it and where its content goes.
+  struct GroupPart {
+    const Impl* owner = nullptr;  // the file holding the block
+    uint32_t block = 0;           // its number in that file
+    uint32_t level = 0;           // the file's place in this view's chain (0: this file)
+    uint32_t first_slot = 0;      // its first slot within the group
+    uint32_t base_slots = 0;      // BASED: its prefix is the group's first base_slots slots; 0 otherwise
+  };
+  std::span<const GroupPart> Parts(uint32_t view_block) const {
+    return std::span<const GroupPart>(parts_).subspan(part_start_[view_block],
+                                                      part_start_[view_block + 1] - part_start_[view_block]);
+  }
+  size_t PartIndexOfSlot(uint32_t view_block, uint32_t slot) const {
+    auto parts = Parts(view_block);
+    size_t i = parts.size() - 1;
+    while (i > 0 && parts[i].first_slot > slot) --i;
+    return i;
+  }
+  const GroupPart& PartOfSlot(uint32_t view_block, uint32_t slot) const {
+    return Parts(view_block)[PartIndexOfSlot(view_block, slot)];
+  }
 
   std::unique_ptr<RandomAccessFile> file_;
   ReaderOptions options_;
@@ -117,10 +152,16 @@ class HALITE_HIDDEN CheckpointReader::Impl {
   mutable std::atomic<uint64_t> cache_hits_{0}, cache_misses_{0}, cache_dropped_{0}, cache_inserts_{0};
   // The backend's counters when the file was opened: read_stats() reports what came after.
   ReadCounters counters_at_open_;
-  // The chain's view (section 12): own blocks first, then the parent's live view blocks.
+  // The chain's view (section 12): block groups, this file's blocks that are groups of their own first, then the
+  // parent's groups it reads, each extended by this file's BASED blocks on it.
   std::unique_ptr<CheckpointReader> parent_;
-  std::vector<uint32_t> parent_to_view_;       // parent view block -> view block, kNoBlock when not live
-  std::vector<uint32_t> view_to_parent_;       // view block - own block count -> parent view block
+  std::vector<uint32_t> parent_to_view_;       // parent view block -> view block, kNoBlock when not read
+  std::vector<GroupPart> parts_;               // every view block's parts, in content order (CSR)
+  std::vector<uint32_t> part_start_;           // view block -> its first part; size view blocks + 1
+  // Own block -> its view block and its first slot there; empty when the file has no BASED block (then own block b
+  // is view block b, from slot 0).
+  std::vector<uint32_t> own_view_, own_slot_;
+  std::vector<uint32_t> base_group_;           // own BASED block -> its base, a block of the parent's view
   std::vector<BlockInfo> view_blocks_;
   std::vector<uint32_t> view_order_;
   uint32_t lead_blocks_ = 0;  // the working sets' prefix of view_order_ (every file's hot blocks)

@@ -18,9 +18,10 @@
 #include "format/integrity_checks.h"
 #include "halite/checkpoint_location.h"
 #include "halite/format_constants.h"
-#include "writer/dictionary_choice.h"
+#include "writer/coding_choice.h"
 #include "writer/layout_planner.h"
 #include "writer/page_store.h"
+#include "writer/parent_bases.h"
 
 namespace halite {
 
@@ -58,6 +59,7 @@ struct BlockPayload {
   Status status;
   std::vector<uint8_t> bytes;
   uint32_t flags = 0;
+  uint32_t base_page = 0;  // BASED
   std::array<uint8_t, 16> mac{};
 };
 
@@ -298,12 +300,19 @@ class HALITE_HIDDEN CheckpointWriter::Impl {
   Status MatchParent(WorkerPool& pool, uint64_t* blocks_read);
   uint64_t StoreAgainForLocality();
   Status ReadSlotPages(const writer::PlannedBlock& b, std::vector<uint8_t>* raw) const;
-  BlockPayload EncodeBlock(const writer::PlannedBlock& b, const codec::Dictionary* dict) const;
+  // Incremental saves: which changed pages are coded against the parent (WriterOptions::code_against_parent).
+  Status ChooseBases(WorkerPool& pool);
+  // The coding of the blocks coded on their own (frames, dictionary): chosen from a sample.
+  Result<writer::CodingChoice> ChooseCoding(const std::vector<writer::PlannedBlock>& blocks, WorkerPool& pool) const;
+  // Compresses a block as `frame_pages` and `dict` say (a BASED one against its base group, without the dictionary).
+  BlockPayload EncodeBlock(const writer::PlannedBlock& b, uint32_t frame_pages, const codec::Dictionary* dict) const;
   Status WriteBlocks(const std::vector<writer::PlannedBlock>& blocks, const codec::Dictionary* dict, WorkerPool& pool,
                      format::IndexModel* model, uint64_t file_seed);
   Status WriteBlobs(format::IndexModel* model, uint64_t file_seed);
   Result<format::Footer> AppendIndexAndFooter(format::IndexModel& model, std::span<const uint8_t> header_bytes,
                                               uint64_t file_seed, uint64_t* index_bytes);
+  Result<std::vector<uint8_t>> AppendHeader(const format::IndexModel& model,
+                                            const std::vector<writer::PlannedBlock>& blocks);
 
   std::unique_ptr<AppendSink> sink_;
   WriterOptions opt_;
@@ -315,6 +324,9 @@ class HALITE_HIDDEN CheckpointWriter::Impl {
   std::vector<uint32_t> slot_page_;  // slot -> global page holding the canonical copy
   std::vector<bool> in_parent_;      // pages equal to the parent's (MatchParent)
   std::vector<bool> declared_;       // pages the caller declared equal to the parent's (DeclareInParent)
+  std::vector<uint8_t> stored_again_;  // equal to the parent's, stored again for locality (StoreAgainForLocality)
+  writer::BaseChoice bases_;         // changed pages coded against the parent (ChooseBases)
+  uint32_t frame_pages_ = 0;         // the chosen coding (ChooseCoding)
   FileId file_id_{};
   bool finished_ = false;
 };
@@ -327,20 +339,38 @@ Status CheckpointWriter::Impl::ReadSlotPages(const writer::PlannedBlock& b, std:
   return Status::Ok();
 }
 
-BlockPayload CheckpointWriter::Impl::EncodeBlock(const writer::PlannedBlock& b, const codec::Dictionary* dict) const {
+BlockPayload CheckpointWriter::Impl::EncodeBlock(const writer::PlannedBlock& b, uint32_t frame_pages,
+                                                 const codec::Dictionary* dict) const {
   thread_local codec::Compressor compressor;
+  thread_local std::vector<uint8_t> base;
   BlockPayload out;
   std::vector<uint8_t> raw;
   out.status = ReadSlotPages(b, &raw);
   if (!out.status.ok()) return out;
+  const bool based = b.base_key != writer::kNoBase;
+  codec::FrameReference ref(dict);
+  if (based) {
+    // 5.4: against the raw content of the parent's block group holding the parent's version of its first slot.
+    const uint32_t group = bases_.group_of_key[b.base_key];
+    base.resize(opt_.parent->blocks()[group].raw_length());
+    out.status = opt_.parent->ReadBlock(group, base);
+    if (!out.status.ok()) return out;
+    ref = codec::FrameReference::Prefix(base);
+  }
   const size_t cut_bytes = size_t(opt_.zstd_block_pages) * kPageSize;
-  const bool framed = opt_.frame_pages > 0 && b.pages > opt_.frame_pages;
-  out.status = framed ? compressor.CompressFrames(raw, opt_.level, dict, &out.bytes, size_t(opt_.frame_pages) * kPageSize,
+  const bool framed = frame_pages > 0 && b.pages > frame_pages;
+  out.status = framed ? compressor.CompressFrames(raw, opt_.level, ref, &out.bytes, size_t(frame_pages) * kPageSize,
                                                   cut_bytes)
-                      : compressor.Compress(raw, opt_.level, dict, &out.bytes, cut_bytes);
+                      : compressor.Compress(raw, opt_.level, ref, &out.bytes, cut_bytes);
   if (!out.status.ok()) return out;
   if (out.bytes.size() < raw.size()) {
-    out.flags = format::kBlockCompressed | (dict ? format::kBlockDictionary : 0) | (framed ? format::kBlockFramed : 0);
+    out.flags = format::kBlockCompressed | (framed ? format::kBlockFramed : 0);
+    if (based) {
+      out.flags |= format::kBlockBased;
+      out.base_page = slot_page_[b.first_slot];
+    } else if (dict) {
+      out.flags |= format::kBlockDictionary;
+    }
   } else {
     out.bytes = std::move(raw);  // does not compress: stored raw
     out.flags = 0;
@@ -349,8 +379,42 @@ BlockPayload CheckpointWriter::Impl::EncodeBlock(const writer::PlannedBlock& b, 
   return out;  // the MAC, when wanted, is computed by the caller that knows the block's index
 }
 
+Result<writer::CodingChoice> CheckpointWriter::Impl::ChooseCoding(const std::vector<writer::PlannedBlock>& blocks,
+                                                                  WorkerPool& pool) const {
+  std::vector<writer::PlannedBlock> own;  // BASED blocks are coded against the parent, not with these choices
+  for (const auto& b : blocks) {
+    if (b.base_key == writer::kNoBase) own.push_back(b);
+  }
+  writer::CodingChoiceOptions options{opt_.dictionary, opt_.frame_pages, opt_.level};
+  return writer::ChooseCoding(
+      options, slot_page_.size(), own, pool,
+      [&](uint64_t slot, uint8_t* out) { return store_.Read(slot_page_[slot], out); },
+      [&](const writer::PlannedBlock& b, uint32_t frames, const codec::Dictionary* d) -> int64_t {
+        BlockPayload p = EncodeBlock(b, frames, d);
+        return p.status.ok() ? int64_t(p.bytes.size()) : -1;
+      });
+}
+
+Status CheckpointWriter::Impl::ChooseBases(WorkerPool& pool) {
+  const std::vector<writer::PlannedPageKind> kinds = Kinds(/*zero_references_as_zero=*/false);
+  std::vector<uint8_t> excluded(kinds.size());
+  if (opt_.policy == LayoutPolicy::kHalite || opt_.policy == LayoutPolicy::kAccess) {
+    for (const auto& r : access_) std::fill_n(excluded.begin() + long(r.first), r.count, 1);  // the working set
+  }
+  for (uint64_t g = 0; g < stored_again_.size(); ++g) excluded[g] |= stored_again_[g];
+  for (const Region& r : regions_) {
+    if (opt_.keep_host_pages_whole && r.host_page_size > kPageSize) {
+      std::fill_n(excluded.begin() + long(r.first_page), r.page_count(), 1);  // installed a host page at a time
+    }
+  }
+  writer::BaseChoiceInput in{opt_.parent.get(), kinds, excluded, opt_.level};
+  HLT_ASSIGN_OR_RETURN(bases_, writer::ChooseBases(in, pool, [&](uint64_t g, uint8_t* out) { return store_.Read(g, out); }));
+  return Status::Ok();
+}
+
 Status CheckpointWriter::Impl::WriteBlocks(const std::vector<writer::PlannedBlock>& blocks, const codec::Dictionary* dict,
                                            WorkerPool& pool, format::IndexModel* model, uint64_t file_seed) {
+  const uint32_t frame_pages = frame_pages_;
   RateLimiter limiter(opt_.rate_limit_bytes_per_s);
   WriteProgress progress;
   progress.blocks_total = blocks.size();
@@ -364,7 +428,7 @@ Status CheckpointWriter::Impl::WriteBlocks(const std::vector<writer::PlannedBloc
     while (next < blocks.size() && window.size() < max_in_flight) {
       const writer::PlannedBlock& b = blocks[next++];
       limiter.Acquire(uint64_t(b.pages) * kPageSize);
-      window.push_back(pool.Submit([this, &b, dict] { return EncodeBlock(b, dict); }));
+      window.push_back(pool.Submit([this, &b, frame_pages, dict] { return EncodeBlock(b, frame_pages, dict); }));
     }
     BlockPayload p = window.front().get();
     window.pop_front();
@@ -380,6 +444,7 @@ Status CheckpointWriter::Impl::WriteBlocks(const std::vector<writer::PlannedBloc
     info.stored_length = uint32_t(p.bytes.size());
     info.page_count = b.pages;
     info.flags = p.flags;
+    info.base_page = p.base_page;
     info.checksum = codec::Xxh3_64(p.bytes, format::BlockSeed(file_seed, index));
     model->blocks.push_back(info);
     Status s = Append(p.bytes);
@@ -459,7 +524,11 @@ uint64_t CheckpointWriter::Impl::StoreAgainForLocality() {
   const std::vector<writer::PlannerRegion> regions = PlannerRegions();
   in.regions = regions;
   const std::vector<uint64_t> again = writer::PagesToStoreAgain(in, declared_, opt_.parent_rewrite_fraction);
-  for (uint64_t g : again) in_parent_[g] = false;
+  stored_again_.assign(store_.total_pages(), 0);
+  for (uint64_t g : again) {
+    in_parent_[g] = false;
+    stored_again_[g] = 1;
+  }
   return again.size();
 }
 
@@ -477,6 +546,7 @@ Result<writer::BlockPlan> CheckpointWriter::Impl::Plan() const {
   in.va = va_;
   const std::vector<writer::PlannerRegion> regions = PlannerRegions();
   in.regions = regions;
+  in.base_keys = bases_.keys;
   std::vector<uint8_t> a(kPageSize), b(kPageSize);
   return writer::PlanBlocks(in, [&](uint64_t x, uint64_t y) -> Result<bool> {
     HLT_RETURN_IF_ERROR(store_.Read(x, a.data()));
@@ -573,7 +643,26 @@ Result<format::Footer> CheckpointWriter::Impl::AppendIndexAndFooter(format::Inde
   return footer;
 }
 
-// stage -> plan -> compress -> append.
+// The header, before any block is compressed: a file that may hold FRAMED blocks says 1.3, and one that may hold
+// BASED blocks 1.4, even when each of them turns out not to compress (then stored raw, neither FRAMED nor BASED).
+Result<std::vector<uint8_t>> CheckpointWriter::Impl::AppendHeader(const format::IndexModel& model,
+                                                                  const std::vector<writer::PlannedBlock>& blocks) {
+  format::Header header;
+  header.file_id = file_id_;
+  header.minor = format::MinimumMinorVersion(model);
+  const bool may_frame = frame_pages_ > 0 && std::any_of(blocks.begin(), blocks.end(), [&](const auto& b) {
+                           return b.pages > frame_pages_;
+                         });
+  if (may_frame) header.minor = std::max(header.minor, format::kFormatMinorFramedBlocks);
+  const bool may_base = std::any_of(blocks.begin(), blocks.end(), [](const auto& b) { return b.base_key != writer::kNoBase; });
+  if (may_base) header.minor = std::max(header.minor, format::kFormatMinorBasedBlocks);
+  if (opt_.mac_key) header.flags |= format::kHeaderAuthenticated;
+  auto hb = format::EncodeHeader(header);
+  HLT_RETURN_IF_ERROR(Append(hb));
+  return std::vector<uint8_t>(hb.begin(), hb.end());
+}
+
+// stage -> plan -> choose the coding -> compress -> append.
 Result<WriteSummary> CheckpointWriter::Impl::Finish() {
   if (finished_) return Status::InvalidArgument("Finish called twice");
   finished_ = true;
@@ -582,11 +671,11 @@ Result<WriteSummary> CheckpointWriter::Impl::Finish() {
   HLT_RETURN_IF_ERROR(store_.Seal());  // stage
 
   WorkerPool pool(opt_.threads, opt_.low_priority_workers);
-  uint64_t parent_blocks_read = 0;
-  uint64_t stored_again = 0;
+  WriteSummary sum;
   if (opt_.parent) {  // incremental (format-spec 12)
-    HLT_RETURN_IF_ERROR(MatchParent(pool, &parent_blocks_read));
-    stored_again = StoreAgainForLocality();
+    HLT_RETURN_IF_ERROR(MatchParent(pool, &sum.parent_blocks_read));
+    sum.stored_again_pages = StoreAgainForLocality();
+    if (opt_.code_against_parent) HLT_RETURN_IF_ERROR(ChooseBases(pool));
   }
   HLT_ASSIGN_OR_RETURN(writer::BlockPlan plan, Plan());  // plan
   slot_page_ = std::move(plan.slot_page);
@@ -602,35 +691,27 @@ Result<WriteSummary> CheckpointWriter::Impl::Finish() {
     model.page_hashes.resize(slot_page_.size());
     for (uint64_t s = 0; s < slot_page_.size(); ++s) model.page_hashes[s] = store_.hash(slot_page_[s]).low;
   }
+  HLT_ASSIGN_OR_RETURN(writer::CodingChoice coding, ChooseCoding(plan.blocks, pool));
+  frame_pages_ = coding.frame_pages;
+  // 5.12: what the writer chose itself, and on what evidence.
+  const bool chose = (!coding.trials.empty() && (opt_.frame_pages == WriterOptions::kFramePagesAuto ||
+                                                 opt_.dictionary == DictionaryMode::kAuto)) ||
+                     bases_.groups_tried > 0;
+  if (chose) {
+    model.coding = CodingRecord{frame_pages_,
+                                uint32_t(coding.sample_blocks),
+                                coding.sample_raw_bytes,
+                                uint32_t(std::min<uint64_t>(bases_.groups_tried, UINT32_MAX)),
+                                uint32_t(std::min<uint64_t>(bases_.groups_used, UINT32_MAX)),
+                                coding.trials};
+  }
 
   file_id_ = opt_.file_id.value_or(RandomFileId());
   const uint64_t seed = format::FileSeed(file_id_);
-  format::Header header;
-  header.file_id = file_id_;
-  header.minor = format::MinimumMinorVersion(model);
-  // The header goes out before any block is compressed: a file that may hold FRAMED blocks says 1.3 even when
-  // each of them turns out not to compress (then stored raw, not FRAMED).
-  const bool may_frame = opt_.frame_pages > 0 && std::any_of(plan.blocks.begin(), plan.blocks.end(), [&](const auto& b) {
-                           return b.pages > opt_.frame_pages;
-                         });
-  if (may_frame) header.minor = std::max(header.minor, format::kFormatMinorFramedBlocks);
-  if (opt_.mac_key) header.flags |= format::kHeaderAuthenticated;
-  auto hb = format::EncodeHeader(header);
-  HLT_RETURN_IF_ERROR(Append(hb));
-
+  HLT_ASSIGN_OR_RETURN(std::vector<uint8_t> hb, AppendHeader(model, plan.blocks));
   // compress (and append each block as it is ready, in block order)
-  writer::DictionaryChoiceOptions dict_options{opt_.dictionary, opt_.level, opt_.block_pages};
-  HLT_ASSIGN_OR_RETURN(
-      auto dict, writer::ChooseDictionary(
-                     dict_options, slot_page_.size(), plan.blocks, pool,
-                     [&](uint64_t slot, uint8_t* out) { return store_.Read(slot_page_[slot], out); },
-                     [&](const writer::PlannedBlock& b, const codec::Dictionary* d) -> std::pair<int64_t, int64_t> {
-                       BlockPayload plain = EncodeBlock(b, nullptr), with = EncodeBlock(b, d);
-                       if (!plain.status.ok() || !with.status.ok()) return {0, 0};
-                       return {int64_t(plain.bytes.size()), int64_t(with.bytes.size())};
-                     }));
   model.page_map = std::move(plan.page_map);
-  HLT_RETURN_IF_ERROR(WriteBlocks(plan.blocks, dict.get(), pool, &model, seed));
+  HLT_RETURN_IF_ERROR(WriteBlocks(plan.blocks, coding.dictionary.get(), pool, &model, seed));
   HLT_RETURN_IF_ERROR(WriteBlobs(&model, seed));
 
   // append the index and the footer
@@ -639,13 +720,14 @@ Result<WriteSummary> CheckpointWriter::Impl::Finish() {
   model.regions = regions_;
   model.restore_order = plan.restore_order;
   model.working_set_blocks = plan.working_set_blocks;
-  if (dict) model.dictionary = dict->bytes();
+  if (coding.dictionary && std::any_of(model.blocks.begin(), model.blocks.end(), [](const BlockInfo& b) { return b.uses_dictionary(); })) {
+    model.dictionary = coding.dictionary->bytes();
+  }
   uint64_t index_bytes = 0;
   HLT_ASSIGN_OR_RETURN(format::Footer footer, AppendIndexAndFooter(model, hb, seed, &index_bytes));
   HLT_RETURN_IF_ERROR(sink_->Commit());
   sink_.reset();
 
-  WriteSummary sum;
   sum.pages = store_.total_pages();
   sum.raw_bytes = sum.pages * kPageSize;
   sum.zero_pages = plan.zero_pages;
@@ -655,13 +737,20 @@ Result<WriteSummary> CheckpointWriter::Impl::Finish() {
   sum.accessed_pages = plan.accessed_pages;
   sum.blocks = plan.blocks.size();
   sum.hot_blocks = model.working_set_blocks;
-  for (auto& bl : model.blocks) sum.block_bytes += bl.stored_length;
+  for (auto& bl : model.blocks) {
+    sum.block_bytes += bl.stored_length;
+    sum.based_blocks += bl.based();
+    sum.based_pages += bl.based() ? bl.page_count : 0;
+  }
   for (auto& bl : model.blobs) sum.blob_bytes += bl.stored_length;
   sum.index_bytes = index_bytes;
   sum.dictionary_bytes = model.dictionary.size();
+  sum.frame_pages = frame_pages_;
+  sum.coding_trials = std::move(coding.trials);
+  sum.coding_reason = std::move(coding.reason);
+  sum.base_groups_tried = bases_.groups_tried;
+  sum.base_groups_used = bases_.groups_used;
   sum.in_parent_pages = plan.in_parent_pages;
-  sum.parent_blocks_read = parent_blocks_read;
-  sum.stored_again_pages = stored_again;
   for (uint64_t g = 0; g < declared_.size(); ++g) sum.declared_in_parent_pages += declared_[g] ? 1 : 0;
   sum.page_hash_bytes = model.page_hashes.empty() ? 0 : format::kSectionHeaderSize + format::kPageHashesFixedSize +
                                                             8 * model.page_hashes.size();

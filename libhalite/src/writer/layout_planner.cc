@@ -90,12 +90,50 @@ std::vector<uint64_t> PagesToStoreAgain(const PlannerInput& in, const std::vecto
   return out;
 }
 
+namespace {
+
+// Renumbers the slots so that those of keyed pages outside the working set (the first `hot` slots) come last,
+// grouped by key in increasing order, each group in plan order; the page map follows. Returns how many slots are
+// not keyed.
+size_t MoveBasedSlotsLast(std::span<const uint32_t> keys, size_t hot, BlockPlan* plan) {
+  const size_t n = plan->slot_page.size();
+  if (keys.empty()) return n;
+  std::vector<uint32_t> order;  // new slot -> old slot
+  std::vector<uint32_t> based;
+  order.reserve(n);
+  for (size_t s = 0; s < n; ++s) {
+    (s >= hot && keys[plan->slot_page[s]] != kNoBase ? based : order).push_back(uint32_t(s));
+  }
+  if (based.empty()) return n;
+  const size_t unbased = order.size();
+  std::stable_sort(based.begin(), based.end(),
+                   [&](uint32_t a, uint32_t b) { return keys[plan->slot_page[a]] < keys[plan->slot_page[b]]; });
+  order.insert(order.end(), based.begin(), based.end());
+  std::vector<uint32_t> new_of_old(n), slot_page(n);
+  for (size_t i = 0; i < n; ++i) {
+    new_of_old[order[i]] = uint32_t(i);
+    slot_page[i] = plan->slot_page[order[i]];
+  }
+  plan->slot_page = std::move(slot_page);
+  for (uint32_t& v : plan->page_map) {
+    if (v >= format::kPageMapFirstSlot && v != format::kPageMapInParent) {
+      v = format::kPageMapFirstSlot + new_of_old[v - format::kPageMapFirstSlot];
+    }
+  }
+  return unbased;
+}
+
+}  // namespace
+
 Result<BlockPlan> PlanBlocks(const PlannerInput& in, const PagesEqual& equal) {
   if (in.block_pages < 1 || in.block_pages > format::kMaxBlockPages) {
     return Status::InvalidArgument(fmt::format("block_pages {} (expected 1..{})", in.block_pages, format::kMaxBlockPages));
   }
   if (in.hashes.size() != in.pages.size()) {
     return Status::InvalidArgument(fmt::format("{} hashes for {} pages", in.hashes.size(), in.pages.size()));
+  }
+  if (!in.base_keys.empty() && in.base_keys.size() != in.pages.size()) {
+    return Status::InvalidArgument(fmt::format("{} base keys for {} pages", in.base_keys.size(), in.pages.size()));
   }
   BlockPlan plan;
   const uint64_t total = in.pages.size();
@@ -147,13 +185,22 @@ Result<BlockPlan> PlanBlocks(const PlannerInput& in, const PagesEqual& equal) {
     if (i < order.accessed) ++plan.accessed_pages;
   }
 
+  const size_t unbased = MoveBasedSlotsLast(in.base_keys, plan.accessed_pages, &plan);
   // Blocks: up to block_pages slots each, with a forced boundary where the working set ends, so hot blocks hold
   // only working-set pages, and none inside a large host page (its slots are adjacent: placed together, and
   // deduplicated only among themselves).
-  const auto cuts = CutBlocks(plan.slot_page.size(), plan.accessed_pages, in.block_pages, [&](size_t s) {
+  const auto cuts = CutBlocks(unbased, plan.accessed_pages, in.block_pages, [&](size_t s) {
     return groups.Together(plan.slot_page[s - 1], plan.slot_page[s]);
   });
   for (const ItemRange& c : cuts) plan.blocks.push_back({c.first, uint32_t(c.count), c.first < plan.accessed_pages});
+  // The based slots: blocks of one key each.
+  for (size_t s = unbased; s < plan.slot_page.size();) {
+    const uint32_t key = in.base_keys[plan.slot_page[s]];
+    size_t end = s;
+    while (end < plan.slot_page.size() && end - s < in.block_pages && in.base_keys[plan.slot_page[end]] == key) ++end;
+    plan.blocks.push_back({s, uint32_t(end - s), false, key});
+    s = end;
+  }
   // The restore order is the plan order of blocks; the working set is its hot prefix.
   for (size_t b = 0; b < plan.blocks.size(); ++b) {
     plan.restore_order.push_back(uint32_t(b));

@@ -27,6 +27,9 @@ struct GlobalRun {
 // kInParent: equal, byte for byte, to the parent's page of the same number (format-spec 12): not stored.
 enum class PlannedPageKind : uint8_t { kAbsent = 0, kZero = 1, kContent = 2, kInParent = 3 };
 
+// No base: a slot coded on its own (PlannerInput::base_keys, PlannedBlock::base_key).
+inline constexpr uint32_t kNoBase = UINT32_MAX;
+
 struct PlannerInput {
   LayoutPolicy policy = LayoutPolicy::kHalite;
   uint32_t block_pages = 64;                   // slots per block, 1..4096
@@ -37,6 +40,11 @@ struct PlannerInput {
   // The regions, where some have host pages larger than 4 KiB (their pages are planned a host page at a time);
   // empty: every page is its own host page.
   std::span<const PlannerRegion> regions;
+  // Incremental saves (format-spec 5.4, BASED): per page, kNoBase or the key of the parent's block group the page is
+  // to be coded against. The slots of keyed pages outside the working set are planned after every other slot, in
+  // blocks of their own, one key after another in increasing order, each key's slots in plan order. The caller
+  // keeps each key's slots within what its group has room for. Empty: no page is.
+  std::span<const uint32_t> base_keys;
 };
 
 // True when pages a and b (both kContent) hold the same bytes. Called only for pages whose hashes are equal.
@@ -45,7 +53,8 @@ using PagesEqual = std::function<Result<bool>(uint64_t a, uint64_t b)>;
 struct PlannedBlock {
   uint64_t first_slot = 0;
   uint32_t pages = 0;
-  bool hot = false;  // holds working-set pages only
+  bool hot = false;               // holds working-set pages only
+  uint32_t base_key = kNoBase;    // the key (PlannerInput::base_keys) of every slot of a block coded against the parent
 };
 
 struct BlockPlan {
@@ -65,7 +74,8 @@ struct BlockPlan {
 // in virtual-address adjacency order, then physical order (`access`, `va`, `physical` policies use one source
 // each, then physical order); identical pages stored once, the copy stored being the first in plan order
 // (equality confirmed by `equal`, never by the hash alone); blocks of `block_pages` slots in plan order with a
-// forced boundary where the working set ends; the restore order is the plan order of blocks.
+// forced boundary where the working set ends; the restore order is the plan order of blocks. Keyed pages
+// (input.base_keys) come last, in blocks by key.
 // Host pages larger than 4 KiB (input.regions): the first page of one that the order reaches brings all of its
 // stored pages with it, in page order; a page of one is stored as a duplicate only of a page of the same host
 // page; and a block never ends inside one (it ends before a host page that does not fit, and a host page with
