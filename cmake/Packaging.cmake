@@ -35,7 +35,7 @@ set(CPACK_DEBIAN_DEV_PACKAGE_NAME libhalite-dev)
 set(CPACK_DEBIAN_DEV_PACKAGE_SECTION libdevel)
 # halite.pc's Requires.private and haliteConfig.cmake's find_dependency() must resolve for a consumer to build.
 set(HALITE_DEV_DEPENDS
-  "${HALITE_LIB_PACKAGE} (= ${HALITE_DEB_VERSION}), pkg-config, libzstd-dev, libxxhash-dev, libsodium-dev, libfmt-dev")
+  "${HALITE_LIB_PACKAGE} (= ${HALITE_DEB_VERSION}), pkg-config, libzstd-dev, libxxhash-dev, libsodium-dev, libssl-dev, libfmt-dev")
 if(URING_FOUND)
   string(APPEND HALITE_DEV_DEPENDS ", liburing-dev")
 endif()

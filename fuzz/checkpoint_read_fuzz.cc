@@ -2,7 +2,8 @@
 //
 // The input is a checkpoint file. It is opened three ways: as given; with every checksum recomputed (so
 // mutations reach the rules behind the checksums); and, when the header says it is authenticated, with the
-// test-vector key. For each reader that opens: the lookup tables are consistent, every block and blob either
+// test-vector key. An encrypted one (format-spec 13) also with the encrypted vectors' keys, without a key (what
+// can be read sealed), and resealed with each key (index tag recomputed) so mutations reach past the tags. For each reader that opens: the lookup tables are consistent, every block and blob either
 // reads back or fails with kCorrupt (kAuthFailed with a key), single-page reads agree with whole-block reads,
 // and batched reads agree with single reads. Memory never fails here, so kIoError is a bug.
 //
@@ -21,6 +22,7 @@
 #include "fuzz_input.h"
 #include "halite/authentication.h"
 #include "halite/checkpoint_reader.h"
+#include "halite/encryption.h"
 #include "halite/format_constants.h"
 
 namespace {
@@ -202,22 +204,72 @@ void CheckReader(const CheckpointReader& rd, bool keyed) {
   }
 }
 
-void OpenAndRead(std::vector<uint8_t> bytes, std::optional<MacKey> key,
-                 const std::vector<std::vector<uint8_t>>& parents = {}) {
+// Format-spec 13.7: a reader opened without its key shows the structure and refuses every content read.
+void CheckSealedReader(const CheckpointReader& rd) {
+  FUZZ_CHECK(rd.encrypted());
+  FUZZ_CHECK(rd.total_pages() == 0);
+  FUZZ_CHECK(!rd.regions().empty());
+  FUZZ_CHECK(rd.restore_order().size() == rd.blocks().size());
+  std::vector<uint8_t> page(format::kPageSize);
+  FUZZ_CHECK(rd.ReadPage(0, page).code() == StatusCode::kAuthFailed);
+  if (!rd.blocks().empty() && rd.blocks()[0].raw_length() <= kDecodeBudget) {
+    std::vector<uint8_t> raw(rd.blocks()[0].raw_length());
+    FUZZ_CHECK(rd.ReadBlock(0, raw).code() == StatusCode::kAuthFailed);
+  }
+  if (!rd.blobs().empty()) FUZZ_CHECK(rd.ReadBlob(0).error().code() == StatusCode::kAuthFailed);
+  uint64_t payload = 0;
+  for (const auto& b : rd.blocks()) payload += b.stored_length;
+  if (payload <= kDecodeBudget) {
+    Status v = rd.VerifyAll();  // checksums only
+    FUZZ_CHECK_MSG(v.ok() || v.code() == StatusCode::kCorrupt, v.ToString());
+  }
+}
+
+// The keys of the encrypted test vectors (tests/vectors/encrypted_vectors.h): A is bytes 0x40..0x5f, B 0x60..0x7f.
+EncryptionKey VectorKey(uint8_t first) {
+  EncryptionKey k;
+  for (size_t i = 0; i < k.size(); ++i) k[i] = uint8_t(first + i);
+  return k;
+}
+
+std::shared_ptr<Keyring> VectorKeys() {
+  auto ring = std::make_shared<Keyring>();
+  (void)ring->Add(VectorKey(0x40));
+  (void)ring->Add(VectorKey(0x60));
+  return ring;
+}
+
+struct Keys {
+  std::optional<MacKey> mac;
+  std::shared_ptr<Keyring> keyring;
+  bool without_key = false;
+};
+
+void OpenAndRead(std::vector<uint8_t> bytes, const Keys& keys, const std::vector<std::vector<uint8_t>>& parents = {}) {
   ReaderOptions options;
-  options.mac_key = key;
+  options.mac_key = keys.mac;
+  options.keyring = keys.keyring;
+  options.open_without_key = keys.without_key;
   size_t served = 0;
   options.open_parent = [&](const std::string& path) -> Result<std::unique_ptr<RandomAccessFile>> {
     if (served >= parents.size()) return Status::Corrupt(path + ": no such parent in this fuzz input");
     return NewMemoryFile(path, parents[served++]);
   };
+  // An encrypted file (or parent) whose key is not given is refused with kAuthFailed, as is any tag that fails.
+  const bool encrypted = bytes.size() >= 64 && (format::LoadLe32(&bytes[36]) & format::kHeaderEncrypted);
+  const bool auth_possible = keys.mac.has_value() || keys.keyring != nullptr || encrypted || !parents.empty();
   auto reader = CheckpointReader::Open(NewMemoryFile("fuzz.hlt", std::move(bytes)), options);
   if (!reader) {
-    FUZZ_CHECK_MSG(ExpectedFailure(reader.error(), key.has_value()), reader.error().ToString());
+    FUZZ_CHECK_MSG(ExpectedFailure(reader.error(), auth_possible), reader.error().ToString());
     return;
   }
-  if (key) FUZZ_CHECK((*reader)->authenticated());
-  CheckReader(**reader, key.has_value());
+  if (keys.mac) FUZZ_CHECK((*reader)->authenticated());
+  if ((*reader)->sealed()) {
+    FUZZ_CHECK(keys.without_key);
+    CheckSealedReader(**reader);
+    return;
+  }
+  CheckReader(**reader, auth_possible);
 }
 
 // The key of the authenticated test vector and of the generated authenticated seeds: bytes 0x00..0x1f.
@@ -230,21 +282,33 @@ MacKey FuzzKey() {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const Keys vector_keys{std::nullopt, VectorKeys(), false};
   if (auto files = halite::fuzzing::DecodeChainInput(data, size)) {
     std::vector<std::vector<uint8_t>> parents(files->begin() + 1, files->end());
-    OpenAndRead((*files)[0], std::nullopt, parents);
+    OpenAndRead((*files)[0], vector_keys, parents);
     // Resealed, every file's own checks pass, so the chain rules (fingerprints, depths, references) decide.
     for (auto& f : *files) halite::testing::ResealAllChecksums(f);
     std::vector<std::vector<uint8_t>> resealed_parents(files->begin() + 1, files->end());
-    OpenAndRead((*files)[0], std::nullopt, resealed_parents);
+    OpenAndRead((*files)[0], vector_keys, resealed_parents);
     return 0;
   }
   std::vector<uint8_t> bytes(data, data + size);
-  OpenAndRead(bytes, std::nullopt);
+  OpenAndRead(bytes, Keys{});
   std::vector<uint8_t> fixed = bytes;
   halite::testing::ResealAllChecksums(fixed);
-  if (fixed != bytes) OpenAndRead(fixed, std::nullopt);
-  bool authenticated = size >= 64 && (halite::format::LoadLe32(data + 36) & halite::format::kHeaderAuthenticated);
-  if (authenticated) OpenAndRead(std::move(bytes), FuzzKey());
+  if (fixed != bytes) OpenAndRead(fixed, Keys{});
+  const uint32_t flags = size >= 64 ? halite::format::LoadLe32(data + 36) : 0;
+  if (flags & halite::format::kHeaderAuthenticated) OpenAndRead(bytes, Keys{FuzzKey(), nullptr, false});
+  if (flags & halite::format::kHeaderEncrypted) {
+    // Format-spec 13: with the keys as given; without them (structure and checksums); and resealed by the holder
+    // of each key, so that mutations behind the index tag reach the sealed sections, frame tables and unit tags.
+    OpenAndRead(bytes, vector_keys);
+    OpenAndRead(bytes, Keys{std::nullopt, nullptr, true});
+    for (uint8_t first : {uint8_t(0x40), uint8_t(0x60)}) {
+      std::vector<uint8_t> resealed = bytes;
+      halite::testing::ResealWithKey(resealed, VectorKey(first));
+      if (resealed != bytes) OpenAndRead(std::move(resealed), vector_keys);
+    }
+  }
   return 0;
 }

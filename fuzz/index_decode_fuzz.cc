@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "format/encryption_codec.h"
 #include "format/index_codec.h"
 #include "fuzz_input.h"
 #include "halite/format_constants.h"
@@ -36,7 +37,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (const auto& b : m->blocks) {
     FUZZ_CHECK(b.offset == at && b.first_slot == slots);
     FUZZ_CHECK(b.page_count >= 1 && b.page_count <= format::kMaxBlockPages);
-    FUZZ_CHECK(b.compressed() ? b.stored_length < b.raw_length() : b.stored_length == b.raw_length());
+    // 13.2: a sealed payload carries a tag (and a FRAMED one its frame table).
+    const uint64_t tag = m->encryption.present ? format::kSealTagSize : 0;
+    FUZZ_CHECK(b.compressed() ? b.stored_length > tag && (b.framed() || b.stored_length < b.raw_length() + tag)
+                              : b.stored_length == b.raw_length() + tag);
     at += b.stored_length;
     slots += b.page_count;
   }
@@ -80,6 +84,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     FUZZ_CHECK(m->mac_section_offset == again.size());
     auto mac = format::EncodeMacSection(m->mac);
     again.insert(again.end(), mac.begin(), mac.end());
+  }
+  if (m->encryption.present) {  // 13.5; the sealed sections were kept as stored and written back as they were
+    FUZZ_CHECK(!m->mac.present && m->encryption_section_offset == again.size());
+    auto section = format::EncodeEncryptionSection(m->encryption.cipher, m->encryption.index_tag);
+    again.insert(again.end(), section.begin(), section.end());
+  } else {
+    FUZZ_CHECK(!m->sealed());
   }
   FUZZ_CHECK(again.size() == index.size() && std::equal(again.begin(), again.end(), index.begin()));
   return 0;

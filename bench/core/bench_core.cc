@@ -2,7 +2,8 @@
 // generated images. Baseline, in the same run: zstd at the same level over the whole raw image (one frame),
 // which sees all cross-page redundancy but cannot be read lazily.
 //
-//   bench_core [--mib N] [--csv FILE] [--json FILE] [--quick]
+//   bench_core [--mib N] [--csv FILE] [--json FILE] [--quick] [--encryption] [--runs R]
+// --encryption: only the cost of encrypted checkpoints (encryption_cost.h), R runs a variant (default 5).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "codec/zstd_codec.h"
+#include "encryption_cost.h"
 #include "halite/checkpoint_reader.h"
 #include "halite/latency_histogram.h"
 #include "halite/checkpoint_writer.h"
@@ -71,15 +73,18 @@ void DropCaches() {
 int main(int argc, char** argv) {
   uint64_t mib = 256;
   std::string csv, json;
-  bool quick = false;
+  bool quick = false, encryption_only = false;
+  int runs = 5;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--mib" && i + 1 < argc) mib = std::stoull(argv[++i]);
+    else if (a == "--encryption") encryption_only = true;
+    else if (a == "--runs" && i + 1 < argc) runs = std::max(1, std::atoi(argv[++i]));
     else if (a == "--csv" && i + 1 < argc) csv = argv[++i];
     else if (a == "--json" && i + 1 < argc) json = argv[++i];
     else if (a == "--quick") quick = true;
     else {
-      std::fprintf(stderr, "usage: bench_core [--mib N] [--csv FILE] [--json FILE] [--quick]\n");
+      std::fprintf(stderr, "usage: bench_core [--mib N] [--csv FILE] [--json FILE] [--quick] [--encryption] [--runs R]\n");
       return 2;
     }
   }
@@ -97,6 +102,14 @@ int main(int argc, char** argv) {
   std::printf("bench_core: %llu MiB synthetic image (zero, text, code, pointers, sparse, duplicates, random), %u CPUs\n\n",
               (unsigned long long)mib, std::thread::hardware_concurrency());
 
+  auto encryption = [&] {
+    for (const auto& r : bench::RunEncryptionCost(image, mem, dir.path(), runs)) {
+      rows.push_back({r.table, r.config, r.value1, r.value2, r.value3, r.value4});
+    }
+  };
+  if (encryption_only) {
+    encryption();
+  } else {
   // 1. Baseline: whole-image zstd per level.
   std::vector<int> levels = quick ? std::vector<int>{1, 3} : std::vector<int>{1, 3, 6, 9};
   std::vector<uint32_t> block_sizes = quick ? std::vector<uint32_t>{1, 16, 64, 256}
@@ -184,6 +197,9 @@ int main(int argc, char** argv) {
       }
     }
   }
+
+  encryption();
+  }  // !encryption_only
 
   if (!csv.empty()) {
     std::ofstream f(csv);

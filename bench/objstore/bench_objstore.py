@@ -19,6 +19,14 @@ Without --ceph-env a cluster is started with scripts/ceph-up and stopped after t
 
 Every page in (restore_all.py): eager and lazy (loader) restores from s3:// and rados:// against a plain parallel
 download of the object and the local file, in the same run.
+
+    bench/objstore/bench_objstore.py --fault-priority [--mib 1024] [--accesses 300] [--sequential-mib 256]
+        [--runs 5] ...
+
+Demand faults while the loader streams (fault_priority.py): blocking-fault p50/p99/max with the loader on against the
+loader off and against the loader on with the demand gate off (HALITE_DEMAND_GATE=off), from s3://, rados:// and the
+local file, and the time to every page in against 1.3 x local + a plain download, in the same run. Needs the system
+python3 (python3-rados, python3-boto3 of scripts/install-deps --bench).
 """
 import argparse
 import csv
@@ -78,6 +86,10 @@ def main():
     ap.add_argument("--csv")
     ap.add_argument("--json")
     ap.add_argument("--restore-all", action="store_true", help="every page in: eager and loader vs a download")
+    ap.add_argument("--fault-priority", action="store_true",
+                    help="demand-fault latency with the loader on against off, and every page in")
+    ap.add_argument("--sequential-mib", type=int, default=0,
+                    help="--fault-priority: also a trace touching the first N MiB page after page")
     a = ap.parse_args()
 
     tmp = tempfile.mkdtemp(prefix="objstore-bench.")
@@ -93,9 +105,12 @@ def main():
         print(f"ceph-up: {bringup:.1f} s")
         env = load_env(os.path.join(ceph_dir, "env"))
     try:
-        if a.restore_all:
-            import restore_all
-            rows, extra = restore_all.run(a, env, tmp, replay, drop_caches)
+        if a.restore_all or a.fault_priority:
+            if a.restore_all:
+                import restore_all as mode
+            else:
+                import fault_priority as mode
+            rows, extra = mode.run(a, env, tmp, replay, drop_caches)
             if a.csv:
                 with open(a.csv, "w", newline="") as f:
                     w = csv.DictWriter(f, fieldnames=sorted({k for r in rows for k in r}))

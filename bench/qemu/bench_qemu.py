@@ -2,7 +2,7 @@
 """Restore of a QEMU guest: hlt-restore (lazy and eager) against QEMU's own restore of its own migration file.
 
 usage: bench_qemu.py --tools DIR [--sizes 1G,4G] [--workload-mib M] [--repeat N] [--warm] [--out DIR]
-                     [--work DIR] [--variants qemu-file,hlt-lazy,...] [--save-args "--frame-pages 0"]
+                     [--work DIR] [--variants qemu-file,hlt-lazy,...] [--save-args "--frame-pages 0"] [--encrypt]
 
 For each guest size it boots the project's test guest (guest/, memcheck over half of the guest's RAM, or over
 --workload-mib M MiB whatever the size: the same working set in ever larger guests shows what RAM size alone
@@ -18,6 +18,11 @@ it restores the guest with the same machine options:
   hlt-eager    hlt-restore qemu CKPT --eager -- ...   (precopy from the checkpoint, then cont)
   hlt-attach   hlt-restore qemu CKPT --qmp SOCKET into a QEMU started beforehand with -incoming defer (libvirt's
                way, or a VDI pool's pre-started VMs): t0 is hlt-restore's start, QEMU's own start-up is excluded
+
+With --encrypt (issue 26), also from an encrypted copy of the same checkpoint (`hlt-save rekey --key-file`: the
+same blocks, frames and layout, only sealed), so the two differ in encryption alone:
+
+  hlt-lazy-enc, hlt-eager-enc   as hlt-lazy and hlt-eager, with --encrypt-key-file
 
 and measures, from the moment the restoring process is started:
   running_ms   to the guest running (QEMU's RESUME event, stamped by QEMU)
@@ -48,6 +53,7 @@ import launch  # noqa: E402
 
 # qemu-file is the baseline; hlt-attach restores into a QEMU started beforehand with -incoming defer.
 VARIANTS = ("qemu-file", "hlt-lazy", "hlt-attach", "hlt-eager")
+ENCRYPTED_VARIANTS = ("hlt-lazy-enc", "hlt-eager-enc")
 
 OK_RX = re.compile(r"memcheck pass=(\d+) .* OK")
 
@@ -162,6 +168,7 @@ class Bench:
         self.restore = os.path.join(a.tools, "hlt-restore")
         self.rows = []
         self.cold_ok = None
+        self.key = None
 
     def machine(self, mem, serial, **kw):
         return launch.qemu_argv(mem=mem, workload="memcheck", workload_args=["--mib", str(self.mib(mem))],
@@ -209,6 +216,17 @@ class Bench:
             q.close()
         finally:
             g.stop()
+        if self.a.encrypt:
+            self.key = os.path.join(w, "guest.key")
+            for p in (self.key, ckpt + ".enc"):
+                if os.path.exists(p):
+                    os.unlink(p)
+            subprocess.run([self.save, "keygen", "-o", self.key], check=True, capture_output=True)
+            out = subprocess.run([self.save, "rekey", ckpt, "-o", ckpt + ".enc", "--key-file", self.key],
+                                 capture_output=True, text=True)
+            if out.returncode != 0:
+                raise RuntimeError("hlt-save rekey failed: " + out.stderr)
+            log(f"{mem}: encrypted copy {ckpt}.enc\n" + out.stdout)
         return ckpt, mig
 
     def run_qemu_file(self, mem, mig, cold):
@@ -246,16 +264,16 @@ class Bench:
         return dict(running_ms=(running - t0) / 1e3, first_ok_ms=(ok - t0) / 1e3, faults=0, stall_ms=0,
                     bytes_read=size, done_ms=(done - t0) / 1e3)
 
-    def run_hlt(self, mem, ckpt, eager, cold, attach=False):
+    def run_hlt(self, mem, ckpt, eager, cold, attach=False, key=None):
         w = os.path.join(self.a.work, mem)
-        tag = "eager" if eager else ("attach" if attach else "lazy")
+        tag = ("eager" if eager else ("attach" if attach else "lazy")) + ("-enc" if key else "")
         serial, stats, prog = (os.path.join(w, f"{tag}.{x}") for x in ("serial.log", "stats.json", "progress.csv"))
         qmp_path = os.path.join(w, f"{tag}.qmp")
         for p in (serial, stats, prog, qmp_path):
             if os.path.exists(p):
                 os.unlink(p)
         common = [self.restore, "qemu", ckpt, "--stats-json", stats, "--progress-log", prog, "--quiet",
-                  *(["--eager"] if eager else [])]
+                  *(["--eager"] if eager else []), *(["--encrypt-key-file", key] if key else [])]
         prestarted = None
         if attach:
             # A QEMU started ahead of time with -incoming defer, as libvirt or a VDI pool does: its start-up is off
@@ -298,22 +316,27 @@ class Bench:
             ckpt, mig = self.prepare(mem)
             sizes = {"checkpoint": os.path.getsize(ckpt), "migration_file": os.path.getsize(mig)}
             modes = [("cold", True)] + ([("warm", False)] if self.a.warm else [])
+            variants = tuple(self.a.variants.split(",")) + (ENCRYPTED_VARIANTS if self.a.encrypt else ())
             for rep in range(self.a.repeat):
                 for cache, cold in modes:
-                    for variant in self.a.variants.split(","):
+                    for variant in variants:
+                        encrypted = variant.endswith("-enc")
+                        file = ckpt + ".enc" if encrypted else ckpt
                         if cold:
                             self.cold_ok = drop_caches()
                         elif variant == "qemu-file":
                             subprocess.run(["cat", mig], stdout=subprocess.DEVNULL)  # warm the cache
                         else:
-                            subprocess.run(["cat", ckpt], stdout=subprocess.DEVNULL)
+                            subprocess.run(["cat", file], stdout=subprocess.DEVNULL)
                         if variant == "qemu-file":
                             r = self.run_qemu_file(mem, mig, cold)
                         else:
-                            r = self.run_hlt(mem, ckpt, variant == "hlt-eager", cold, variant == "hlt-attach")
+                            r = self.run_hlt(mem, file, variant.startswith("hlt-eager"), cold,
+                                             variant == "hlt-attach", self.key if encrypted else None)
                         r.update(guest=mem, memcheck_mib=self.mib(mem), variant=variant,
                                  cache=cache if (not cold or self.cold_ok) else "warm(no root)", rep=rep,
-                                 file_bytes=sizes["migration_file" if variant == "qemu-file" else "checkpoint"],
+                                 file_bytes=(os.path.getsize(file) if variant != "qemu-file"
+                                             else sizes["migration_file"]),
                                  accel=launch.default_accel())
                         log(f"{mem} {variant} {r['cache']}: running {r['running_ms']:.1f} ms, first OK "
                             f"{r['first_ok_ms']:.1f} ms, {r['faults']} faults, {r['bytes_read'] >> 20} MiB read")
@@ -321,6 +344,8 @@ class Bench:
             if not self.a.keep:
                 os.unlink(mig)
                 os.unlink(ckpt)
+                if self.a.encrypt:
+                    os.unlink(ckpt + ".enc")
 
     def report(self):
         cols = ["guest", "memcheck_mib", "variant", "cache", "rep", "running_ms", "first_ok_ms", "faults",
@@ -335,7 +360,7 @@ class Bench:
             json.dump({"baseline": "qemu-file (QEMU's own -incoming \"exec:cat FILE\")", "rows": self.rows}, f,
                       indent=1)
         print(f"\nQEMU restore: time from starting the restoring process ({self.rows[0]['accel'] if self.rows else ''})")
-        hdr = (f"{'guest':>5} {'variant':<10} {'cache':<5} {'to running':>11} {'to 1st OK':>10} {'faults':>7} "
+        hdr = (f"{'guest':>5} {'variant':<13} {'cache':<5} {'to running':>11} {'to 1st OK':>10} {'faults':>7} "
                f"{'stall':>10} {'read to 1st OK':>15} {'all in':>9} {'file':>9} {'running':>8} {'1st OK':>7}")
         print(hdr)
         print("-" * len(hdr))
@@ -344,7 +369,7 @@ class Bench:
             b = base.get((r["guest"], r["cache"], r["rep"]))
             ratio = (f"{b['running_ms'] / r['running_ms']:>7.1f}x {b['first_ok_ms'] / r['first_ok_ms']:>6.2f}x"
                      if b else f"{'-':>8} {'-':>7}")
-            print(f"{r['guest']:>5} {r['variant']:<10} {r['cache'][:5]:<5} {r['running_ms']:>8.1f} ms "
+            print(f"{r['guest']:>5} {r['variant']:<13} {r['cache'][:5]:<5} {r['running_ms']:>8.1f} ms "
                   f"{r['first_ok_ms']:>7.0f} ms {r['faults']:>7} {r['stall_ms']:>7.1f} ms "
                   f"{r['bytes_read'] / 2**20:>11.1f} MiB "
                   f"{r['done_ms']:>6.0f} ms {r['file_bytes'] / 2**20:>5.0f} MiB {ratio}")
@@ -365,6 +390,8 @@ def main():
     ap.add_argument("--out", default=os.path.join(os.getcwd(), "bench-qemu-results"))
     ap.add_argument("--work", default="/var/tmp/halite-bench-qemu", help="checkpoints, migration files, logs")
     ap.add_argument("--keep", action="store_true", help="keep the checkpoints and migration files")
+    ap.add_argument("--encrypt", action="store_true",
+                    help="also restore an encrypted copy of the checkpoint (hlt-save rekey): hlt-lazy-enc, hlt-eager-enc")
     a = ap.parse_args()
     if not (os.environ.get("HLT_QEMU") or shutil.which("qemu-system-x86_64")):
         print("bench_qemu: qemu-system-x86_64 is not installed", file=sys.stderr)

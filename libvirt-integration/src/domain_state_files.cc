@@ -84,15 +84,23 @@ Result<std::string> SwtpmStateDir(const std::string& uuid) {
 
 }  // namespace
 
-Result<DomainStateFiles> CaptureDomainStateFiles(const DomainXml& xml, const std::string& uuid) {
+Result<DomainStateFiles> LocateDomainStateFiles(const DomainXml& xml, const std::string& uuid) {
   DomainStateFiles out;
   out.nvram_path = xml.NvramPath();
-  if (!out.nvram_path.empty()) {
-    HLT_ASSIGN_OR_RETURN(out.nvram, ReadWholeFile(out.nvram_path, kMaxNvramBytes, "NVRAM"));
-  }
   out.tpm_version = xml.TpmEmulatorVersion();
   if (out.tpm_version.empty()) return out;
   HLT_ASSIGN_OR_RETURN(out.tpm_dir, SwtpmStateDir(uuid));
+  return out;
+}
+
+Status ReadDomainStateFiles(DomainStateFiles* files) {
+  DomainStateFiles& out = *files;
+  out.nvram.clear();
+  out.tpm_files.clear();
+  if (!out.nvram_path.empty()) {
+    HLT_ASSIGN_OR_RETURN(out.nvram, ReadWholeFile(out.nvram_path, kMaxNvramBytes, "NVRAM"));
+  }
+  if (out.tpm_dir.empty()) return Status::Ok();
   DIR* d = opendir(out.tpm_dir.c_str());
   if (d == nullptr) return Status::IoError("TPM state directory " + out.tpm_dir + ": cannot list it", errno);
   std::vector<std::string> names;
@@ -115,7 +123,7 @@ Result<DomainStateFiles> CaptureDomainStateFiles(const DomainXml& xml, const std
                          ReadWholeFile(out.tpm_dir + "/" + name, kMaxTpmFileBytes, "TPM state file"));
     out.tpm_files.push_back(StateFile{name, std::move(bytes)});
   }
-  return out;
+  return Status::Ok();
 }
 
 Status AddDomainStateBlobs(CheckpointWriter& writer, const DomainStateFiles& files) {

@@ -40,11 +40,14 @@ struct DomainStateFiles {
   std::vector<StateFile> tpm_files;
 };
 
-// Reads the NVRAM file and the TPM emulator's state files of running domain `xml` (UUID `uuid`); call with the
-// guest paused. swtpm's state directory is found on the command line of the domain's swtpm process
-// (`--tpmstate dir=.../UUID/tpm2`). Errors: kIoError naming a file that cannot be read, kNotFound when the domain has
-// an emulated TPM whose swtpm is not running on this host, kInvalidArgument for a file over the bounds above.
-Result<DomainStateFiles> CaptureDomainStateFiles(const DomainXml& xml, const std::string& uuid);
+// Where the NVRAM file and the TPM emulator's state files of running domain `xml` (UUID `uuid`) are (nothing is
+// read yet). swtpm's state directory is found on the command line of the domain's swtpm process (`--tpmstate
+// dir=.../UUID/tpm2`). kNotFound when the domain has an emulated TPM whose swtpm is not running on this host.
+Result<DomainStateFiles> LocateDomainStateFiles(const DomainXml& xml, const std::string& uuid);
+
+// Reads the located files (replacing what *files held); call with the guest paused. Errors: kIoError naming a file
+// that cannot be read, kInvalidArgument for a file over the bounds above.
+Status ReadDomainStateFiles(DomainStateFiles* files);
 
 // Adds the blobs to a checkpoint being written.
 Status AddDomainStateBlobs(CheckpointWriter& writer, const DomainStateFiles& files);

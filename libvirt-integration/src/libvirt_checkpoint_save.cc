@@ -7,8 +7,7 @@
 
 #include <fmt/format.h>
 
-#include "domain_state_files.h"
-#include "frozen_disks.h"
+#include "snapshot_instant.h"
 #include "halite/libvirt/domain_xml.h"
 #include "halite/libvirt/libvirt_checkpoint.h"
 #include "halite/libvirt/libvirt_qmp.h"
@@ -43,17 +42,16 @@ Result<LibvirtSaveResult> SaveLibvirtDomain(const Connection& connection, const 
   HLT_ASSIGN_OR_RETURN(std::string xml_text, MigratableXml(domain));
   HLT_ASSIGN_OR_RETURN(DomainXml xml, DomainXml::Parse(xml_text, "domain " + name));
   HLT_ASSIGN_OR_RETURN(std::vector<WritableDisk> disks, xml.WritableDisks());
-  if (options.qemu.live && !disks.empty()) {
-    return Status::Unsupported("domain " + name + " has writable disks (" + disks.front().target +
-                               "): a live save of them is not supported yet (its disk snapshot would not match the "
-                               "memory); save it stopped (without --live)");
-  }
   HLT_ASSIGN_OR_RETURN(std::unique_ptr<LibvirtQmpClient> qmp, LibvirtQmpClient::Open(connection, domain));
 
   LibvirtSaveResult result;
   result.domain = name;
+  // Disks, NVRAM and TPM state are taken at the saved instant with the memory (snapshot_instant.h): the overlays
+  // the domain goes on to are made now, before any pause.
+  const std::string tag = fmt::format("hlt-{}", std::time(nullptr));
+  HLT_ASSIGN_OR_RETURN(DomainSnapshotInstant instant, DomainSnapshotInstant::Prepare(domain, xml, disks, tag));
   // The guest is paused and resumed through libvirt, so that libvirt knows (the access window's samples, the
-  // stopped-guest save); the QEMU save leaves it paused, and the disks are frozen while it is.
+  // saved instant of a live save, the stopped-guest save).
   const bool was_running = state == VIR_DOMAIN_RUNNING;
   Clock::time_point paused_at = Clock::now();
   options.qemu.pause_guest = [&]() -> Status {
@@ -62,34 +60,36 @@ Result<LibvirtSaveResult> SaveLibvirtDomain(const Connection& connection, const 
     return Status::Ok();
   };
   options.qemu.resume_guest = [&]() -> Status {
-    if (virDomainResume(domain.get()) < 0) return LastError("libvirt: resuming domain " + name);
-    return Status::Ok();
-  };
-  auto resume = [&] {
-    if (was_running && !options.qemu.live) (void)virDomainResume(domain.get());
+    if (virDomainResume(domain.get()) == 0) return Status::Ok();
+    Status s = LastError("libvirt: resuming domain " + name);
+    // QEMU 7.2's background snapshot starts the vCPUs itself once it has captured the guest, and libvirt has seen
+    // them start (QEMU's RESUME event): then there is nothing left to resume.
+    int now = 0, why = 0;
+    if (virDomainGetState(domain.get(), &now, &why, 0) == 0 && now == VIR_DOMAIN_RUNNING) return Status::Ok();
+    return s;
   };
   options.qemu.then = options.qemu.live && options.then == LibvirtSaveOptions::Then::kContinue
                           ? qemu::SaveOptions::Then::kContinue
                           : qemu::SaveOptions::Then::kLeaveStopped;
-  const std::string tag = fmt::format("hlt-{}", std::time(nullptr));
+  options.qemu.at_snapshot_instant = [&] { return instant.Capture(); };
+  options.qemu.block_content_at_instant = [&](const std::string& block, uint64_t used_length) {
+    return instant.NvramForBlock(block, used_length);
+  };
   options.qemu.before_finish = [&, user = std::move(options.qemu.before_finish)](CheckpointWriter& w) -> Status {
     if (user) HLT_RETURN_IF_ERROR(user(w));
-    // The memory is in; the guest is still paused: freeze the disks, and read the NVRAM and the TPM's state, as
-    // of now.
-    HLT_RETURN_IF_ERROR(FreezeDisks(domain, xml, disks, tag, &result.disks, &result.overlays));
-    HLT_ASSIGN_OR_RETURN(DomainStateFiles state, CaptureDomainStateFiles(xml, xml.uuid()));
-    HLT_RETURN_IF_ERROR(AddDomainStateBlobs(w, state));
-    result.nvram = state.nvram_path;
-    result.nvram_bytes = state.nvram.size();
-    result.tpm_state_dir = state.tpm_dir;
-    for (const StateFile& f : state.tpm_files) result.tpm_state_files.push_back(f.name);
-    HLT_RETURN_IF_ERROR(w.AddBlob(kDomainXmlBlobName, Bytes(xml_text)));
-    return w.AddBlob(kDisksBlobName, Bytes(EncodeFrozenDisks(result.disks)));
+    HLT_RETURN_IF_ERROR(instant.AddToCheckpoint(w, &result));
+    return w.AddBlob(kDomainXmlBlobName, Bytes(xml_text));
   };
   auto saved = qemu::SaveQemuToCheckpoint(*qmp, path, std::move(options.qemu));
   if (!saved) {
-    resume();
-    return saved.error().WithContext("saving domain " + name);
+    // The guest runs again as it did before (a live save's is running already), then goes back onto its disks.
+    const bool live = options.qemu.live;
+    if (was_running && !live) (void)virDomainResume(domain.get());
+    Status error = saved.error().WithContext("saving domain " + name);
+    if (Status undo = instant.Undo(); !undo.ok()) {
+      return Status(error.code(), error.message() + "; undoing its disk snapshot: " + undo.message());
+    }
+    return error;
   }
   result.qemu = std::move(*saved);
   switch (options.then) {

@@ -1157,14 +1157,28 @@ def scenario_devices(env):
     source_pcr = PCR_RX.search(read(console)).group(1)
     source_uuid = env.identity("uefi")["uuid"]
     ckpt = env.path("uefi.hlt")
-    _, out, _ = env.tool([env.save_bin, "libvirt", "uefi", "-o", ckpt, "--connect", env.uri, "--then", "stop"],
+    # libvirt_live_test.py's devices scenario: a live save, the NVRAM and TPM state read inside its pause.
+    live = ["--live"] if getattr(env, "live_save", False) else []
+    # A live save's guest runs on during the stream: its saved instant is before the passes printed meanwhile.
+    before_save = max(int(m.group(1)) for m in OK_RX.finditer(read(console)))
+    if live:
+        # The NVRAM file read inside the pause is what the clones' flash must hold, not QEMU's flash memory as the
+        # stream would carry it (not write-protected during a live save): a mark the guest's flash never saw
+        # goes into the file's last bytes (OVMF's spare area, all 0xff), and must reach the clones' NVRAM, which
+        # QEMU rewrites from its flash when a clone starts.
+        with open(env.path("uefi_VARS.fd"), "r+b") as f:
+            f.seek(-16, os.SEEK_END)
+            f.write(b"HLT-NVRAM-MARK-1")
+    _, out, _ = env.tool([env.save_bin, "libvirt", "uefi", "-o", ckpt, "--connect", env.uri, "--then", "stop", *live],
                          "save")
     if "nvram" not in out or "saved with the memory" not in out or "tpm2-00.permall" not in out:
         raise Fail("hlt-save did not report the NVRAM and the TPM state saved with the memory:\n" + out)
+    if live and ("live save" not in out or "at the saved instant" not in out):
+        raise Fail("hlt-save --live did not report a live save paused for its saved instant:\n" + out)
     # The source stays paused: what it holds now is what was saved.
     saved_nvram = sha256(env.path("uefi_VARS.fd"))
     saved_tpm = tree_hashes(os.path.join(env.swtpm_storage(), source_uuid, "tpm2"))
-    saved_after = max(int(m.group(1)) for m in OK_RX.finditer(read(console)))
+    saved_after = before_save if live else max(int(m.group(1)) for m in OK_RX.finditer(read(console)))
     env.destroy("uefi")
     console_size = os.path.getsize(console)
     log(f"saved: NVRAM sha256 {saved_nvram[:16]}, TPM state {list(saved_tpm)}, PCR 0 {source_pcr[:16]}...")

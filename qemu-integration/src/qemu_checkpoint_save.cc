@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <future>
 #include <memory>
 #include <optional>
 
@@ -24,6 +25,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 double Since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+double Ms(Clock::time_point from, Clock::time_point to) {
+  return std::chrono::duration<double, std::milli>(to - from).count();
+}
 
 constexpr uint64_t kPage = kTargetPageSize;
 
@@ -70,7 +74,23 @@ class CheckpointStreamHandler final : public MigrationStreamHandler {
     return Status::Ok();
   }
 
+  // The writer is made on a thread of its own (tens of ms for GiBs of RAM: its page table, its staging file), so
+  // that the pages behind the RAM START section, and a live save's first page (the guest captured: resume it),
+  // are not held up; the first use waits for it.
   Status OnRamBlocks(const std::vector<RamBlockInfo>& blocks) override {
+    if (writer_made_.valid()) return Status::Internal("a second RAM block list");
+    at_instant_.assign(blocks.size(), nullptr);
+    for (size_t i = 0; i < blocks.size() && options_.block_content_at_instant; ++i) {
+      const std::vector<uint8_t>* bytes = options_.block_content_at_instant(blocks[i].name, blocks[i].used_length);
+      if (bytes == nullptr || bytes->size() != blocks[i].used_length) continue;
+      at_instant_[i] = bytes;
+      blocks_from_instant_.push_back(blocks[i].name);
+    }
+    writer_made_ = std::async(std::launch::async, [this, blocks] { return MakeWriter(blocks); });
+    return Status::Ok();
+  }
+
+  Status MakeWriter(const std::vector<RamBlockInfo>& blocks) {
     WriterOptions wo = options_.writer;
     wo.metadata.vmm_kind = VmmKind::kQemu;
     wo.metadata.machine_type = machine_type_;
@@ -92,6 +112,13 @@ class CheckpointStreamHandler final : public MigrationStreamHandler {
     }
     if (options_.writer.parent && options_.is_parent_image && !options_.live) DeclareUnwrittenPages(blocks);
     return Status::Ok();
+  }
+
+  // Waits for MakeWriter (once); its error afterwards. Internal when the stream had no RAM section.
+  Status WriterReady() {
+    if (writer_made_.valid()) writer_status_ = writer_made_.get();
+    if (writer_status_.ok() && writer_ == nullptr) return Status::Internal("the stream had no RAM section");
+    return writer_status_;
   }
 
   // Issue 12 item 5: a RAMBlock privately mapped from the parent's image keeps the parent's content in every page
@@ -146,11 +173,23 @@ class CheckpointStreamHandler final : public MigrationStreamHandler {
   uint64_t unwritten_pages() const { return unwritten_pages_; }
   const std::string& parent_image_note() const { return note_; }
 
+  // Called once, before the first page is handled (QEMU has captured the guest by then).
+  void set_on_first_page(std::function<Status()> f) { on_first_page_ = std::move(f); }
+
   Status OnPage(const PageRecord& r) override {
+    if (on_first_page_) {
+      const std::function<Status()> f = std::move(on_first_page_);
+      on_first_page_ = nullptr;
+      HLT_RETURN_IF_ERROR(f());
+    }
+    HLT_RETURN_IF_ERROR(WriterReady());
     const PageRef where{r.id.block, r.id.page};
     const uint8_t* data = r.data;
     std::array<uint8_t, kPage> filled;
-    if (r.is_zero && r.fill != 0) {
+    const std::vector<uint8_t>* at_instant = r.id.block < at_instant_.size() ? at_instant_[r.id.block] : nullptr;
+    if (at_instant != nullptr && (r.id.page + 1) * kPage <= at_instant->size()) {
+      data = at_instant->data() + r.id.page * kPage;
+    } else if (r.is_zero && r.fill != 0) {
       filled.fill(r.fill);
       data = filled.data();
     }
@@ -189,7 +228,6 @@ class CheckpointStreamHandler final : public MigrationStreamHandler {
     return s;
   }
 
-  CheckpointWriter* writer() { return writer_.get(); }
   std::unique_ptr<CheckpointWriter> TakeWriter() { return std::move(writer_); }
   const std::vector<x86::GuestMemoryRange>& memory_map() const { return memory_map_; }
   const x86::TopLevelTableCandidates& candidates() const { return candidates_; }
@@ -197,6 +235,7 @@ class CheckpointStreamHandler final : public MigrationStreamHandler {
   uint64_t trace_pages() const { return trace_pages_; }
   uint64_t data_pages() const { return data_pages_; }
   uint64_t zero_pages() const { return zero_pages_; }
+  const std::vector<std::string>& blocks_from_instant() const { return blocks_from_instant_; }
 
  private:
   const std::string& path_;
@@ -205,6 +244,8 @@ class CheckpointStreamHandler final : public MigrationStreamHandler {
   const std::vector<GuestRamRange>& ram_ranges_;
   std::string machine_type_;
   std::unique_ptr<CheckpointWriter> writer_;
+  std::future<Status> writer_made_;
+  Status writer_status_;
   std::vector<x86::GuestMemoryRange> memory_map_;
   x86::TopLevelTableCandidates candidates_;
   halite::PageRun zero_run_{PageRef{}, 0, 0};
@@ -212,9 +253,147 @@ class CheckpointStreamHandler final : public MigrationStreamHandler {
   uint64_t trace_pages_ = 0;
   uint64_t data_pages_ = 0, zero_pages_ = 0;
   int qemu_pid_ = -1;
+  std::function<Status()> on_first_page_;
+  std::vector<const std::vector<uint8_t>*> at_instant_;  // per RAMBlock: its content at the instant, or null
+  std::vector<std::string> blocks_from_instant_;
   std::string image_, note_;
   uint64_t unwritten_pages_ = 0;
 };
+
+// How this save stops and starts the guest (the caller's way, a management layer that must know, or QMP), and
+// whether the guest is stopped by us now, so that a failure resumes it. Also the saved instant
+// (CheckpointSaveOptions::at_snapshot_instant) and, for a live save, the pause around it.
+class GuestControl {
+ public:
+  GuestControl(QmpClient& qmp, const CheckpointSaveOptions& options, LivePauseReport* report)
+      : qmp_(qmp), options_(options), report_(*report) {}
+
+  Status Pause() {
+    HLT_RETURN_IF_ERROR(options_.pause_guest ? options_.pause_guest() : qmp_.Execute("stop").status());
+    stopped_ = true;
+    stopped_at_ = Clock::now();
+    return Status::Ok();
+  }
+  Status Resume() {
+    HLT_RETURN_IF_ERROR(options_.resume_guest ? options_.resume_guest() : qmp_.Execute("cont").status());
+    stopped_ = false;
+    return Status::Ok();
+  }
+  // The access window left the guest stopped for the save.
+  void NoteStopped() {
+    stopped_ = true;
+    stopped_at_ = Clock::now();
+  }
+  Status ResumeAfterFailure(Status s) {
+    if (stopped_) (void)Resume();
+    return s;
+  }
+  bool stopped() const { return stopped_; }
+  Clock::time_point stopped_at() const { return stopped_at_; }
+
+  // Whether a live save pauses the guest for its saved instant.
+  bool live_pause() const { return options_.live && options_.at_snapshot_instant != nullptr; }
+
+  // Right before `migrate` (QEMU has the channel already): the saved instant; a live save pauses the guest for it.
+  Status AtSnapshotInstant() {
+    if (!options_.at_snapshot_instant) return Status::Ok();
+    if (!live_pause()) return options_.at_snapshot_instant();
+    (void)qmp_.TakeEvents();  // older STOP and RESUME events (the access window's) are not this pause's
+    pause_start_ = Clock::now();
+    HLT_RETURN_IF_ERROR(Pause());
+    const auto paused = Clock::now();
+    Status s = options_.at_snapshot_instant();
+    migrate_at_ = Clock::now();
+    report_.paused = true;
+    report_.pause_ms = Ms(pause_start_, paused);
+    report_.instant_ms = Ms(paused, migrate_at_);
+    return s;
+  }
+  // QEMU's first page: the guest is captured, it may run again.
+  Status OnCaptured() {
+    const auto captured = Clock::now();
+    Status s = Resume();
+    const auto resumed = Clock::now();
+    report_.capture_ms = Ms(migrate_at_, captured);
+    report_.resume_ms = Ms(captured, resumed);
+    report_.total_ms = Ms(pause_start_, resumed);
+    return s;
+  }
+  // After the stream: how long the vCPUs stood still in the pause, from QEMU's own STOP and RESUME events (its
+  // timestamps). QEMU 7.2 starts them itself a little before the resume call returns.
+  void MeasureVcpuPause() {
+    if (!report_.paused) return;
+    auto events = qmp_.TakeEvents();
+    if (!events) return;
+    int64_t stop_us = -1;
+    for (const QmpEvent& e : *events) {
+      if (e.name == "STOP" && stop_us < 0) stop_us = e.host_time_us;
+      if (e.name == "RESUME" && stop_us >= 0 && e.host_time_us >= stop_us) {
+        report_.vcpus_stopped_ms = double(e.host_time_us - stop_us) / 1000;
+        return;
+      }
+    }
+  }
+
+ private:
+  QmpClient& qmp_;
+  const CheckpointSaveOptions& options_;
+  LivePauseReport& report_;
+  bool stopped_ = false;
+  Clock::time_point stopped_at_, pause_start_, migrate_at_;
+};
+
+// QEMU throttles migration to max-bandwidth (128 MiB/s by default): for a stopped guest that is downtime, for a
+// live one a longer save. Lifted for one save, put back afterwards.
+class LiftedBandwidth {
+ public:
+  explicit LiftedBandwidth(QmpClient& qmp) : qmp_(qmp) {
+    if (auto params = qmp_.Execute("query-migrate-parameters"); params) {
+      if (const Json* bw = params->Find("max-bandwidth")) old_ = bw->as_int();
+    }
+    if (old_) (void)qmp_.Execute("migrate-set-parameters", Json::Obj({{"max-bandwidth", int64_t{1} << 40}}));
+  }
+  ~LiftedBandwidth() {
+    if (old_) (void)qmp_.Execute("migrate-set-parameters", Json::Obj({{"max-bandwidth", *old_}}));
+  }
+
+ private:
+  QmpClient& qmp_;
+  std::optional<int64_t> old_;
+};
+
+// After the stream: the device state, the access hints and the page-table walk's hints into the writer.
+Status AddStateAndHints(CheckpointWriter& writer, const SavedVmState& state, const CheckpointStreamHandler& handler,
+                        const AccessWindow& window, const std::vector<CpuPagingRegisters>& cpus,
+                        const std::string& guest_info_note, const CheckpointSaveOptions& options,
+                        CheckpointSaveResult* result) {
+  const std::string blob = EncodeSavedVmState(state);
+  result->state_blob_bytes = blob.size();
+  HLT_RETURN_IF_ERROR(writer.AddBlob(
+      kQemuStateBlobName, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(blob.data()), blob.size())));
+  if (!window.samples.empty() && !handler.memory_map().empty()) {
+    const std::vector<halite::PageRun> touched = x86::AccessedPageRuns(window.samples, handler.memory_map());
+    for (const auto& run : touched) result->access_window_pages += run.count;
+    if (!touched.empty()) HLT_RETURN_IF_ERROR(writer.AddAccessedPages(touched));
+  }
+  if (options.live && options.live_access_trace && !handler.trace().empty()) {
+    HLT_RETURN_IF_ERROR(writer.AddAccessedPages(handler.trace()));
+    result->access_trace_pages = handler.trace_pages();
+  }
+  if (!options.va_walk) {
+    result->va.skipped = "off";
+  } else if (!guest_info_note.empty()) {
+    result->va.skipped = "could not read the guest's memory map or registers: " + guest_info_note;
+  } else if (handler.memory_map().empty()) {
+    result->va.skipped = "info mtree -f shows none of the saved RAMBlocks in guest-physical memory";
+  } else {
+    std::vector<x86::VcpuControlRegisters> vcpus;
+    for (const CpuPagingRegisters& c : cpus) vcpus.push_back({uint32_t(c.cpu), c.cr0, c.cr3, c.cr4, c.efer});
+    HLT_ASSIGN_OR_RETURN(result->va, x86::AddPageTableHints(writer, vcpus, handler.memory_map(),
+                                                            handler.candidates(), options.walk));
+  }
+  return Status::Ok();
+}
 
 }  // namespace
 
@@ -236,15 +415,16 @@ Result<CheckpointSaveResult> SaveQemuToCheckpoint(QmpClient& qmp, const std::str
   if (const Json* st = status.Find("status"); st != nullptr && st->as_string() == "inmigrate") {
     return Status::InvalidArgument(qmp.name() + ": QEMU is waiting for an incoming migration: nothing to save");
   }
+  if (options.live && !result.was_running) {
+    // QEMU 7.2's background snapshot starts the vCPUs once it has captured the guest, stopped or not; a guest
+    // that stands still is saved as well without it.
+    options.live = false;
+    result.live = false;
+    result.live_note = "the guest was not running: saved as it stands, without a background snapshot";
+  }
   HLT_ASSIGN_OR_RETURN(std::vector<RamBlockInfo> qmp_blocks, QueryRamBlocks(qmp));
+  GuestControl guest(qmp, options, &result.live_pause);
 
-  // How the guest is paused and resumed: the caller's way (a management layer that must know), or QMP.
-  auto pause = [&]() -> Status {
-    return options.pause_guest ? options.pause_guest() : qmp.Execute("stop").status();
-  };
-  auto resume = [&]() -> Status {
-    return options.resume_guest ? options.resume_guest() : qmp.Execute("cont").status();
-  };
   // Where RAM is in guest-physical memory: for the access window and the page-table walk.
   std::vector<GuestRamRange> ram_ranges;
   std::string guest_info_note;
@@ -258,31 +438,18 @@ Result<CheckpointSaveResult> SaveQemuToCheckpoint(QmpClient& qmp, const std::str
     }
   }
 
-  bool stopped_by_us = false;
-  Clock::time_point stopped_at;
   AccessWindow window;
   window.report.skipped = !result.was_running ? "the guest is not running" : "off";
   if (sample_accesses && guest_info_note.empty()) {
     AccessWindowOptions wo = options.access_window;
     wo.leave_stopped = !options.live;  // a stopped-guest save stops it next anyway
-    wo.pause_guest = pause;
-    wo.resume_guest = resume;
+    wo.pause_guest = [&] { return options.pause_guest ? options.pause_guest() : qmp.Execute("stop").status(); };
+    wo.resume_guest = [&] { return options.resume_guest ? options.resume_guest() : qmp.Execute("cont").status(); };
     HLT_ASSIGN_OR_RETURN(window, SampleGuestAccesses(qmp, qmp.PeerPid(), ram_ranges, wo));
-    if (window.left_stopped) {
-      stopped_by_us = true;
-      stopped_at = Clock::now();
-    }
+    if (window.left_stopped) guest.NoteStopped();
   }
   result.access_window = window.report;
-  if (!options.live && result.was_running && !stopped_by_us) {
-    HLT_RETURN_IF_ERROR(pause());
-    stopped_by_us = true;
-    stopped_at = Clock::now();
-  }
-  auto resume_after_failure = [&](Status s) -> Status {
-    if (stopped_by_us) (void)resume();
-    return s;
-  };
+  if (!options.live && result.was_running && !guest.stopped()) HLT_RETURN_IF_ERROR(guest.Pause());
   // The vCPUs' registers for the page-table walk, read while the guest is stopped (or just before a live
   // snapshot).
   std::vector<CpuPagingRegisters> cpus;
@@ -295,24 +462,12 @@ Result<CheckpointSaveResult> SaveQemuToCheckpoint(QmpClient& qmp, const std::str
     }
   }
 
-  // QEMU throttles migration to max-bandwidth (128 MiB/s by default): for a stopped guest that is downtime, for a
-  // live one a longer save. Lift it for this save and put it back afterwards.
-  std::optional<int64_t> old_bandwidth;
-  if (auto params = qmp.Execute("query-migrate-parameters"); params) {
-    if (const Json* bw = params->Find("max-bandwidth")) old_bandwidth = bw->as_int();
-  }
-  if (old_bandwidth) (void)qmp.Execute("migrate-set-parameters", Json::Obj({{"max-bandwidth", int64_t{1} << 40}}));
-  struct RestoreBandwidth {
-    QmpClient& q;
-    std::optional<int64_t> v;
-    ~RestoreBandwidth() {
-      if (v) (void)q.Execute("migrate-set-parameters", Json::Obj({{"max-bandwidth", *v}}));
-    }
-  } restore_bandwidth{qmp, old_bandwidth};
-
+  LiftedBandwidth lifted_bandwidth(qmp);
   CheckpointStreamHandler handler(path, options, qmp_blocks, ram_ranges);
   handler.set_qemu_pid(qmp.PeerPid());
+  if (guest.live_pause()) handler.set_on_first_page([&] { return guest.OnCaptured(); });
   SaveOptions so;
+  so.before_migrate = [&] { return guest.AtSnapshotInstant(); };
   so.live = options.live;
   so.then = SaveOptions::Then::kLeaveStopped;  // resumed below, by us
   so.timeout_ms = options.timeout_ms;
@@ -321,19 +476,21 @@ Result<CheckpointSaveResult> SaveQemuToCheckpoint(QmpClient& qmp, const std::str
   const auto stream_start = Clock::now();
   auto state = SaveFromQemu(qmp, handler, so, &result.save);
   result.stream_seconds = Since(stream_start);
-  if (!state) return resume_after_failure(state.error());
-  Status s = handler.writer() ? handler.FlushZeroRun() : Status::Internal("the stream had no RAM section");
-  if (!s.ok()) return resume_after_failure(s);
+  if (!state) return guest.ResumeAfterFailure(state.error());
+  guest.MeasureVcpuPause();
+  Status s = handler.WriterReady();
+  if (s.ok()) s = handler.FlushZeroRun();
+  if (!s.ok()) return guest.ResumeAfterFailure(s);
   result.was_running = result.was_running || result.save.was_running;
 
   // The stream is complete: the guest may go on while the checkpoint is compressed.
   using Then = SaveOptions::Then;
-  if (options.then == Then::kContinue && stopped_by_us) {
-    HLT_RETURN_IF_ERROR(resume());
-    result.guest_stopped_seconds = std::chrono::duration<double>(Clock::now() - stopped_at).count();
-    stopped_by_us = false;
+  if (options.then == Then::kContinue && guest.stopped()) {
+    const auto stopped_at = guest.stopped_at();
+    HLT_RETURN_IF_ERROR(guest.Resume());
+    result.guest_stopped_seconds = Since(stopped_at);
   } else if (options.then == Then::kLeaveStopped && options.live && result.was_running) {
-    HLT_RETURN_IF_ERROR(pause());
+    HLT_RETURN_IF_ERROR(guest.Pause());
   }
   std::unique_ptr<CheckpointWriter> writer = handler.TakeWriter();
   result.machine_type = state->machine_type;
@@ -343,32 +500,8 @@ Result<CheckpointSaveResult> SaveQemuToCheckpoint(QmpClient& qmp, const std::str
   result.parent_image = handler.parent_image();
   result.parent_image_unwritten_pages = handler.unwritten_pages();
   result.parent_image_note = handler.parent_image_note();
-
-  const std::string blob = EncodeSavedVmState(*state);
-  result.state_blob_bytes = blob.size();
-  HLT_RETURN_IF_ERROR(writer->AddBlob(
-      kQemuStateBlobName, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(blob.data()), blob.size())));
-  if (!window.samples.empty() && !handler.memory_map().empty()) {
-    const std::vector<halite::PageRun> touched = x86::AccessedPageRuns(window.samples, handler.memory_map());
-    for (const auto& run : touched) result.access_window_pages += run.count;
-    if (!touched.empty()) HLT_RETURN_IF_ERROR(writer->AddAccessedPages(touched));
-  }
-  if (options.live && options.live_access_trace && !handler.trace().empty()) {
-    HLT_RETURN_IF_ERROR(writer->AddAccessedPages(handler.trace()));
-    result.access_trace_pages = handler.trace_pages();
-  }
-  if (!options.va_walk) {
-    result.va.skipped = "off";
-  } else if (!guest_info_note.empty()) {
-    result.va.skipped = "could not read the guest's memory map or registers: " + guest_info_note;
-  } else if (handler.memory_map().empty()) {
-    result.va.skipped = "info mtree -f shows none of the saved RAMBlocks in guest-physical memory";
-  } else {
-    std::vector<x86::VcpuControlRegisters> vcpus;
-    for (const CpuPagingRegisters& c : cpus) vcpus.push_back({uint32_t(c.cpu), c.cr0, c.cr3, c.cr4, c.efer});
-    HLT_ASSIGN_OR_RETURN(result.va,
-                         x86::AddPageTableHints(*writer, vcpus, handler.memory_map(), handler.candidates(), options.walk));
-  }
+  result.blocks_from_instant = handler.blocks_from_instant();
+  HLT_RETURN_IF_ERROR(AddStateAndHints(*writer, *state, handler, window, cpus, guest_info_note, options, &result));
   if (options.before_finish) HLT_RETURN_IF_ERROR(options.before_finish(*writer));
   HLT_ASSIGN_OR_RETURN(result.summary, writer->Finish());
   if (options.then == Then::kQuit) {

@@ -93,7 +93,8 @@ Result<UniqueFd> StartRecoveryOverUnix(QmpClient& qmp, const std::string& socket
   return ListenOverUnix(qmp, "migrate-recover", socket_path, timeout_ms);
 }
 
-Result<UniqueFd> StartMigrationToFd(QmpClient& qmp, const std::string& fd_name) {
+Result<UniqueFd> StartMigrationToFd(QmpClient& qmp, const std::string& fd_name,
+                                    const std::function<Status()>& before_migrate) {
   HLT_ASSIGN_OR_RETURN(auto pair, SocketPair());
   // QEMU's side may queue up to 16 MiB: a reader that stalls for a moment (its staging file's writeback) does not
   // stall QEMU's migration thread, which in a live save also serves the guest's write-protect faults. Root may
@@ -105,6 +106,12 @@ Result<UniqueFd> StartMigrationToFd(QmpClient& qmp, const std::string& fd_name) 
   HLT_ASSIGN_OR_RETURN(Json ignored, qmp.ExecuteWithFd("getfd", Json::Obj({{"fdname", fd_name}}), pair.second.get()));
   (void)ignored;
   pair.second.reset();  // so that we see end-of-stream when QEMU closes its copy
+  if (before_migrate) {
+    if (Status s = before_migrate(); !s.ok()) {
+      (void)qmp.Execute("closefd", Json::Obj({{"fdname", fd_name}}));
+      return s;
+    }
+  }
   HLT_ASSIGN_OR_RETURN(Json ignored2, qmp.Execute("migrate", Json::Obj({{"uri", "fd:" + fd_name}})));
   (void)ignored2;
   return std::move(pair.first);

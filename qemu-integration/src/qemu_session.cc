@@ -9,6 +9,21 @@
 #include "qemu_clock.h"
 
 namespace halite::qemu {
+namespace {
+
+// Reads `fd` to its end and drops what comes (no more than QEMU sends: it closes its end when its migration ends).
+// An error when reading fails or QEMU sends nothing for 2 minutes.
+Status DrainStream(int fd) {
+  FdSource rest(fd, FdSourceOptions{"migration stream (dropped)", 0, 120000});
+  std::vector<uint8_t> buf(1 << 20);
+  for (;;) {
+    HLT_ASSIGN_OR_RETURN(size_t n, rest.ReadSome(buf.data(), buf.size()));
+    if (n == 0) return Status::Ok();
+  }
+}
+
+}  // namespace
+
 Result<SavedVmState> SaveFromQemu(QmpClient& qmp, MigrationStreamHandler& handler, const SaveOptions& options,
                                   SaveReport* report) {
   SaveReport local;
@@ -49,7 +64,7 @@ Result<SavedVmState> SaveFromQemu(QmpClient& qmp, MigrationStreamHandler& handle
     (void)resume();
     return s;
   }
-  auto fd = StartMigrationToFd(qmp);
+  auto fd = StartMigrationToFd(qmp, "halite-outgoing", options.before_migrate);
   if (!fd.has_value()) {
     (void)resume();
     return fd.error();
@@ -57,6 +72,17 @@ Result<SavedVmState> SaveFromQemu(QmpClient& qmp, MigrationStreamHandler& handle
   FdSource source(fd->get(), FdSourceOptions{"migration stream", 0, 120000});
   MigrationStreamReader reader(&source, &handler, ropts);
   s = reader.Run();
+  if (!s.ok() && options.live && DrainStream(fd->get()).ok()) {
+    // QEMU 7.2 lifts its write protection of the guest's RAM only when a background snapshot completes: a
+    // cancelled or failed one leaves it, and the guest hangs at its next write to any page not yet sent. So the
+    // rest of the stream is read and dropped, and the snapshot ends as QEMU expects.
+    fd->reset();
+    (void)WaitForMigrationStatus(qmp, {"completed"}, options.timeout_ms);
+    return Status(s.code(),
+                  s.message() + " (the rest of QEMU's stream was read and dropped: its background snapshot "
+                                "completed, so that the guest goes on)",
+                  s.sys_errno());
+  }
   fd->reset();
   if (!s.ok()) {
     (void)qmp.Execute("migrate_cancel");
@@ -68,6 +94,8 @@ Result<SavedVmState> SaveFromQemu(QmpClient& qmp, MigrationStreamHandler& handle
     (void)resume();
     return done.error();
   }
+  if (const Json* t = done->raw.Find("setup-time")) report->qemu_setup_ms = t->as_int();
+  if (const Json* t = done->raw.Find("downtime")) report->qemu_downtime_ms = t->as_int();
   report->stream = reader.stats();
   report->out_of_order_pages = reader.out_of_order_pages();
   report->arrival_order = reader.arrival_order();

@@ -10,6 +10,8 @@
 
 #include "halite/checkpoint_reader.h"
 #include "halite/hint_files.h"
+#include "halite/encryption.h"
+#include "vectors/encrypted_vectors.h"
 #include "vectors/hint_vectors.h"
 #include "vectors/vector_builder.h"
 
@@ -224,6 +226,68 @@ TEST_CASE("chain vectors regenerate byte for byte, valid chains open and verify,
   }
 }
 
+TEST_CASE("encrypted vectors regenerate byte for byte, open with their keys only, and fail as expected",
+          "[vectors][encryption]") {
+  auto built = vectors::BuildEncryptedVectors();
+  REQUIRE(built.has_value());
+  const std::string dir = VectorDir() + "/encrypted/";
+  // The keys as committed: a key file each and a keyring that holds both.
+  CHECK(ReadString(dir + "key-a.key") == KeyHex(vectors::VectorKeyA()) + "\n");
+  CHECK(ReadString(dir + "key-b.key") == KeyHex(vectors::VectorKeyB()) + "\n");
+  Keyring ring;
+  REQUIRE(ring.AddFile(dir + "keyring").ok());
+  CHECK(ring.ids().size() == 2);
+  size_t valid = 0, invalid = 0;
+  for (const auto& v : *built) {
+    INFO(v.name);
+    auto committed = ReadBytes(dir + v.name);
+    REQUIRE_FALSE(committed.empty());
+    CHECK(committed == v.bytes);
+    // Opened by path where it lies: a child's parent is found through its hint.
+    auto reader = CheckpointReader::Open(dir + v.name, vectors::VectorKeys(v.keys));
+    if (v.valid) {
+      ++valid;
+      REQUIRE(reader.has_value());
+      CHECK((*reader)->encrypted());
+      REQUIRE((*reader)->VerifyAll().ok());
+      auto d = vectors::Describe(**reader);
+      REQUIRE(d.has_value());
+      CHECK(*d == ReadString(dir + v.name + ".expected.txt"));
+      continue;
+    }
+    ++invalid;
+    Status s;
+    if (v.open_code != StatusCode::kOk) {
+      REQUIRE_FALSE(reader.has_value());
+      s = reader.error();
+      CHECK_THAT(s.message(), Catch::Contains(v.name));
+      CHECK(s.code() == v.open_code);
+    } else {
+      REQUIRE(reader.has_value());
+      s = (*reader)->VerifyAll();
+      CHECK(s.code() == v.verify_code);
+    }
+    CHECK_THAT(s.message(), Catch::Contains(v.message));
+  }
+  CHECK(valid >= 4);
+  CHECK(invalid >= 15);
+  for (const auto& c : vectors::EncryptedKeyCases()) {
+    INFO(c.file << " with keys \"" << c.keys << "\"");
+    ReaderOptions o = vectors::VectorKeys(c.keys);
+    o.open_without_key = c.without_key;
+    auto r = CheckpointReader::Open(dir + c.file, o);
+    if (c.open_code == StatusCode::kOk) {
+      REQUIRE(r.has_value());
+      CHECK((*r)->sealed());
+      CHECK((*r)->VerifyAll().ok());
+      continue;
+    }
+    REQUIRE_FALSE(r.has_value());
+    CHECK(r.error().code() == c.open_code);
+    CHECK_THAT(r.error().message(), Catch::Contains(c.message));
+  }
+}
+
 // The directories hold exactly what the builder makes: a vector left behind by a rename, or one the builder makes that
 // was never committed, is a spec/vector mismatch the byte-for-byte cases above cannot see. Every .expected.txt
 // belongs to a vector that is described (the valid ones, the tops of valid chains).
@@ -234,6 +298,8 @@ TEST_CASE("the vector directories hold exactly the vectors the builder makes", "
   REQUIRE(invalid.has_value());
   auto chains = vectors::BuildChainVectors();
   REQUIRE(chains.has_value());
+  auto encrypted = vectors::BuildEncryptedVectors();
+  REQUIRE(encrypted.has_value());
   std::set<std::string> made;
   for (const auto& v : *valid) made.insert("valid/" + v.name), made.insert("valid/" + v.name + ".expected.txt");
   for (const auto& v : *invalid) made.insert("invalid/" + v.name);
@@ -241,8 +307,13 @@ TEST_CASE("the vector directories hold exactly the vectors the builder makes", "
     made.insert("chains/" + v.name);
     if (v.valid && v.top) made.insert("chains/" + v.name + ".expected.txt");
   }
+  for (const auto& v : *encrypted) {
+    made.insert("encrypted/" + v.name);
+    if (v.valid) made.insert("encrypted/" + v.name + ".expected.txt");
+  }
+  for (const char* key : {"key-a.key", "key-b.key", "keyring"}) made.insert(std::string("encrypted/") + key);
   std::set<std::string> committed;
-  for (const char* dir : {"valid", "invalid", "chains"}) {
+  for (const char* dir : {"valid", "invalid", "chains", "encrypted"}) {
     for (const auto& e : std::filesystem::directory_iterator(VectorDir() + "/" + dir)) {
       if (e.is_regular_file()) committed.insert(std::string(dir) + "/" + e.path().filename().string());
     }

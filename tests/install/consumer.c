@@ -71,6 +71,82 @@ static int LazyRestore(const hlt_reader* r, unsigned char* mem, int loader) {
   return 0;
 }
 
+static int fetch_calls = 0;
+static unsigned char fetch_key[32];
+/* A VMM's key service: answers with the one key it holds. */
+static int Fetch(void* ctx, const uint8_t* key_id, uint8_t* key_out) {
+  (void)ctx;
+  (void)key_id;
+  ++fetch_calls;
+  memcpy(key_out, fetch_key, sizeof fetch_key);
+  return 0;
+}
+
+/* An encrypted checkpoint (format-spec 13): refused without its key, naming its key id; read with a keyring or a
+ * fetch function; restored lazily like any other. */
+static int Encrypted(const char* path) {
+  unsigned char key[32], page[HLT_PAGE_SIZE], back[HLT_PAGE_SIZE];
+  for (int i = 0; i < 32; ++i) key[i] = (unsigned char)(0xa0 + i);
+  uint8_t id[16], file_id[16];
+  int cipher = -1, rc;
+  if ((rc = hlt_key_id(key, sizeof key, id)) != 0) return Fail("hlt_key_id", rc);
+  hlt_writer* w;
+  hlt_writer_options wo;
+  memset(&wo, 0, sizeof wo);
+  wo.block_pages = 4;
+  uint32_t region;
+  if ((rc = hlt_writer_create(path, &wo, &w)) != 0) return Fail("hlt_writer_create (encrypted)", rc);
+  if ((rc = hlt_writer_set_encryption_key(w, key, sizeof key, HLT_CIPHER_XCHACHA20POLY1305)) != 0) {
+    return Fail("hlt_writer_set_encryption_key", rc);
+  }
+  if ((rc = hlt_writer_add_region(w, "ram", 0, kPages * HLT_PAGE_SIZE, &region)) != 0) return Fail("add_region", rc);
+  if (hlt_writer_set_encryption_key(w, key, sizeof key, 0) != HLT_EINVAL) return Fail("key after a region", 0);
+  for (uint64_t p = 0; p < kPages; ++p) {
+    if (p == 7) continue;
+    Expected(p, page);
+    if ((rc = hlt_writer_put_page(w, region, p, page)) != 0) return Fail("put_page (encrypted)", rc);
+  }
+  if ((rc = hlt_writer_finish(w)) != 0) return Fail("hlt_writer_finish (encrypted)", rc);
+  hlt_reader* r;
+  if (hlt_reader_open(path, &r) != HLT_EAUTH) return Fail("an encrypted checkpoint opened without its key", 0);
+  char hex[33];
+  for (int i = 0; i < 16; ++i) snprintf(hex + 2 * i, 3, "%02x", id[i]);
+  if (!strstr(hlt_last_error(), hex)) return Fail("the refusal does not name the key id", 0);
+  hlt_keyring* ring;
+  if ((rc = hlt_keyring_create(&ring)) != 0 || (rc = hlt_keyring_add_key(ring, key, sizeof key, file_id)) != 0) {
+    return Fail("hlt_keyring_add_key", rc);
+  }
+  if (memcmp(file_id, id, sizeof id) != 0) return Fail("hlt_keyring_add_key gave another id than hlt_key_id", 0);
+  if ((rc = hlt_reader_open_keyed(path, NULL, 0, ring, &r)) != 0) return Fail("hlt_reader_open_keyed", rc);
+  hlt_keyring_free(ring); /* the reader holds its own reference */
+  uint8_t got[16];
+  if (hlt_reader_encryption(r, &cipher, got) != 1 || cipher != HLT_CIPHER_XCHACHA20POLY1305 || memcmp(got, id, 16)) {
+    return Fail("hlt_reader_encryption", 0);
+  }
+  Expected(9, page);
+  if ((rc = hlt_reader_read_page(r, 0, 9, back)) != 0 || memcmp(page, back, sizeof page) != 0) {
+    return Fail("read_page (encrypted)", rc);
+  }
+  if (hlt_restore_probe() == 0) {
+    unsigned char* mem = mmap(NULL, kPages * HLT_PAGE_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (mem == MAP_FAILED || LazyRestore(r, mem, 1) != 0) return 1;
+    munmap(mem, kPages * HLT_PAGE_SIZE);
+  }
+  hlt_reader_close(r);
+  memcpy(fetch_key, key, sizeof key);
+  if ((rc = hlt_keyring_create(&ring)) != 0 || (rc = hlt_keyring_set_fetch(ring, Fetch, NULL)) != 0) {
+    return Fail("hlt_keyring_set_fetch", rc);
+  }
+  for (int i = 0; i < 2; ++i) {
+    if ((rc = hlt_reader_open_keyed(path, NULL, 0, ring, &r)) != 0) return Fail("open with a fetch function", rc);
+    hlt_reader_close(r);
+  }
+  hlt_keyring_free(ring);
+  if (fetch_calls != 1) return Fail("the fetch function was not asked exactly once", 0);
+  printf("c consumer: encrypted checkpoint refused without its key, read with a keyring and a fetch function\n");
+  return 0;
+}
+
 int main(int argc, char** argv) {
   if (argc != 2) return 2;
   hlt_writer* w;
@@ -99,6 +175,9 @@ int main(int argc, char** argv) {
   hlt_reader* missing;
   if (hlt_reader_open("/nonexistent/x.hlt", &missing) != HLT_EIO) return 1;
   printf("c consumer: reader and writer OK (%s: %s)\n", hlt_strerror(HLT_EIO), hlt_last_error());
+  char encrypted_path[4096];
+  snprintf(encrypted_path, sizeof encrypted_path, "%s.encrypted", argv[1]);
+  if (Encrypted(encrypted_path) != 0) return 1;
 
   if ((rc = hlt_restore_probe()) != 0) {
     printf("SKIPPED: the lazy restore part needs userfaultfd: %s\n", hlt_last_error());

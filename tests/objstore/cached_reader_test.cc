@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 
 #include "halite/block_cache.h"
 #include "halite/checkpoint_reader.h"
@@ -44,8 +45,9 @@ constexpr uint64_t kPages = 512;
 std::vector<uint8_t> Content(uint32_t seed) { return SyntheticBytes(kPages * 4096, seed); }
 
 void Write(const std::string& path, const std::vector<uint8_t>& content,
-           std::shared_ptr<const CheckpointReader> parent = nullptr) {
+           std::shared_ptr<const CheckpointReader> parent = nullptr, std::optional<EncryptionKey> key = std::nullopt) {
   WriterOptions o;
+  o.encryption_key = key;
   o.threads = 2;
   o.block_pages = 16;
   o.sink.sync = false;
@@ -67,9 +69,11 @@ struct Remote {
 };
 
 // Opens `path` (and its parents) as remote-looking files sharing one read counter, with `cache`.
-void OpenRemote(Remote* r, const std::string& path, std::shared_ptr<BlockCache> cache) {
+void OpenRemote(Remote* r, const std::string& path, std::shared_ptr<BlockCache> cache,
+                std::shared_ptr<Keyring> keyring = nullptr) {
   ReaderOptions o;
   o.block_cache = std::move(cache);
+  o.keyring = std::move(keyring);
   o.open_parent = [r](const std::string& p) -> Result<std::unique_ptr<RandomAccessFile>> {
     HLT_ASSIGN_OR_RETURN(auto f, OpenLocalFile(p));
     return std::unique_ptr<RandomAccessFile>(new RemoteLookingFile(std::move(f), &r->reads));
@@ -268,4 +272,36 @@ TEST_CASE("a local checkpoint never uses the block cache", "[objstore][cache]") 
   CHECK(*(*cache)->SizeBytes() == 0);
   CHECK((*r)->read_hints().batch_bytes == 0);
   CHECK_FALSE((*r)->read_hints().remote);
+}
+
+TEST_CASE("the cache of an encrypted checkpoint holds its ciphertext, never a plaintext page", "[objstore][cache]") {
+  TempDir tmp;
+  auto content = Content(47);
+  const std::string marker = "CACHED-TENANT-SECRET";
+  for (uint64_t p = 0; p < kPages; ++p) std::memcpy(content.data() + p * 4096 + 2000, marker.data(), marker.size());
+  EncryptionKey key;
+  for (size_t i = 0; i < key.size(); ++i) key[i] = uint8_t(7 * i + 1);
+  Write(tmp.File("c.hlt"), content, nullptr, key);
+  auto cache = BlockCache::Open(tmp.File("cache"), {uint64_t(64) << 20});
+  REQUIRE(cache.has_value());
+  auto ring = std::make_shared<Keyring>();
+  REQUIRE(ring->Add(key).ok());
+  Remote first, second;
+  OpenRemote(&first, tmp.File("c.hlt"), *cache, ring);
+  CheckAllBlocks(*first.reader, content);
+  CHECK(first.reader->read_stats().cache_inserts == first.reader->blocks().size());
+  // Every entry is the stored payload: sealed. The marker (in every page) is in none of them.
+  uint64_t entries = 0;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(tmp.File("cache"))) {
+    if (!e.is_regular_file()) continue;
+    ++entries;
+    const std::vector<uint8_t> bytes = ReadWholeFile(e.path().string());
+    CHECK(std::search(bytes.begin(), bytes.end(), marker.begin(), marker.end()) == bytes.end());
+  }
+  CHECK(entries >= first.reader->blocks().size());
+  // And the next reader decrypts them from there, with the key, in memory.
+  OpenRemote(&second, tmp.File("c.hlt"), *cache, ring);
+  CheckAllBlocks(*second.reader, content);
+  CHECK(second.block_reads() == 0);
+  CHECK(second.reader->read_stats().cache_hits == second.reader->blocks().size());
 }

@@ -2,6 +2,7 @@
 #include <fstream>
 #include <iostream>
 
+#include "vectors/encrypted_vectors.h"
 #include "vectors/hint_vectors.h"
 #include "vectors/vector_builder.h"
 
@@ -11,6 +12,55 @@ bool WriteFile(const std::string& path, const void* data, size_t n) {
   f.write(static_cast<const char*>(data), std::streamsize(n));
   return bool(f);
 }
+std::string KeyFileText(const halite::EncryptionKey& key) { return halite::KeyHex(key) + "\n"; }
+
+bool WriteEncrypted(const std::string& dir) {
+  using namespace halite;
+  const auto a = vectors::VectorKeyA(), b = vectors::VectorKeyB();
+  const std::string ka = KeyFileText(a), kb = KeyFileText(b);
+  const std::string ring = "# key id, key (format-spec 13.1): the keys of the encrypted test vectors\n" +
+                           KeyIdHex(*ComputeKeyId(a)) + " " + KeyHex(a) + "\n" + KeyIdHex(*ComputeKeyId(b)) + " " +
+                           KeyHex(b) + "\n";
+  if (!WriteFile(dir + "/key-a.key", ka.data(), ka.size()) || !WriteFile(dir + "/key-b.key", kb.data(), kb.size()) ||
+      !WriteFile(dir + "/keyring", ring.data(), ring.size())) {
+    return false;
+  }
+  auto built = vectors::BuildEncryptedVectors();
+  if (!built) {
+    std::cerr << built.error().ToString() << "\n";
+    return false;
+  }
+  std::string table = "| file | keys | expected result | message contains | what it is |\n| --- | --- | --- | --- | --- |\n";
+  for (const auto& v : *built) {
+    if (!WriteFile(dir + "/" + v.name, v.bytes.data(), v.bytes.size())) return false;
+  }
+  for (const auto& v : *built) {
+    std::string result = "valid";
+    if (v.valid) {
+      auto r = CheckpointReader::Open(dir + "/" + v.name, vectors::VectorKeys(v.keys));
+      if (!r) {
+        std::cerr << r.error().ToString() << "\n";
+        return false;
+      }
+      auto d = vectors::Describe(**r);
+      if (!d || !WriteFile(dir + "/" + v.name + ".expected.txt", d->data(), d->size())) return false;
+    } else {
+      result = v.open_code != StatusCode::kOk ? std::string("open fails: ") + StatusCodeName(v.open_code)
+                                              : std::string("opens; verify fails: ") + StatusCodeName(v.verify_code);
+    }
+    table += "| encrypted/" + v.name + " | " + (v.keys.empty() ? "none" : v.keys) + " | " + result + " | " +
+             (v.message.empty() ? "" : "`" + v.message + "`") + " | " + v.why + " |\n";
+  }
+  for (const auto& c : vectors::EncryptedKeyCases()) {
+    std::string result = c.open_code == StatusCode::kOk ? "opens" : std::string("open fails: ") + StatusCodeName(c.open_code);
+    table += "| encrypted/" + c.file + " | " + (c.keys.empty() ? "none" : c.keys) +
+             (c.without_key ? ", open_without_key" : "") + " | " + result + " | " +
+             (c.message.empty() ? "" : "`" + c.message + "`") + " | " + c.why + " |\n";
+  }
+  std::cout << "encrypted vectors (paste into README.md):\n" << table;
+  return true;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -80,6 +130,9 @@ int main(int argc, char** argv) {
   std::cout << "chain vectors (paste into README.md):\n" << chain_table;
   std::cout << "wrote " << valid->size() << " valid, " << invalid->size() << " invalid and " << chains->size()
             << " chain vectors to " << dir << "\n";
+
+  // Encrypted checkpoints (format-spec 13): encrypted/ with the keys and a keyring, .expected.txt for valid files.
+  if (!WriteEncrypted(dir + "/encrypted")) return 1;
 
   // Hint files (format-spec/hint-files.md): hints/valid/ with .expected.txt, hints/invalid/.
   std::string hint_table = "| file | expected | what it exercises |\n| --- | --- | --- |\n";

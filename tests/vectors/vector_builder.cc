@@ -396,11 +396,12 @@ Result<std::vector<InvalidVector>> BuildInvalidVectors(const std::vector<ValidVe
     f[20] ^= 1;
     add("bad-header-checksum.hlt", f, kC, kOk, "header at offset 0x38: checksum mismatch", "a file_id byte flipped");
   }
-  {
-    const std::string newer = fmt::format("1.{}", format::kFormatMinor + 1);  // the first minor this code does not read
-    add("version-" + newer + ".hlt", RewriteHeader(m, format::kFormatMinor + 1, 1), StatusCode::kUnsupported, kOk,
-        "format version " + newer, "a newer minor version (re-checksummed): unsupported, not corrupt");
-  }
+  // Named for what it is, not for the number: each new minor moves it one up.
+  const uint16_t newer = format::kFormatMinor + 1;
+  add("version-newer-minor.hlt", RewriteHeader(m, newer, 1), StatusCode::kUnsupported, kOk,
+      "format version 1." + std::to_string(newer),
+      "a minor version newer than this reader's (1." + std::to_string(newer) +
+          ", re-checksummed): unsupported, not corrupt");
   add("version-2.0.hlt", RewriteHeader(m, 0, 2), StatusCode::kUnsupported, kOk, "format version 2.0",
       "a newer major version");
   {
@@ -1217,6 +1218,9 @@ Result<std::string> Describe(const CheckpointReader& r) {
     o << "\n";
   }
   o << "authenticated " << (r.authenticated() ? "yes" : "no") << "\n";
+  if (r.encrypted()) {  // format 1.5 (section 13): printed only when used, so older descriptions stay as they were
+    o << "encrypted key_id " << KeyIdHex(r.key_id()) << " cipher " << CipherName(r.cipher()) << "\n";
+  }
   // Format 1.2 (section 12) and PAGE_HASHES (5.11): printed only when used, so older descriptions stay as they were.
   if (r.has_page_hashes()) {
     o << "page_hashes";

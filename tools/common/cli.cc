@@ -124,6 +124,7 @@ bool BlockCacheOption(Args& args, std::string* dir, uint64_t* size, std::string*
 
 bool ReaderOption(Args& args, ReaderOptions* options, std::string* error) {
   if (BlockCacheOption(args, &args.block_cache_dir, &args.block_cache_size, error)) return true;
+  if (KeySourceOption(args, &args.keys, error)) return true;
   std::string v;
   if (args.Option("--parent-dir", &v, error)) {
     if (error->empty()) options->parent_dirs.push_back(v);
@@ -140,8 +141,17 @@ bool ReaderOption(Args& args, ReaderOptions* options, std::string* error) {
   return true;
 }
 
-Status OpenBlockCache(const Args& args, ReaderOptions* options) {
-  return OpenBlockCache(args.block_cache_dir, args.block_cache_size, options);
+std::vector<std::string> ReaderFlags(const Args& args, const ReaderOptions& options) {
+  std::vector<std::string> flags = BlockCacheFlags(options);
+  const std::vector<std::string> keys = KeySourceFlags(args.keys);
+  flags.insert(flags.end(), keys.begin(), keys.end());
+  return flags;
+}
+
+Status PrepareReaderOptions(const Args& args, ReaderOptions* options) {
+  HLT_RETURN_IF_ERROR(OpenBlockCache(args.block_cache_dir, args.block_cache_size, options));
+  HLT_ASSIGN_OR_RETURN(options->keyring, OpenKeyring(args.keys));
+  return Status::Ok();
 }
 
 Status OpenBlockCache(const std::string& dir, uint64_t size, ReaderOptions* options) {
@@ -206,11 +216,11 @@ std::string VersionText(const std::string& tool) {
       "{} {} (libhalite)\n"
       "checkpoint format: reads {}.0 to {}.{}; writes {}.{} when blocks are stored as independent frames (by default "
       "for blocks of more than 16 pages), else {}.0 ({}.{} when a file carries skippable sections, {}.{} for an "
-      "incremental child, {}.{} for a child with blocks coded against its parent)\n",
+      "incremental child, {}.{} for a child with blocks coded against its parent); {}.{} when encrypted\n",
       tool, LibraryVersion(), format::kFormatMajor, format::kFormatMajor, format::kFormatMinor, format::kFormatMajor,
       format::kFormatMinorFramedBlocks, format::kFormatMajor, format::kFormatMajor,
       format::kFormatMinorSkippableSections, format::kFormatMajor, format::kFormatMinorParent, format::kFormatMajor,
-      format::kFormatMinorBasedBlocks);
+      format::kFormatMinorBasedBlocks, format::kFormatMajor, format::kFormatMinorEncrypted);
 }
 
 std::string FindExecutable(const std::string& arg) {

@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/key_sources.h"
 #include "halite/checkpoint_reader.h"
 #include "halite/status.h"
 
@@ -46,6 +47,8 @@ class Args {
   // --block-cache DIR and --block-cache-size BYTES as ReaderOption found them (any order); OpenBlockCache opens it.
   std::string block_cache_dir;
   uint64_t block_cache_size = 0;  // 0: the default (or HALITE_BLOCK_CACHE_SIZE)
+  // --encrypt-key-file, --keyring, --key-command as ReaderOption found them; PrepareReaderOptions uses them.
+  KeySources keys;
 
  private:
   std::vector<std::string> args_;
@@ -59,9 +62,16 @@ bool ParseU64(const std::string& s, uint64_t* out);
 // `--parent-dir DIR` (repeatable) adds a directory where the parents of an incremental checkpoint are looked for
 // when they are not where their path hints point (format-spec 12); `--block-cache DIR` and `--block-cache-size
 // BYTES` are kept in `args` for OpenBlockCache. Errors go to *error.
+// Also --encrypt-key-file, --keyring and --key-command (format-spec 13), kept in args.keys.
 bool ReaderOption(Args& args, ReaderOptions* options, std::string* error);
 inline constexpr const char* kReaderFlagsHelp =
     "  --key-file K           refuse the checkpoint unless it is authenticated with this key (32 bytes or 64 hex)\n"
+    "  --encrypt-key-file K   a key of encrypted checkpoints (64 hex digits or 32 bytes; repeatable); an encrypted\n"
+    "                         checkpoint whose key is not given is refused, naming the key id it needs\n"
+    "  --keyring FILE         keys by id, one \"KEY_ID KEY\" a line (a chain may mix keys; repeatable)\n"
+    "  --key-command CMD      run `sh -c CMD` for a key id no file gives (HALITE_KEY_ID, HALITE_KEY_PURPOSE=decrypt\n"
+    "                         in its environment); it prints the key (64 hex digits): your KMS or vault client\n"
+    "                         (environment: HALITE_ENCRYPT_KEY, a key; HALITE_KEYRING, a keyring file)\n"
     "  --parent-dir DIR       look for the parents of an incremental checkpoint in DIR too (repeatable)\n"
     "  --block-cache DIR      keep the blocks read from s3:// or rados:// in this host cache directory, and read\n"
     "                         them from there next time (default: $HALITE_BLOCK_CACHE; local files never use it)\n"
@@ -69,12 +79,16 @@ inline constexpr const char* kReaderFlagsHelp =
 // --block-cache DIR / --block-cache-size BYTES at the cursor: consumes it into *dir / *size and returns true.
 bool BlockCacheOption(Args& args, std::string* dir, uint64_t* size, std::string* error);
 // After parsing: opens the block cache `args` names (--block-cache), else the one HALITE_BLOCK_CACHE names, into
-// options->block_cache. Errors: the directory cannot be created or written, a bad size.
-Status OpenBlockCache(const Args& args, ReaderOptions* options);
+// options->block_cache, and the keys args.keys and the environment give into options->keyring. Errors: the cache
+// directory cannot be created or written, a bad size; a key file or keyring that cannot be read.
+Status PrepareReaderOptions(const Args& args, ReaderOptions* options);
 // The same from the values BlockCacheOption parsed (dir empty: the environment's; size 0: the default).
 Status OpenBlockCache(const std::string& dir, uint64_t size, ReaderOptions* options);
 // The flags that open the same cache in another process (the image server): empty without a cache.
 std::vector<std::string> BlockCacheFlags(const ReaderOptions& options);
+// BlockCacheFlags and the key flags (KeySourceFlags of args.keys): what the image server needs to read the same
+// checkpoint as this process (the environment, HALITE_ENCRYPT_KEY included, is inherited).
+std::vector<std::string> ReaderFlags(const Args& args, const ReaderOptions& options);
 // What a cache did for a reader, for summaries: "12 from the block cache, 3 fetched (1.2 MiB)"; empty when the
 // reader read nothing remote.
 std::string StorageSummary(const ReaderStats& stats);

@@ -80,6 +80,19 @@ void PrintChain(const CheckpointReader& r) {
   }
 }
 
+// Pages by the regions: a reader opened without its key has no page map (format-spec 13.7).
+uint64_t RegionPages(const CheckpointReader& r) {
+  uint64_t n = 0;
+  for (const auto& reg : r.regions()) n += reg.page_count();
+  return n;
+}
+
+std::string EncryptionText(const CheckpointReader& r) {
+  if (!r.encrypted()) return "no";
+  return std::string(CipherName(r.cipher())) + ", key id " + KeyIdHex(r.key_id()) +
+         (r.sealed() ? " (no key given: the page map, dictionary, page hashes and contents are sealed)" : "");
+}
+
 std::string TrialText(const CodingRecord::Trial& t) {
   return (t.frame_pages ? fmt::format("frames of {}", t.frame_pages) : std::string("one frame")) +
          (t.dictionary_bytes ? fmt::format(" with a {} KiB dictionary", t.dictionary_bytes / 1024) : std::string()) +
@@ -127,7 +140,7 @@ nlohmann::ordered_json CodingJson(const CheckpointReader& r) {
 
 void PrintText(const CheckpointReader& r, const Counts& c) {
   const Metadata& m = r.metadata();
-  uint64_t raw = r.total_pages() * 4096;
+  uint64_t raw = RegionPages(r) * 4096;
   std::printf("checkpoint   %s\n", r.name().c_str());
   std::printf("format       %u.%u, %llu bytes, file id %s\n", r.format_major(), r.format_minor(),
               (unsigned long long)r.file_size(), HexId(r.file_id()).c_str());
@@ -140,9 +153,14 @@ void PrintText(const CheckpointReader& r, const Counts& c) {
                 (unsigned long long)reg.guest_phys_base, cli::HumanBytes(reg.size).c_str(),
                 (unsigned long long)reg.page_count(), reg.host_page_size);
   }
-  std::printf("pages        %llu: stored %llu (%llu duplicates), zero %llu, absent %llu\n",
-              (unsigned long long)r.total_pages(), (unsigned long long)c.stored, (unsigned long long)c.duplicates,
-              (unsigned long long)c.zero, (unsigned long long)c.absent);
+  if (r.sealed()) {
+    std::printf("pages        %llu: which are stored, zero or absent is sealed (key id %s)\n",
+                (unsigned long long)RegionPages(r), KeyIdHex(r.key_id()).c_str());
+  } else {
+    std::printf("pages        %llu: stored %llu (%llu duplicates), zero %llu, absent %llu\n",
+                (unsigned long long)r.total_pages(), (unsigned long long)c.stored, (unsigned long long)c.duplicates,
+                (unsigned long long)c.zero, (unsigned long long)c.absent);
+  }
   std::printf("size         raw %s, file %s, ratio %.2f\n", cli::HumanBytes(raw).c_str(),
               cli::HumanBytes(r.file_size()).c_str(), r.file_size() ? double(raw) / double(r.file_size()) : 0.0);
   std::printf("blocks       %zu (%llu compressed, %llu of independent frames, %llu with dictionary, %llu hot); pages "
@@ -154,6 +172,7 @@ void PrintText(const CheckpointReader& r, const Counts& c) {
   std::printf("dictionary   %zu bytes\n", r.dictionary_size());
   PrintCoding(r);
   std::printf("authenticated %s\n", r.authenticated() ? "yes (keyed BLAKE2b MAC)" : "no");
+  std::printf("encrypted    %s\n", EncryptionText(r).c_str());
   std::printf("blobs        %zu (%s stored)\n", r.blobs().size(), cli::HumanBytes(c.blob_bytes).c_str());
   for (const auto& b : r.blobs()) {
     std::printf("  %-24s %llu bytes (%llu stored)\n", b.name.c_str(), (unsigned long long)b.raw_length,
@@ -189,7 +208,7 @@ nlohmann::ordered_json ChainJson(const CheckpointReader& r) {
 
 void PrintJson(const CheckpointReader& r, const Counts& c) {
   const Metadata& m = r.metadata();
-  const uint64_t raw = r.total_pages() * format::kPageSize;
+  const uint64_t raw = RegionPages(r) * format::kPageSize;
   nlohmann::ordered_json regions = nlohmann::ordered_json::array(), blobs = nlohmann::ordered_json::array();
   for (const auto& reg : r.regions()) {
     regions.push_back({{"name", reg.name},
@@ -212,7 +231,7 @@ void PrintJson(const CheckpointReader& r, const Counts& c) {
       {"vm_uuid", HexId(m.vm_uuid)},
       {"created_unix_ns", m.created_unix_ns},
       {"regions", std::move(regions)},
-      {"pages", r.total_pages()},
+      {"pages", RegionPages(r)},
       {"stored_pages", c.stored},
       {"duplicate_pages", c.duplicates},
       {"zero_pages", c.zero},
@@ -230,6 +249,10 @@ void PrintJson(const CheckpointReader& r, const Counts& c) {
       {"dictionary_bytes", r.dictionary_size()},
       {"coding", CodingJson(r)},
       {"authenticated", r.authenticated()},
+      {"encrypted", r.encrypted()},
+      {"cipher", r.encrypted() ? CipherName(r.cipher()) : ""},
+      {"key_id", r.encrypted() ? KeyIdHex(r.key_id()) : ""},
+      {"sealed", r.sealed()},  // opened without its key: the page counts above are unknown (0)
       {"blobs", std::move(blobs)},
       {"restore_order_blocks", r.restore_order().size()},
       {"working_set_blocks", r.working_set_blocks()},
@@ -247,10 +270,12 @@ int Info(cli::Args& args) {
   const std::string tool = "hlt-restore info";
   const std::string usage = std::string("usage: hlt-restore info CKPT [--json] [--key-file K] [--parent-dir DIR]\n") +
                             "An incremental checkpoint is shown with its chain: each file's blocks, bytes and the pages it serves.\n" +
+                            "An encrypted one without its key shows what is not sealed (format-spec 13.4): layout, sizes, blobs.\n" +
                             cli::kReaderFlagsHelp;
   std::string ckpt, error;
   bool json = false;
   ReaderOptions reader_options;
+  reader_options.open_without_key = true;  // format-spec 13.7: what can be shown without the key
   while (!args.Done()) {
     if (args.Flag("-h") || args.Flag("--help")) {
       std::cout << usage;
@@ -265,7 +290,7 @@ int Info(cli::Args& args) {
     if (!error.empty()) return cli::UsageError(tool, error, usage);
   }
   if (ckpt.empty()) return cli::UsageError(tool, "CKPT is required", usage);
-  if (Status cache = cli::OpenBlockCache(args, &reader_options); !cache.ok()) return cli::Fail(tool, cache);
+  if (Status cache = cli::PrepareReaderOptions(args, &reader_options); !cache.ok()) return cli::Fail(tool, cache);
   auto reader = CheckpointReader::Open(ckpt, reader_options);
   if (!reader) return cli::Fail(tool, reader.error());
   Counts c = Count(**reader);

@@ -295,7 +295,7 @@ int Replay(cli::Args& args) {
   if (rc != 0) return rc < 0 ? cli::kExitOk : rc;
 
   Clock::time_point t_open = Clock::now();
-  if (Status cache = cli::OpenBlockCache(args, &c.reader); !cache.ok()) return cli::Fail(tool, cache);
+  if (Status cache = cli::PrepareReaderOptions(args, &c.reader); !cache.ok()) return cli::Fail(tool, cache);
   auto reader = CheckpointReader::Open(c.ckpt, c.reader);
   if (!reader) return cli::Fail(tool, reader.error());
   const CheckpointReader& r = **reader;

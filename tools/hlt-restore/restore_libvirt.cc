@@ -184,7 +184,7 @@ int RestoreLibvirt(cli::Args& args) {
     if (!error.empty()) return cli::UsageError(tool, error, usage);
   }
   if (ckpt.empty()) return cli::UsageError(tool, "CKPT is required", usage);
-  if (Status cache = cli::OpenBlockCache(args, &ropts); !cache.ok()) return cli::Fail(tool, cache);
+  if (Status cache = cli::PrepareReaderOptions(args, &ropts); !cache.ok()) return cli::Fail(tool, cache);
   if (shared_memory && lazy_flags) {
     return cli::UsageError(tool, "--memory shared sends only the device state, eagerly: the lazy options do not apply",
                            usage);
@@ -291,7 +291,7 @@ int RestoreLibvirt(cli::Args& args) {
       }
       char self[PATH_MAX] = {0};
       if (readlink("/proc/self/exe", self, sizeof self - 1) < 0) return fail(Status::IoError("/proc/self/exe", errno));
-      auto plan = PrepareSharedMemory(self, ckpt, **reader, image_dir, ropts.parent_dirs, cli::BlockCacheFlags(ropts));
+      auto plan = PrepareSharedMemory(self, ckpt, **reader, image_dir, ropts.parent_dirs, cli::ReaderFlags(args, ropts));
       if (!plan) return fail(plan.error());
       const uint64_t ram_size = (*reader)->regions()[*(*reader)->FindRegion(kSharedRamRegion)].size;
       std::printf("memory shared: the domain maps %s privately (image server %s); libvirt's RAM directory %s\n",

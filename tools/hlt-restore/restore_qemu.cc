@@ -184,7 +184,7 @@ int RestoreQemu(cli::Args& args) {
     if (!error.empty()) return cli::UsageError(tool, error, usage);
   }
   if (ckpt.empty()) return cli::UsageError(tool, "CKPT is required", usage);
-  if (Status cache = cli::OpenBlockCache(args, &ropts); !cache.ok()) return cli::Fail(tool, cache);
+  if (Status cache = cli::PrepareReaderOptions(args, &ropts); !cache.ok()) return cli::Fail(tool, cache);
   // --resume: the record of the interrupted restore says which QEMU and which checkpoint.
   std::optional<RestoreRecord> prior;
   if (resume) {
@@ -287,6 +287,8 @@ int RestoreQemu(cli::Args& args) {
     if (Status s = learned.Choose(&ckpt, ropts); !s.ok()) return cli::Fail(tool, s);
   }
   std::unique_ptr<CheckpointReader> early_reader;
+  // Format-spec 13: a missing key refuses the restore before QEMU starts (which it does while the index is read).
+  if (Status keyed = cli::CheckKeyAvailable(ckpt, ropts.keyring); !keyed.ok()) return cli::Fail(tool, keyed);
   if (shared_memory) {
     if (!launch) return cli::UsageError(tool, "--memory shared starts QEMU itself: give -- QEMU ARGS", usage);
     if (std::string bad = ConflictingMemoryArgument(qemu_args); !bad.empty()) {
@@ -301,7 +303,7 @@ int RestoreQemu(cli::Args& args) {
     if (Status st = qemu::ReadSavedVmState(**opened).status(); !st.ok()) return cli::Fail(tool, st);
     char self[PATH_MAX] = {0};
     if (readlink("/proc/self/exe", self, sizeof self - 1) < 0) return cli::Fail(tool, Status::IoError("/proc/self/exe", errno));
-    auto plan = PrepareSharedMemory(self, ckpt, **opened, image_dir, ropts.parent_dirs, cli::BlockCacheFlags(ropts));
+    auto plan = PrepareSharedMemory(self, ckpt, **opened, image_dir, ropts.parent_dirs, cli::ReaderFlags(args, ropts));
     if (!plan) return cli::Fail(tool, plan.error());
     qemu_args.insert(qemu_args.end(), plan->qemu_args.begin(), plan->qemu_args.end());
     opt.lazy = false;

@@ -22,7 +22,9 @@ int RestoreXen(cli::Args& args) {
       std::string("usage: hlt-restore xen CKPT -o STREAM [--key-file K] [--xen-417-order] [--cache-mb N] [--no-sync]\n"
                   "Writes the Xen save stream the checkpoint was made from (`hlt-save xen`), for `xl restore`.\n"
                   "STREAM is a file (created atomically: nothing is left when the export fails), an existing FIFO,\n"
-                  "or - for standard output. Records keep the order they had; pages are written once each.\n") +
+                  "or - for standard output. Records keep the order they had; pages are written once each. A file of an\n"
+                  "encrypted checkpoint's stream holds the guest's memory in the clear: written only with\n"
+                  "--plaintext-output (a FIFO or standard output streams it to xl restore without resting anywhere).\n") +
       cli::kReaderFlagsHelp +
       "  --xen-417-order        rewrite records in the order Xen 4.17's saver writes them\n"
       "  --cache-mb N           decoded blocks kept while writing (default 64)\n"
@@ -30,7 +32,7 @@ int RestoreXen(cli::Args& args) {
   std::string ckpt, out, error, v;
   ReaderOptions reader_options;
   xen::ExportOptions opt;
-  bool sync = true;
+  bool sync = true, plaintext_output = false;
   while (!args.Done()) {
     if (args.Flag("-h") || args.Flag("--help")) {
       std::cout << usage;
@@ -47,6 +49,8 @@ int RestoreXen(cli::Args& args) {
       opt.cache_bytes = n << 20;
     } else if (args.Flag("--no-sync")) {
       sync = false;
+    } else if (args.Flag("--plaintext-output")) {
+      plaintext_output = true;
     } else {
       args.Positional(&ckpt, &error);
     }
@@ -54,7 +58,7 @@ int RestoreXen(cli::Args& args) {
   }
   if (ckpt.empty() || out.empty()) return cli::UsageError(tool, "CKPT and -o STREAM are required", usage);
 
-  if (Status cache = cli::OpenBlockCache(args, &reader_options); !cache.ok()) return cli::Fail(tool, cache);
+  if (Status cache = cli::PrepareReaderOptions(args, &reader_options); !cache.ok()) return cli::Fail(tool, cache);
   auto reader = CheckpointReader::Open(ckpt, reader_options);
   if (!reader) return cli::Fail(tool, reader.error());
 
@@ -62,6 +66,10 @@ int RestoreXen(cli::Args& args) {
   const bool to_stdout = out == "-";
   struct stat st;
   const bool special = !to_stdout && ::stat(out.c_str(), &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode);
+  if ((*reader)->encrypted() && !to_stdout && !special && !plaintext_output) {
+    return cli::UsageError(tool, ckpt + " is encrypted: the file " + out + " would hold the guest's memory in the "
+                                 "clear (stream it through a FIFO or -, or give --plaintext-output)", usage);
+  }
   xen::ExportStats stats;
   Status s;
   if (to_stdout || special) {

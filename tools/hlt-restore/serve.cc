@@ -151,7 +151,7 @@ int Serve(cli::Args& args) {
     if (checkpoints.size() != 1) return cli::UsageError(tool, "--image-dir serves exactly one CKPT", kServeUsage);
     checkpoints.front() += "=ckpt";  // the name restores map (ckpt.pc.ram); the last '=' is ours
   }
-  if (Status cache = cli::OpenBlockCache(args, &reader_options); !cache.ok()) return cli::Fail(tool, cache);
+  if (Status cache = cli::PrepareReaderOptions(args, &reader_options); !cache.ok()) return cli::Fail(tool, cache);
   std::vector<image_server::ServedImage> images;
   for (const std::string& arg : checkpoints) {
     // The last '=' ends the checkpoint: an s3:// key may hold '=' itself, a NAME never does.

@@ -35,7 +35,8 @@ std::vector<std::string> DiscardingDeviceWarnings(const std::vector<std::string>
 // file id: IMAGE_DIR/ID), or starts one (`hlt-restore serve ... --exit-when-unused 30`, detached, its output in
 // IMAGE_DIR/ID.log), under a lock so that clones starting together share one server. `self` is this program;
 // parent_dirs go to the server (--parent-dir) for an incremental checkpoint whose parents moved, and
-// `reader_flags` (--block-cache DIR ...) as they are.
+// `reader_flags` (--block-cache DIR ..., and the keys of an encrypted checkpoint: the server decrypts in memory) as
+// they are.
 Result<SharedMemoryPlan> PrepareSharedMemory(const std::string& self, const std::string& checkpoint_path,
                                              const CheckpointReader& reader, const std::string& image_dir,
                                              const std::vector<std::string>& parent_dirs = {},

@@ -9,9 +9,11 @@ namespace halite::restore {
 int Verify(cli::Args& args) {
   const std::string tool = "hlt-restore verify";
   const std::string usage =
-      std::string("usage: hlt-restore verify CKPT [--key-file K] [--parent-dir DIR]\n"
+      std::string("usage: hlt-restore verify CKPT [--key-file K] [--parent-dir DIR] [--without-key]\n"
                   "Checks every rule of the format and every checksum, and decompresses every block and blob; for an\n"
-                  "incremental checkpoint, of every file of its chain, and every page hash.\n") +
+                  "incremental checkpoint, of every file of its chain, and every page hash. An encrypted checkpoint\n"
+                  "needs its key (every tag is checked), or --without-key: its structure and every payload's checksum\n"
+                  "only (storage scrubbing without the tenant's key).\n") +
       cli::kReaderFlagsHelp;
   std::string ckpt, error;
   ReaderOptions reader_options;
@@ -20,21 +22,34 @@ int Verify(cli::Args& args) {
       std::cout << usage;
       return 0;
     }
+    if (args.Flag("--without-key")) {
+      reader_options.open_without_key = true;
+      continue;
+    }
     if (!cli::ReaderOption(args, &reader_options, &error)) args.Positional(&ckpt, &error);
     if (!error.empty()) return cli::UsageError(tool, error, usage);
   }
   if (ckpt.empty()) return cli::UsageError(tool, "CKPT is required", usage);
-  if (Status cache = cli::OpenBlockCache(args, &reader_options); !cache.ok()) return cli::Fail(tool, cache);
+  if (Status cache = cli::PrepareReaderOptions(args, &reader_options); !cache.ok()) return cli::Fail(tool, cache);
   auto reader = CheckpointReader::Open(ckpt, reader_options);
   if (!reader) return cli::Fail(tool, reader.error());
   cli::Progress progress("verifying");
   Status s = (*reader)->VerifyAll([&](const VerifyProgress& p) { progress.Update(p.blocks_done, p.blocks_total); });
   progress.Finish();
   if (!s.ok()) return cli::Fail(tool, s);
+  if ((*reader)->sealed()) {
+    // Format-spec 13.7: storage scrubbing without the tenant's key.
+    std::cout << ckpt << ": OK without the key (" << (*reader)->blocks().size() << " blocks and "
+              << (*reader)->blobs().size() << " blobs match their checksums, the structure is sound; encrypted with key id "
+              << KeyIdHex((*reader)->key_id()) << ": contents not checked)\n";
+    return 0;
+  }
   std::cout << ckpt << ": OK (" << (*reader)->blocks().size() << " blocks, " << (*reader)->blobs().size()
             << " blobs, " << (*reader)->total_pages() << " pages, " << (*reader)->file_size() << " bytes"
             << ((*reader)->chain().size() > 1 ? ", chain of " + std::to_string((*reader)->chain().size()) + " files" : "")
-            << (reader_options.mac_key ? ", MAC verified" : "") << ")\n";
+            << (reader_options.mac_key ? ", MAC verified" : "")
+            << ((*reader)->encrypted() ? ", every tag verified (encrypted with key id " + KeyIdHex((*reader)->key_id()) + ")" : "")
+            << ")\n";
   return 0;
 }
 

@@ -14,7 +14,11 @@ const char* kUsage =
     "  libvirt DOMAIN -o CKPT [--connect URI] save a running libvirt domain, its disks frozen with it\n"
     "  relayout CKPT -o NEW --access-trace F  re-plan a checkpoint around a trace recorded at restore time\n"
     "  flatten CKPT -o FULL                   write an incremental checkpoint's chain as one full checkpoint\n"
-    "Every save mode takes --parent P to store only what changed since checkpoint P (an incremental child).\n"
+    "  rekey CKPT -o NEW --key-file NEW_KEY   re-encrypt under another key without recompressing\n"
+    "  keygen -o KEY_FILE                     a new random key for encrypted checkpoints, and its key id\n"
+    "  key-id KEY_FILE                        the key id of a key\n"
+    "Every save mode takes --parent P to store only what changed since checkpoint P (an incremental child), and\n"
+    "--encrypt-key-file K (or --key-command CMD, or HALITE_ENCRYPT_KEY) to encrypt it (format 1.5).\n"
     "CKPT is a file, s3://BUCKET/KEY (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION, AWS_ENDPOINT_URL)\n"
     "or rados://POOL/NAME (ceph.conf from CEPH_CONF); a failed or killed save leaves no object.\n"
     "Run `hlt-save MODE --help` for a mode's options; `hlt-save --version` for the versions.\n"
@@ -38,6 +42,9 @@ int main(int argc, char** argv) {
 #endif
   if (mode == "relayout") return halite::save::Relayout(args);
   if (mode == "flatten") return halite::save::Flatten(args);
+  if (mode == "rekey") return halite::save::Rekey(args);
+  if (mode == "keygen") return halite::save::KeyGen(args);
+  if (mode == "key-id") return halite::save::KeyIdOf(args);
 #ifdef HALITE_TOOLS_WITH_QEMU
   if (mode == "qemu") return halite::save::SaveQemu(args);
 #endif

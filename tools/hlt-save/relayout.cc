@@ -61,6 +61,8 @@ int Rewrite(cli::Args& args, bool flatten) {
   if (!flatten && flags.access_trace.empty()) return cli::UsageError(tool, "--access-trace FILE is required", usage);
   if (!flags.parent.empty()) return cli::UsageError(tool, "--parent: the output is a full checkpoint", usage);
   reader_options.parent_dirs = flags.parent_reader.parent_dirs;
+  if (Status prepared = PrepareWriter(&flags, out); !prepared.ok()) return cli::Fail(tool, prepared);
+  reader_options.keyring = flags.keyring;  // the input's keys: --keyring, the environment, the command, NEW's key
   if (Status cache = cli::OpenBlockCache(flags.block_cache_dir, flags.block_cache_size, &reader_options); !cache.ok()) {
     return cli::Fail(tool, cache);
   }

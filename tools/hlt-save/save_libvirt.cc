@@ -17,15 +17,17 @@ const char* kLibvirtUsage =
     "                        [writer options]\n"
     "Saves a running libvirt domain (QEMU driver). hlt-save reaches its QEMU through libvirt's monitor\n"
     "passthrough (the domain's only QMP monitor is libvirt's; libvirt notes the domain as tainted\n"
-    "\"custom-monitor\"). With the guest paused, the memory is saved and then every writable file-backed disk is\n"
-    "frozen by an external disk-only snapshot: the image as it is becomes the base of every restore and the\n"
+    "\"custom-monitor\"). With the guest paused, every writable file-backed disk is frozen by an external\n"
+    "disk-only snapshot and the memory is saved: the image as it is becomes the base of every restore and the\n"
     "domain goes on on a new qcow2 overlay beside it (IMAGE.hlt-TIME.qcow2). The checkpoint records the\n"
     "domain's XML and each frozen image's path, format, size and XXH3-128; a restore refuses a changed image.\n"
     "The UEFI variable store (<nvram>) and an emulated TPM's state (swtpm's directory) are read at the same\n"
-    "instant and kept in the checkpoint: every restore gets a copy of its own.\n"
+    "instant and kept in the checkpoint: every restore gets a copy of its own. A failed save leaves the domain\n"
+    "on its images (an overlay it went on to is committed back into its image and removed).\n"
     "  --connect URI          libvirt URI (default: libvirt's default; e.g. qemu:///system,\n"
     "                         qemu:///embed?root=DIR)\n"
-    "  --live                 background snapshot: the guest keeps running (domains without writable disks)\n"
+    "  --live                 background snapshot: the guest keeps running; it is paused only while the disks\n"
+    "                         and state files are taken and QEMU captures its devices and memory (tens of ms)\n"
     "  --then cont|stop|destroy  afterwards: resume the guest if it was running (default), leave it paused,\n"
     "                         or destroy it\n"
     "  --no-va                skip the page-table walk\n";
@@ -72,7 +74,7 @@ int SaveLibvirt(cli::Args& args) {
   auto conn = libvirt::Connection::Open(uri);
   if (!conn) return cli::Fail(tool, conn.error());
   cli::Progress progress("saving");
-  if (Status parent = PrepareParent(&flags, out); !parent.ok()) return cli::Fail(tool, parent);  // --parent
+  if (Status prepared = PrepareWriter(&flags, out); !prepared.ok()) return cli::Fail(tool, prepared);  // keys, --parent
   flags.options.progress = [&](const WriteProgress& p) { progress.Update(p.raw_bytes_done, p.raw_bytes_total); };
   opt.qemu.writer = flags.options;
   opt.qemu.before_finish = [&](CheckpointWriter& w) { return ApplyHintFiles(flags, w); };
@@ -88,6 +90,15 @@ int SaveLibvirt(cli::Args& args) {
               (*conn)->uri().c_str(), r->qemu.live ? "live" : "paused-guest", cli::HumanBytes(st.bytes).c_str(),
               r->qemu.stream_seconds);
   if (r->guest_paused_seconds > 0) std::printf("  guest paused     %.3f s\n", r->guest_paused_seconds);
+  if (const qemu::LivePauseReport& p = r->qemu.live_pause; p.paused) {
+    std::printf("  guest paused     %.1f ms at the saved instant: suspend %.1f, disks and state files %.1f, QEMU "
+                "capturing the guest %.1f, resume %.1f\n",
+                p.total_ms, p.pause_ms, p.instant_ms, p.capture_ms, p.resume_ms);
+    std::printf("                   vCPUs stopped %.1f ms (QEMU's STOP to RESUME events); QEMU's own account of "
+                "its capture: setup %lld ms, downtime %lld ms\n",
+                p.vcpus_stopped_ms, (long long)r->qemu.save.qemu_setup_ms, (long long)r->qemu.save.qemu_downtime_ms);
+  }
+  if (!r->qemu.live_note.empty()) std::printf("  not live         %s\n", r->qemu.live_note.c_str());
   PrintParentImage(r->qemu);
   for (size_t i = 0; i < r->disks.size(); ++i) {
     const auto& d = r->disks[i];
@@ -97,8 +108,11 @@ int SaveLibvirt(cli::Args& args) {
   }
   if (r->disks.empty()) std::printf("  disks            none writable\n");
   if (!r->nvram.empty()) {
-    std::printf("  nvram            %s (%s) saved with the memory\n", r->nvram.c_str(),
-                cli::HumanBytes(r->nvram_bytes).c_str());
+    std::string flash;
+    for (const auto& b : r->qemu.blocks_from_instant) flash += (flash.empty() ? "" : ", ") + b;
+    std::printf("  nvram            %s (%s) saved with the memory%s\n", r->nvram.c_str(),
+                cli::HumanBytes(r->nvram_bytes).c_str(),
+                flash.empty() ? "" : (", also as QEMU's flash " + flash).c_str());
   }
   if (!r->tpm_state_dir.empty()) {
     std::string files;

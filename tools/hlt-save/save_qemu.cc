@@ -69,7 +69,7 @@ int SaveQemu(cli::Args& args) {
   auto qmp = qemu::QmpClient::Connect(socket, 5000);
   if (!qmp) return cli::Fail(tool, qmp.error());
   cli::Progress progress("saving");
-  if (Status parent = PrepareParent(&flags, out); !parent.ok()) return cli::Fail(tool, parent);  // --parent
+  if (Status prepared = PrepareWriter(&flags, out); !prepared.ok()) return cli::Fail(tool, prepared);  // keys, --parent
   flags.options.progress = [&](const WriteProgress& p) { progress.Update(p.raw_bytes_done, p.raw_bytes_total); };
   opt.writer = flags.options;
   opt.before_finish = [&](CheckpointWriter& w) { return ApplyHintFiles(flags, w); };
@@ -92,6 +92,7 @@ int SaveQemu(cli::Args& args) {
   } else if (r->guest_stopped_seconds > 0) {
     std::printf("  guest stopped    %.3f s (stop to cont)\n", r->guest_stopped_seconds);
   }
+  if (!r->live_note.empty()) std::printf("  not live         %s\n", r->live_note.c_str());
   PrintParentImage(*r);
   std::printf("  state blob       %zu bytes (\"%s\")\n", r->state_blob_bytes, qemu::kQemuStateBlobName);
   PrintAccessWindow(*r);

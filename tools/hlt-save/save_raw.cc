@@ -43,7 +43,7 @@ int SaveRaw(cli::Args& args) {
                                                    " is not a non-zero multiple of 4096"));
   }
   cli::Progress progress("saving");
-  if (Status parent = PrepareParent(&flags, out); !parent.ok()) return cli::Fail(tool, parent);  // --parent
+  if (Status prepared = PrepareWriter(&flags, out); !prepared.ok()) return cli::Fail(tool, prepared);  // keys, --parent
   flags.options.progress = [&](const WriteProgress& p) { progress.Update(p.raw_bytes_done, p.raw_bytes_total); };
   auto writer = CheckpointWriter::Create(out, flags.options);
   if (!writer) return cli::Fail(tool, writer.error());

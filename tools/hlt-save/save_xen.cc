@@ -59,7 +59,7 @@ int SaveXen(cli::Args& args) {
   if (fd < 0) return cli::Fail(tool, Status::IoError(stream + ": cannot open", errno));
   opt.read.source_name = stream == "-" ? "stdin" : stream;
   cli::Progress progress("saving");
-  if (Status parent = PrepareParent(&flags, out); !parent.ok()) return cli::Fail(tool, parent);  // --parent
+  if (Status prepared = PrepareWriter(&flags, out); !prepared.ok()) return cli::Fail(tool, prepared);  // keys, --parent
   flags.options.progress = [&](const WriteProgress& p) { progress.Update(p.raw_bytes_done, p.raw_bytes_total); };
   opt.writer = flags.options;
   opt.before_finish = [&](CheckpointWriter& w) { return ApplyHintFiles(flags, w); };

@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "halite/authentication.h"
+#include "halite/encryption.h"
 
 namespace halite::save {
 
@@ -84,6 +85,18 @@ bool ParseWriterFlag(cli::Args& args, WriterFlags* f, std::string* error) {
     }
     return true;
   }
+  if (cli::KeySourceOption(args, &f->keys, error)) return true;
+  if (args.Option("--cipher", &v, error)) {
+    if (error->empty()) {
+      auto c = ParseCipher(v);
+      if (c) f->options.cipher = *c; else *error = c.error().message();
+    }
+    return true;
+  }
+  if (args.Flag("--no-encryption")) {
+    f->no_encryption = true;
+    return true;
+  }
   if (args.Option("--parent", &v, error)) {
     f->parent = v;
     return true;
@@ -113,13 +126,38 @@ bool ParseWriterFlag(cli::Args& args, WriterFlags* f, std::string* error) {
   return false;
 }
 
-Status PrepareParent(WriterFlags* f, const std::string& out) {
+Status PrepareEncryption(WriterFlags* f) {
+  HLT_ASSIGN_OR_RETURN(f->keyring, cli::OpenKeyring(f->keys));
+  if (f->no_encryption) {
+    if (f->keys.key_files.empty() && f->keys.key_command.empty()) return Status::Ok();
+    return Status::InvalidArgument("--no-encryption with --encrypt-key-file or --key-command: which one?");
+  }
+  if (f->keys.key_files.size() > 1) {
+    return Status::InvalidArgument("--encrypt-key-file given " + std::to_string(f->keys.key_files.size()) +
+                                   " times: the new checkpoint has one key (put the keys of parents in a --keyring)");
+  }
+  std::optional<EncryptionKey> key;
+  if (!f->keys.key_files.empty()) {
+    HLT_ASSIGN_OR_RETURN(key, ReadKeyFile(f->keys.key_files.front()));
+  } else if (!f->keys.key_command.empty()) {
+    HLT_ASSIGN_OR_RETURN(key, cli::RunKeyCommand(f->keys.key_command, nullptr));
+    HLT_RETURN_IF_ERROR(f->keyring->Add(*key));
+  } else if (const char* env = std::getenv("HALITE_ENCRYPT_KEY"); env && *env) {
+    HLT_ASSIGN_OR_RETURN(key, ParseKey(env, "HALITE_ENCRYPT_KEY"));
+  }
+  f->options.encryption_key = key;
+  return Status::Ok();
+}
+
+Status PrepareWriter(WriterFlags* f, const std::string& out) {
+  HLT_RETURN_IF_ERROR(PrepareEncryption(f));
   if (f->parent.empty()) return Status::Ok();
   std::error_code ec;
   if (f->parent == out || std::filesystem::equivalent(f->parent, out, ec)) {
     return Status::InvalidArgument(out + ": the output cannot be its own parent");
   }
   HLT_RETURN_IF_ERROR(cli::OpenBlockCache(f->block_cache_dir, f->block_cache_size, &f->parent_reader));
+  f->parent_reader.keyring = f->keyring;
   HLT_ASSIGN_OR_RETURN(auto parent, CheckpointReader::Open(f->parent, f->parent_reader));
   f->options.parent = std::shared_ptr<const CheckpointReader>(std::move(parent));
   f->options.page_hashes = true;
@@ -175,6 +213,9 @@ void PrintSummary(const WriteSummary& s, const std::string& path) {
                 "                   groups holding a changed page's old version and read anyway paid in a trial\n",
                 (unsigned long long)s.based_blocks, (unsigned long long)s.based_pages,
                 (unsigned long long)s.base_groups_used, (unsigned long long)s.base_groups_tried);
+  }
+  if (s.encrypted) {
+    std::printf("  encrypted        %s, key id %s\n", CipherName(s.cipher), KeyIdHex(s.key_id).c_str());
   }
   std::printf("  ratio            %.2f\n", s.ratio());
   std::printf("  seconds          %.3f (%.0f MB/s of raw pages)\n", s.seconds,

@@ -18,6 +18,11 @@ struct WriterFlags {
   ReaderOptions parent_reader;  // how the parent's chain is opened (--parent-dir)
   std::string block_cache_dir;  // --block-cache: where a parent (or relayout's input) on an object store is cached
   uint64_t block_cache_size = 0;
+  // Encryption (format-spec 13): the key sources; PrepareWriter turns them into options.encryption_key (the key of
+  // the new checkpoint) and `keyring` (every key known: for reading a parent or an input checkpoint).
+  cli::KeySources keys;
+  bool no_encryption = false;  // --no-encryption: a plain checkpoint even with HALITE_ENCRYPT_KEY set
+  std::shared_ptr<Keyring> keyring;
 };
 
 inline constexpr const char* kWriterFlagsHelp =
@@ -35,6 +40,14 @@ inline constexpr const char* kWriterFlagsHelp =
     "  --access-trace FILE    pages in the order the guest touched them during the save\n"
     "  --va-hints FILE        pages in guest-virtual-address order; a blank line between address spaces\n"
     "  --key-file K           authenticate the checkpoint with a keyed BLAKE2b MAC (key: 32 bytes or 64 hex)\n"
+    "  --encrypt-key-file K   encrypt the checkpoint with key K (format 1.5: every page, the device state and what in\n"
+    "                         the index reveals content; 64 hex digits or 32 bytes, e.g. from hlt-save keygen)\n"
+    "  --key-command CMD      encrypt with the key `sh -c CMD` prints (HALITE_KEY_PURPOSE=encrypt, HALITE_KEY_ID\n"
+    "                         empty); also asked, with HALITE_KEY_ID set, for a parent's key no other source gives\n"
+    "  --keyring FILE         keys by id (\"KEY_ID KEY\" lines) for reading a parent or input encrypted with others\n"
+    "  --cipher C             auto (AES-256-GCM on a CPU with AES-NI, else XChaCha20-Poly1305), aes256gcm,\n"
+    "                         xchacha20poly1305; every reader reads both on any CPU\n"
+    "  --no-encryption        do not encrypt, even with HALITE_ENCRYPT_KEY (a key, which otherwise encrypts) set\n"
     "  --parent P             incremental: pages equal (byte for byte) to checkpoint P's are stored as references to\n"
     "                         P, which must stay reachable: its path relative to CKPT is recorded (see --parent-dir)\n"
     "  --parent-dir DIR       where P's own parents are looked for if they moved (repeatable)\n"
@@ -56,9 +69,13 @@ inline constexpr const char* kWriterFlagsHelp =
 // value.
 bool ParseWriterFlag(cli::Args& args, WriterFlags* flags, std::string* error);
 
-// With --parent: opens the parent's chain (checked as a restorer checks it) into flags->options.parent and turns
-// PAGE_HASHES on. `out` is the checkpoint being written; it must not be the parent.
-Status PrepareParent(WriterFlags* flags, const std::string& out);
+// After parsing, before CheckpointWriter::Create: the keys (PrepareEncryption), then, with --parent, the parent's
+// chain opened (checked as a restorer checks it, with every key known) into flags->options.parent and PAGE_HASHES
+// turned on. `out` is the checkpoint being written; it must not be the parent.
+Status PrepareWriter(WriterFlags* flags, const std::string& out);
+// The key the new checkpoint is encrypted with: the --encrypt-key-file (one), else the --key-command's answer, else
+// HALITE_ENCRYPT_KEY; none with --no-encryption. flags->keyring gets every key for reading.
+Status PrepareEncryption(WriterFlags* flags);
 
 // Reads the hint files named in `flags` and gives them to the writer.
 Status ApplyHintFiles(const WriterFlags& flags, CheckpointWriter& writer);

@@ -1,8 +1,8 @@
 // hlt-xen-pager: lazy restore of a Xen HVM guest from a libhalite checkpoint, xenpaging-style.
 //
 //   hlt-xen-pager probe
-//   hlt-xen-pager skeleton CKPT -o STREAM [--key-file K]
-//   hlt-xen-pager serve --domain D CKPT [--key-file K] [--no-unpause]
+//   hlt-xen-pager skeleton CKPT -o STREAM [--key-file K] [--encrypt-key-file K] [--keyring FILE]
+//   hlt-xen-pager serve --domain D CKPT [--key-file K] [--encrypt-key-file K] [--keyring FILE] [--no-unpause]
 //
 // EXPERIMENTAL AND UNTESTED ON XEN: it needs a hypervisor built with CONFIG_MEM_PAGING (which needs
 // CONFIG_UNSUPPORTED since Xen 4.16; Debian's is built without it), HAP (EPT/NPT), no IOMMU passthrough, no PoD.
@@ -34,8 +34,9 @@ constexpr int kExitUsage = 2, kExitIo = 3, kExitCorrupt = 4, kExitNoHypervisor =
 
 const char* kUsage =
     "usage: hlt-xen-pager probe\n"
-    "       hlt-xen-pager skeleton CKPT -o STREAM [--key-file K]\n"
-    "       hlt-xen-pager serve --domain D CKPT [--key-file K] [--no-unpause]\n"
+    "       hlt-xen-pager skeleton CKPT -o STREAM [--key-file K] [--encrypt-key-file K] [--keyring FILE]\n"
+    "       hlt-xen-pager serve --domain D CKPT [--key-file K] [--encrypt-key-file K] [--keyring FILE] [--no-unpause]\n"
+    "  (an encrypted checkpoint's key: --encrypt-key-file, --keyring, HALITE_ENCRYPT_KEY, HALITE_KEYRING)\n"
     "Lazy restore of a Xen HVM guest from a checkpoint made by `hlt-save xen`:\n"
     "  1. hlt-xen-pager skeleton CKPT -o skel.xl    the stream with every page left to the pager\n"
     "  2. xl restore -p skel.xl                      creates the domain, paused, memory allocated but empty\n"
@@ -96,6 +97,7 @@ PagingRequest ToRequest(const hlt_xen_paging_req& r) {
 struct Args {
   std::vector<std::string> positional;
   std::string out, key_file;
+  std::vector<std::string> encrypt_key_files, keyrings;  // format-spec 13
   long domain = -1;
   bool unpause = true;
   std::string error;
@@ -116,6 +118,10 @@ Args Parse(int argc, char** argv) {
       a.out = value();
     } else if (s == "--key-file") {
       a.key_file = value();
+    } else if (s == "--encrypt-key-file") {
+      a.encrypt_key_files.push_back(value());
+    } else if (s == "--keyring") {
+      a.keyrings.push_back(value());
     } else if (s == "--domain") {
       std::string v = value();
       char* end = nullptr;
@@ -137,6 +143,13 @@ Result<std::unique_ptr<CheckpointReader>> OpenCheckpoint(const Args& a) {
   if (!a.key_file.empty()) {
     HLT_ASSIGN_OR_RETURN(ro.mac_key, ReadMacKeyFile(a.key_file));
   }
+  HLT_ASSIGN_OR_RETURN(ro.keyring, Keyring::FromEnvironment());
+  if (!ro.keyring && (!a.encrypt_key_files.empty() || !a.keyrings.empty())) ro.keyring = std::make_shared<Keyring>();
+  for (const std::string& f : a.encrypt_key_files) {
+    HLT_ASSIGN_OR_RETURN(EncryptionKey key, ReadKeyFile(f));
+    HLT_RETURN_IF_ERROR(ro.keyring->Add(key));
+  }
+  for (const std::string& f : a.keyrings) HLT_RETURN_IF_ERROR(ro.keyring->AddFile(f));
   return CheckpointReader::Open(a.positional[0], ro);
 }
 

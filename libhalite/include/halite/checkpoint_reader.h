@@ -35,6 +35,7 @@
 #include "halite/export.h"
 #include "halite/block_cache.h"
 #include "halite/checkpoint_types.h"
+#include "halite/encryption.h"
 #include "halite/status.h"
 #include "halite/storage.h"
 
@@ -60,6 +61,18 @@ struct HALITE_EXPORT ReaderOptions {
   // looked for there before storage is asked, and kept there once read and verified. Local files never use it
   // (the page cache does that job). Null: no cache. VerifyAll always reads storage.
   std::shared_ptr<BlockCache> block_cache;
+  // Encrypted checkpoints (format-spec 13): the keys, looked up by the key id each file's header names (the files
+  // of a chain may use different keys; parents too are looked up here). A file whose key the keyring cannot give
+  // is refused by Open() with kAuthFailed naming the file and the key id, before anything else is read; a wrong
+  // key cannot be given (the id is the key's own). Keys are used in memory only: blocks, blobs and sealed index
+  // sections are decrypted into the caller's buffers, and what goes to the block cache is the stored ciphertext.
+  std::shared_ptr<Keyring> keyring;
+  // Open an encrypted file whose key the keyring cannot give anyway, with what is readable without it (13.7:
+  // hlt-restore info and verify): sealed() is true, total_pages() is 0, blocks(), blobs() and restore_order() are
+  // the file's own, no parent is opened, every content read (ReadBlock(s), FetchBlocks, DecodeBlock, ReadPage,
+  // ReadBlob) fails with kAuthFailed naming the key id, and VerifyAll checks the structure and every payload's
+  // checksum. Never applies to parents: a chain is opened with every key or not at all.
+  bool open_without_key = false;
 };
 
 // Where the block payloads of a reader came from, over every file of its chain (CheckpointReader::read_stats()).
@@ -155,6 +168,12 @@ class HALITE_EXPORT CheckpointReader {
   uint32_t working_set_blocks() const;
   size_t dictionary_size() const;
   bool authenticated() const;  // the file carries a MAC section
+  // Format-spec 13: the file is encrypted; with which key (its id) and cipher. sealed(): opened without its key
+  // (ReaderOptions::open_without_key), so nothing of its content can be read.
+  bool encrypted() const;
+  const KeyId& key_id() const;  // all zero when not encrypted
+  Cipher cipher() const;        // kAuto when not encrypted
+  bool sealed() const;
 
   // Chains (format-spec 12). chain()[0] is this file, chain()[1] its parent, and so on; one entry for a full
   // checkpoint. parent() is null for a full checkpoint; it lives as long as this reader.
@@ -235,12 +254,13 @@ class HALITE_EXPORT CheckpointReader {
   Result<std::vector<uint8_t>> ReadBlob(std::string_view name) const;
 
   // Reads and checks every block and blob of every file of the chain, and every PAGE_HASHES entry against the
-  // page it describes (hlt-restore verify).
+  // page it describes (hlt-restore verify). On a sealed() reader: every payload's checksum only (13.7).
   Status VerifyAll(const std::function<void(const VerifyProgress&)>& progress = {}) const;
 
   class Impl;
 
  private:
+  friend class CheckpointRekeyer;  // checkpoint_rekey.h: reads stored content without decompressing it
   explicit CheckpointReader(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };

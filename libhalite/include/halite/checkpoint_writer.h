@@ -27,6 +27,7 @@
 #include "halite/export.h"
 #include "halite/checkpoint_reader.h"
 #include "halite/checkpoint_types.h"
+#include "halite/encryption.h"
 #include "halite/hint_files.h"
 #include "halite/status.h"
 #include "halite/storage.h"
@@ -95,6 +96,14 @@ struct HALITE_EXPORT WriterOptions {
   bool deterministic = false;      // keep created_unix_ns as given (0), for test vectors
   std::string staging_dir;         // where staged pages go; default: the output's directory
   std::optional<std::array<uint8_t, 32>> mac_key;  // authenticate the checkpoint with this key (format-spec 5.8)
+  // Encrypt the checkpoint with this key (format-spec 13; the file is then a 1.5 file): every block (frame by frame
+  // when FRAMED), every blob and the index sections that reveal content are AEAD ciphertext under a key derived for
+  // this file, and the header names the key by its id. Pages staged on disk before Finish() are encrypted too,
+  // under a random key that never leaves this writer's memory. Not with mac_key (the tags authenticate), and not
+  // with a chosen file_id unless `deterministic` (test vectors): each file gets a fresh random one, so that no nonce
+  // repeats under a key.
+  std::optional<EncryptionKey> encryption_key;
+  Cipher cipher = Cipher::kAuto;  // kAuto: AES-256-GCM with AES-NI, XChaCha20-Poly1305 without
   // Incremental checkpoint (format-spec 12): a page whose bytes equal `parent`'s view of the same page number is
   // stored as a reference into it (IN_PARENT). Decided on bytes, never on a hash alone: when the parent has
   // PAGE_HASHES, a differing hash rules a page out without decoding anything, and an equal one is confirmed
@@ -157,6 +166,10 @@ struct HALITE_EXPORT WriteSummary {
   uint64_t base_groups_tried = 0;
   uint64_t base_groups_used = 0;
   uint64_t file_bytes = 0;
+  // Format-spec 13: the file is encrypted, with this cipher and the key of this id.
+  bool encrypted = false;
+  Cipher cipher = Cipher::kAuto;
+  KeyId key_id{};
   double seconds = 0;
   double ratio() const { return file_bytes ? double(raw_bytes) / double(file_bytes) : 0; }
 };

@@ -10,11 +10,12 @@ namespace halite::format {
 // Section 9: versions. kFormatMinor is the highest minor this code reads; a writer writes the lowest minor whose
 // features the file uses (a file without skippable sections is a 1.0 file).
 inline constexpr uint16_t kFormatMajor = 1;
-inline constexpr uint16_t kFormatMinor = 4;
+inline constexpr uint16_t kFormatMinor = 5;
 inline constexpr uint16_t kFormatMinorSkippableSections = 1;  // 1.1 added skippable sections (5.9)
 inline constexpr uint16_t kFormatMinorParent = 2;             // 1.2 added PARENT and IN_PARENT (5.10, 12)
 inline constexpr uint16_t kFormatMinorFramedBlocks = 3;       // 1.3 added the block flag FRAMED (5.4)
 inline constexpr uint16_t kFormatMinorBasedBlocks = 4;        // 1.4 added BASED blocks and block groups (5.4, 12)
+inline constexpr uint16_t kFormatMinorEncrypted = 5;          // 1.5 added encrypted checkpoints (section 13)
 
 // Section 1: a format page is always 4096 bytes.
 inline constexpr uint32_t kPageSize = 4096;
@@ -39,6 +40,7 @@ enum class SectionType : uint32_t {
   kDictionary = 7,
   kMac = 8,     // always the last section
   kParent = 9,  // since 1.2 (5.10): after DICTIONARY, before the skippable sections and MAC
+  kEncryption = 16,  // since 1.5 (13.5): always last, like MAC; a file has one of them at most
 };
 // 5.9: a section type with this bit set is skippable: a reader that does not know it ignores it.
 inline constexpr uint32_t kSkippableSectionBit = 0x80000000u;
@@ -46,6 +48,8 @@ inline constexpr uint32_t kSectionHeaderSize = 16;
 // 5.3, since 1.2: section flag of PAGE_MAP in a file with PARENT: the body lists only the pages that are not
 // IN_PARENT, as (page, value) pairs after a u64 count.
 inline constexpr uint32_t kSectionFlagSparse = 1u << 0;
+// 13.4, since 1.5: the body is sealed (AEAD ciphertext and tag) in an encrypted file.
+inline constexpr uint32_t kSectionFlagSealed = 1u << 1;
 inline constexpr uint32_t kSparsePageMapFixedSize = 8;
 inline constexpr uint32_t kSparsePageMapEntrySize = 8;
 inline constexpr uint32_t kMetadataFixedSize = 40;      // 5.1
@@ -68,7 +72,21 @@ inline constexpr uint32_t kMaxCodingTrials = 16;
 
 // Section 3: header flags.
 inline constexpr uint32_t kHeaderAuthenticated = 1u << 0;  // a MAC section is present (5.8)
-inline constexpr uint32_t kHeaderKnownFlags = kHeaderAuthenticated;
+inline constexpr uint32_t kHeaderEncrypted = 1u << 1;      // since 1.5: section 13; key id in bytes 40..55
+inline constexpr uint32_t kHeaderKnownFlags = kHeaderAuthenticated | kHeaderEncrypted;
+inline constexpr uint32_t kHeaderKeyIdOffset = 40;
+// Section 13: encrypted checkpoints. 13.1: key ids, file keys, unit nonces and associated data.
+inline constexpr char kKeyIdTag[] = "HLT-KEY-ID-1";
+inline constexpr char kFileKeyTag[] = "HLT-FILE-KEY-1";
+inline constexpr uint32_t kCipherAes256Gcm = 1;          // 13.5
+inline constexpr uint32_t kCipherXChaCha20Poly1305 = 2;
+inline constexpr uint32_t kSealTagSize = 16;             // every sealed unit ends with a 16-byte tag
+inline constexpr uint32_t kUnitAdSize = 56;
+enum class UnitKind : uint32_t { kBlock = 1, kBlob = 2, kSection = 3, kIndexTag = 4 };
+// 13.2: an encrypted FRAMED block starts with a frame table: u32 count, then (u32 pages, u32 sealed_length) each.
+inline constexpr uint32_t kFrameTableFixedSize = 4;
+inline constexpr uint32_t kFrameTableEntrySize = 8;
+inline constexpr uint32_t kEncryptionSectionSize = 24;  // 13.5
 // 5.8: MAC section.
 inline constexpr uint32_t kMacAlgorithmBlake2b = 1;
 inline constexpr uint32_t kMacFixedSize = 40;

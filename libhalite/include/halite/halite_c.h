@@ -39,15 +39,41 @@ HALITE_EXPORT const char* hlt_strerror(int code);
 /* The detailed message of this thread's last failed call ("" if none). Valid until the next call. */
 HALITE_EXPORT const char* hlt_last_error(void);
 
+/* --- keys of encrypted checkpoints (format-spec 13) ---
+ * A keyring holds 32-byte keys by key id (16 bytes, derived from the key; a checkpoint's header names the id of
+ * its key); the files of an incremental chain may use different keys. Thread-safe. */
+typedef struct hlt_keyring hlt_keyring;
+enum { HLT_CIPHER_AUTO = 0, HLT_CIPHER_AES256GCM = 1, HLT_CIPHER_XCHACHA20POLY1305 = 2 };
+HALITE_EXPORT int hlt_keyring_create(hlt_keyring** out);
+/* NULL is ignored. Keys are wiped. A reader opened with the keyring keeps its own reference: free it any time. */
+HALITE_EXPORT void hlt_keyring_free(hlt_keyring* keyring);
+/* Adds a key (key_len must be 32); *key_id (16 bytes, may be NULL) receives its id. */
+HALITE_EXPORT int hlt_keyring_add_key(hlt_keyring* keyring, const void* key, size_t key_len, uint8_t* key_id);
+/* Adds the keys of a keyring file ("KEY_ID KEY" lines of 32 and 64 hexadecimal digits, '#' comments). */
+HALITE_EXPORT int hlt_keyring_add_file(hlt_keyring* keyring, const char* path);
+/* Called, at most once per id, for a key id the keyring lacks (how a VMM asks its KMS): writes the 32-byte key to
+ * key_out and returns 0, or returns a negative HLT_E* code. May be called from any thread that opens a reader. */
+typedef int (*hlt_key_fetch_fn)(void* ctx, const uint8_t* key_id, uint8_t* key_out);
+HALITE_EXPORT int hlt_keyring_set_fetch(hlt_keyring* keyring, hlt_key_fetch_fn fetch, void* ctx);
+/* The key id of a key (key_len 32) into key_id[16]. */
+HALITE_EXPORT int hlt_key_id(const void* key, size_t key_len, uint8_t* key_id);
+
 /* --- reading --- */
 /* Opens a checkpoint: a path, s3://BUCKET/KEY or rados://POOL/NAME. With HALITE_BLOCK_CACHE=DIR in the environment
    (HALITE_BLOCK_CACHE_SIZE=BYTES, default 8G), blocks read from an object store go through that host block cache
-   (halite/block_cache.h); a cache directory that cannot be used fails the open. */
+   (halite/block_cache.h); a cache directory that cannot be used fails the open. An encrypted checkpoint is read
+   with the keys HALITE_ENCRYPT_KEY (a key, 64 hex digits) and HALITE_KEYRING (a keyring file) give; without its
+   key it fails with HLT_EAUTH, hlt_last_error naming the key id it needs. */
 HALITE_EXPORT int hlt_reader_open(const char* path, hlt_reader** out);
 /* Same, for an incremental checkpoint whose parents moved: each parent is looked for at the path its child records,
    then in parent_dirs[0..parent_dir_count) in order (format-spec 12). The strings are copied. */
 HALITE_EXPORT int hlt_reader_open_chain(const char* path, const char* const* parent_dirs, size_t parent_dir_count,
                                         hlt_reader** out);
+/* Same as hlt_reader_open_chain, with the keys of `keyring` (may be NULL) besides those of the environment. */
+HALITE_EXPORT int hlt_reader_open_keyed(const char* path, const char* const* parent_dirs, size_t parent_dir_count,
+                                        const hlt_keyring* keyring, hlt_reader** out);
+/* Whether the checkpoint is encrypted (1) or not (0): *cipher (HLT_CIPHER_*) and key_id[16] (may be NULL). */
+HALITE_EXPORT int hlt_reader_encryption(const hlt_reader* r, int* cipher, uint8_t* key_id);
 HALITE_EXPORT void hlt_reader_close(hlt_reader* r);
 HALITE_EXPORT uint32_t hlt_reader_region_count(const hlt_reader* r);
 /* Region i's name (owned by the reader), guest-physical base, size in bytes. */
@@ -76,7 +102,11 @@ typedef struct hlt_writer_options {
   uint32_t vmm_kind;         /* 0 raw, 1 QEMU, 2 Xen, 3 other */
 } hlt_writer_options;
 
+/* With HALITE_ENCRYPT_KEY (64 hex digits) in the environment, the checkpoint is encrypted with that key. */
 HALITE_EXPORT int hlt_writer_create(const char* path, const hlt_writer_options* options, hlt_writer** out);
+/* Encrypts the checkpoint with `key` (key_len 32) and `cipher` (HLT_CIPHER_*): every page, blob and content-revealing
+ * index section, and the pages staged before finish (format-spec 13). Only before the first region is added. */
+HALITE_EXPORT int hlt_writer_set_encryption_key(hlt_writer* w, const void* key, size_t key_len, int cipher);
 /* Adds a region; *region_out receives its index. */
 HALITE_EXPORT int hlt_writer_add_region(hlt_writer* w, const char* name, uint64_t base, uint64_t size, uint32_t* region_out);
 HALITE_EXPORT int hlt_writer_put_page(hlt_writer* w, uint32_t region, uint64_t page, const void* data);

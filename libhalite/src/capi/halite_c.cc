@@ -9,10 +9,6 @@
 #include "halite/checkpoint_writer.h"
 #include "capi/capi_internal.h"
 
-struct hlt_writer {
-  std::unique_ptr<halite::CheckpointWriter> writer;
-};
-
 
 using halite::capi::Code;
 using halite::capi::Invalid;
@@ -38,32 +34,13 @@ const char* hlt_last_error(void) { return halite::capi::LastError().c_str(); }
 
 int hlt_reader_open(const char* path, hlt_reader** out) {
   if (!path || !out) return Invalid("hlt_reader_open: NULL argument");
-  halite::ReaderOptions options;
-  // A C VMM gets the host block cache the way the tools do: HALITE_BLOCK_CACHE (halite/block_cache.h).
-  auto cache = halite::BlockCache::FromEnvironment();
-  if (!cache) return Code(cache.error());
-  options.block_cache = *cache;
-  auto r = halite::CheckpointReader::Open(path, options);
-  if (!r) return Code(r.error());
-  *out = new hlt_reader{std::move(*r)};
-  return HLT_OK;
+  return halite::capi::OpenReader(path, nullptr, 0, nullptr, out);
 }
 
 int hlt_reader_open_chain(const char* path, const char* const* parent_dirs, size_t parent_dir_count,
                           hlt_reader** out) {
   if (!path || !out || (parent_dir_count > 0 && !parent_dirs)) return Invalid("hlt_reader_open_chain: NULL argument");
-  halite::ReaderOptions options;
-  for (size_t i = 0; i < parent_dir_count; ++i) {
-    if (!parent_dirs[i]) return Invalid("hlt_reader_open_chain: a NULL entry in parent_dirs");
-    options.parent_dirs.push_back(parent_dirs[i]);
-  }
-  auto cache = halite::BlockCache::FromEnvironment();
-  if (!cache) return Code(cache.error());
-  options.block_cache = *cache;
-  auto r = halite::CheckpointReader::Open(path, options);
-  if (!r) return Code(r.error());
-  *out = new hlt_reader{std::move(*r)};
-  return HLT_OK;
+  return halite::capi::OpenReader(path, parent_dirs, parent_dir_count, nullptr, out);
 }
 
 void hlt_reader_close(hlt_reader* r) { delete r; }
@@ -140,9 +117,15 @@ int hlt_writer_create(const char* path, const hlt_writer_options* options, hlt_w
     if (options->vmm_kind > 3) return Invalid("hlt_writer_create: vmm_kind must be 0..3");
     o.metadata.vmm_kind = static_cast<halite::VmmKind>(options->vmm_kind);
   }
-  auto w = halite::CheckpointWriter::Create(path, std::move(o));
+  // A C VMM gets encryption the way the tools do: HALITE_ENCRYPT_KEY (format-spec 13).
+  if (const char* env = std::getenv("HALITE_ENCRYPT_KEY"); env && *env) {
+    auto key = halite::ParseKey(env, "HALITE_ENCRYPT_KEY");
+    if (!key) return Code(key.error());
+    o.encryption_key = *key;
+  }
+  auto w = halite::CheckpointWriter::Create(path, o);
   if (!w) return Code(w.error());
-  *out = new hlt_writer{std::move(*w)};
+  *out = new hlt_writer{std::move(*w), path, std::move(o), false};
   return HLT_OK;
 }
 
@@ -150,6 +133,7 @@ int hlt_writer_add_region(hlt_writer* w, const char* name, uint64_t base, uint64
   if (!w || !name) return Invalid("hlt_writer_add_region: NULL argument");
   auto r = w->writer->AddRegion(name, base, size);
   if (!r) return Code(r.error());
+  w->regions_added = true;
   if (region_out) *region_out = *r;
   return HLT_OK;
 }

@@ -26,6 +26,7 @@ std::array<uint8_t, kHeaderSize> EncodeHeader(const Header& h) {
   std::memcpy(&b[16], h.file_id.data(), 16);
   StoreLe32(&b[32], kPageSize);
   StoreLe32(&b[36], h.flags);
+  std::memcpy(&b[kHeaderKeyIdOffset], h.key_id.data(), h.key_id.size());
   StoreLe64(&b[56], codec::Xxh3_64(std::span(b.data(), 56), 0));
   return b;
 }
@@ -57,6 +58,15 @@ Result<Header> DecodeHeader(std::span<const uint8_t> b, const std::string& name)
   }
   h.flags = LoadLe32(&b[36]);
   if (h.flags & ~kHeaderKnownFlags) return err(36, "unknown flags " + fmt::format("{:#x}", h.flags));
+  if ((h.flags & kHeaderAuthenticated) && (h.flags & kHeaderEncrypted)) {
+    return err(36, "AUTHENTICATED and ENCRYPTED are both set (an encrypted file is authenticated by its tags)");
+  }
+  if (h.encrypted()) {
+    // 13.1: the key id names the key; an all-zero one names none.
+    std::memcpy(h.key_id.data(), &b[kHeaderKeyIdOffset], h.key_id.size());
+    if (h.key_id == std::array<uint8_t, 16>{}) return err(kHeaderKeyIdOffset, "key_id is all zero in an encrypted file");
+    return h;
+  }
   for (int i = 40; i < 56; ++i) {
     if (b[i] != 0) return err(i, "reserved byte is not zero");
   }

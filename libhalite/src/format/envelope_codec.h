@@ -18,6 +18,9 @@ struct Header {
   uint16_t minor = 0;  // section 9: the lowest minor whose features the file uses (MinimumMinorVersion)
   FileId file_id{};
   uint32_t flags = 0;
+  // 13.1, since 1.5: with kHeaderEncrypted, the id of the file's key (bytes 40..55); zero otherwise.
+  std::array<uint8_t, 16> key_id{};
+  bool encrypted() const { return (flags & kHeaderEncrypted) != 0; }
 };
 
 struct Footer {

@@ -10,25 +10,51 @@
 namespace halite::format {
 namespace {
 
+// Writes one section as stored: header, body, zero padding.
+void WriteStored(ByteWriter& w, uint32_t type, uint32_t flags, std::span<const uint8_t> body) {
+  w.U32(type);
+  w.U32(flags);
+  w.U64(body.size());
+  size_t start = w.size();
+  w.Bytes(body.data(), body.size());
+  w.PadTo(start, 8);
+}
+
 // Writes one section: header, body produced by `body`, zero padding.
 template <typename F>
 void WriteSection(ByteWriter& w, SectionType type, F body, uint32_t flags = 0) {
   std::vector<uint8_t> b;
   ByteWriter bw(&b);
   body(bw);
-  w.U32(static_cast<uint32_t>(type));
-  w.U32(flags);
-  w.U64(b.size());
-  size_t start = w.size();
-  w.Bytes(b.data(), b.size());
-  w.PadTo(start, 8);
+  WriteStored(w, static_cast<uint32_t>(type), flags, b);
+}
+
+// A section that reveals content (13.4): as stored in `model.sealed_sections` when it came sealed from a decoder
+// without the key, sealed with `seal` in an encrypted file, plain otherwise.
+template <typename F>
+void WriteContentSection(ByteWriter& w, const IndexModel& model, uint32_t type, F body, uint32_t flags,
+                         const SectionSealer* seal) {
+  if (const SealedSection* stored = model.FindSealed(type)) {
+    WriteStored(w, type, stored->flags, stored->body);
+    return;
+  }
+  std::vector<uint8_t> b;
+  ByteWriter bw(&b);
+  body(bw);
+  if (seal == nullptr) {
+    WriteStored(w, type, flags, b);
+    return;
+  }
+  const std::vector<uint8_t> sealed = (*seal)(type, flags | kSectionFlagSealed, b);
+  WriteStored(w, type, flags | kSectionFlagSealed, sealed);
 }
 
 // Decoding context: the index bytes, where they sit in the file, and the file's name for messages.
 class Decoder {
  public:
-  Decoder(std::span<const uint8_t> index, uint64_t index_offset, const std::string& name)
-      : index_(index), index_offset_(index_offset), name_(name) {}
+  Decoder(std::span<const uint8_t> index, uint64_t index_offset, const std::string& name,
+          const SectionUnsealer* unseal)
+      : index_(index), index_offset_(index_offset), name_(name), unseal_(unseal) {}
 
   Result<IndexModel> Run();
 
@@ -62,13 +88,29 @@ class Decoder {
   Status DecodePageHashes(std::span<const uint8_t> body, uint64_t at);
   Status DecodeCoding(std::span<const uint8_t> body, uint64_t at);
   Status DecodeMac(std::span<const uint8_t> body, uint64_t at);
+  Status DecodeEncryption(std::span<const uint8_t> body, uint64_t at);
+  // 13.4: a SEALED section. With a key, opens it and decodes the plain body; without, checks its length and keeps
+  // it. *handled is false for a sealed skippable section of a type this reader does not know (kept sealed).
+  Status DecodeSealed(uint32_t type, uint32_t flags, const std::string& sname, std::span<const uint8_t> body,
+                      uint64_t at, uint64_t body_at);
+  Status CheckSealedLength(uint32_t type, const std::string& sname, uint64_t length, uint64_t at);
+  Status DecodeKnown(uint32_t type, uint32_t flags, std::span<const uint8_t> body, uint64_t at, uint64_t body_at);
+  Status CheckSealing();
+  Status CheckPayloadLengths() const;
   Status CrossCheck();
+  Status CheckPageMapReferences();
 
   std::span<const uint8_t> index_;
   uint64_t index_offset_;
   const std::string& name_;
+  const SectionUnsealer* unseal_;
   IndexModel m_;
   uint64_t total_slots_ = 0;
+  // 13.4: which sections were SEALED, and whether the page map and the dictionary could be read.
+  bool any_sealed_ = false, page_map_sealed_ = false, dictionary_sealed_ = false, page_hashes_sealed_ = false;
+  bool page_map_opaque_ = false, dictionary_present_ = false;
+  uint64_t sealed_at_ = 0;
+  std::vector<uint64_t> blob_entry_at_;  // where each BLOBS entry starts (file offset), for messages
   uint64_t page_map_at_ = 0, blocks_at_ = 0, blobs_at_ = 0, order_at_ = 0, dictionary_at_ = 0, parent_at_ = 0;
 };
 
@@ -83,15 +125,37 @@ const char* SectionName(uint32_t type) {
     case SectionType::kDictionary: return "DICTIONARY";
     case SectionType::kMac: return "MAC";
     case SectionType::kParent: return "PARENT";
+    case SectionType::kEncryption: return "ENCRYPTION";
   }
   return "unknown";
+}
+
+bool IsKnownRequiredType(uint32_t type) {
+  return (type >= 1 && type <= static_cast<uint32_t>(SectionType::kParent)) ||
+         type == static_cast<uint32_t>(SectionType::kEncryption);
+}
+
+bool IsLastSection(uint32_t type) {
+  return type == static_cast<uint32_t>(SectionType::kMac) || type == static_cast<uint32_t>(SectionType::kEncryption);
+}
+
+// 13.4: the flags a section may carry: SPARSE on PAGE_MAP (5.3), SEALED on the sections that reveal content and on
+// skippable ones.
+uint32_t AllowedFlags(uint32_t type) {
+  if (type == kCodingSectionType) return 0;  // 13.4: CODING reveals no content; it is never sealed
+  if (IsSkippableSection(type)) return kSectionFlagSealed;
+  switch (static_cast<SectionType>(type)) {
+    case SectionType::kPageMap: return kSectionFlagSparse | kSectionFlagSealed;
+    case SectionType::kDictionary: return kSectionFlagSealed;
+    default: return 0;
+  }
 }
 
 // Position of a non-skippable section type in the required order of section 5: METADATA..DICTIONARY, then the
 // sections later minors added (PARENT), then MAC, always last.
 uint32_t SectionRank(uint32_t type) {
   if (type == static_cast<uint32_t>(SectionType::kParent)) return 8;
-  if (type == static_cast<uint32_t>(SectionType::kMac)) return 100;
+  if (IsLastSection(type)) return 100;  // MAC or ENCRYPTION: at most one of them, last
   return type;
 }
 
@@ -108,7 +172,7 @@ Result<IndexModel> Decoder::Run() {
     uint32_t flags = c.U32();
     uint64_t len = c.U64();
     const bool skippable = IsSkippableSection(type);
-    if (!skippable && (type < 1 || type > static_cast<uint32_t>(SectionType::kParent))) {
+    if (!skippable && !IsKnownRequiredType(type)) {
       return Err(at, "section header", fmt::format("unknown section type {} (not skippable: types {:#x} and above "
                                                    "are the skippable ones)",
                                                    type, kSkippableSectionBit));
@@ -123,8 +187,9 @@ Result<IndexModel> Decoder::Run() {
         return Err(at, sname, "before the required section " + std::string(SectionName(last_type + 1)) +
                                   " (skippable sections follow every required section)");
       }
-      if (last_type == static_cast<uint32_t>(SectionType::kMac)) {
-        return Err(at, sname, "after MAC (MAC is always the last section)");
+      if (IsLastSection(last_type)) {
+        return Err(at, sname, "after " + std::string(SectionName(last_type)) + " (" + SectionName(last_type) +
+                                  " is always the last section)");
       }
       if (type <= last_skippable) {
         return Err(at, sname, fmt::format("out of order or repeated (after skippable section {:#x})", last_skippable));
@@ -138,17 +203,17 @@ Result<IndexModel> Decoder::Run() {
       if (last_rank + 1 != rank && last_rank < restore_order_rank) {
         return Err(at, sname, "required section " + std::string(SectionName(last_type + 1)) + " is missing");
       }
-      if (last_skippable != 0 && type != static_cast<uint32_t>(SectionType::kMac)) {
-        return Err(at, sname, fmt::format("after skippable section {:#x} (only MAC may follow a skippable section)",
+      if (last_skippable != 0 && !IsLastSection(type)) {
+        return Err(at, sname, fmt::format("after skippable section {:#x} (only MAC or ENCRYPTION may follow a "
+                                          "skippable section)",
                                           last_skippable));
       }
       last_type = type;
       last_rank = rank;
     }
-    const bool sparse_flag = !skippable && type == static_cast<uint32_t>(SectionType::kPageMap) &&
-                             flags == kSectionFlagSparse;
-    if (flags != 0 && !sparse_flag) {
-      return Err(at + 4, sname, "reserved section flags " + fmt::format("{:#x}", flags) + " (expected 0)");
+    if (flags & ~AllowedFlags(type)) {
+      return Err(at + 4, sname, "reserved section flags " + fmt::format("{:#x}", flags & ~AllowedFlags(type)) +
+                                    " (expected 0)");
     }
     if (len > c.remaining()) {
       return Err(at + 8, sname, "body_length " + std::to_string(len) + " exceeds the " +
@@ -158,46 +223,195 @@ Result<IndexModel> Decoder::Run() {
     auto body = c.Bytes(len);
     size_t start = c.pos() - len;
     HLT_RETURN_IF_ERROR(CheckPadding(c, start, sname));
-    if (skippable) {
-      if (type == kPageHashesSectionType) {
-        // 5.11: a type this reader knows, so its own rules apply.
-        HLT_RETURN_IF_ERROR(DecodePageHashes(body, body_at));
-        continue;
-      }
-      if (type == kCodingSectionType) {  // 5.12, likewise
-        HLT_RETURN_IF_ERROR(DecodeCoding(body, body_at));
-        continue;
-      }
-      // Not interpreted: a reader that knows the type reads it from here; every other reader ignores it.
-      m_.skippable_sections.push_back(SkippableSection{type, std::vector<uint8_t>(body.begin(), body.end())});
+    if (flags & kSectionFlagSealed) {
+      HLT_RETURN_IF_ERROR(DecodeSealed(type, flags, sname, body, at, body_at));
       continue;
     }
-    switch (static_cast<SectionType>(type)) {
-      case SectionType::kMetadata: HLT_RETURN_IF_ERROR(DecodeMetadata(body, body_at)); break;
-      case SectionType::kRegions: HLT_RETURN_IF_ERROR(DecodeRegions(body, body_at)); break;
-      case SectionType::kPageMap: HLT_RETURN_IF_ERROR(DecodePageMap(body, body_at, sparse_flag)); break;
-      case SectionType::kBlocks: HLT_RETURN_IF_ERROR(DecodeBlocks(body, body_at)); break;
-      case SectionType::kBlobs: HLT_RETURN_IF_ERROR(DecodeBlobs(body, body_at)); break;
-      case SectionType::kRestoreOrder: HLT_RETURN_IF_ERROR(DecodeRestoreOrder(body, body_at)); break;
-      case SectionType::kDictionary:
-        dictionary_at_ = at;
-        HLT_RETURN_IF_ERROR(DecodeDictionary(body, body_at));
-        break;
-      case SectionType::kParent:
-        parent_at_ = at;
-        HLT_RETURN_IF_ERROR(DecodeParent(body, body_at));
-        break;
-      case SectionType::kMac:
-        m_.mac_section_offset = size_t(at - index_offset_);
-        HLT_RETURN_IF_ERROR(DecodeMac(body, body_at));
-        break;
-    }
+    HLT_RETURN_IF_ERROR(DecodeKnown(type, flags, body, at, body_at));
   }
   if (last_rank < restore_order_rank) {
     return Err(c.file_offset(), "end", "required section " + std::string(SectionName(last_type + 1)) + " is missing");
   }
+  HLT_RETURN_IF_ERROR(CheckSealing());
+  HLT_RETURN_IF_ERROR(CheckPayloadLengths());
   HLT_RETURN_IF_ERROR(CrossCheck());
   return std::move(m_);
+}
+
+// 5.4 and 5.5: a payload's stored_length against its raw length; 13.2 and 13.3: sealed payloads carry their tags
+// (and a FRAMED block its frame table), whose exact size only the block itself says.
+Status Decoder::CheckPayloadLengths() const {
+  const bool sealed = m_.encryption.present;
+  const uint64_t tag = sealed ? kSealTagSize : 0;
+  for (size_t i = 0; i < m_.blocks.size(); ++i) {
+    const BlockInfo& b = m_.blocks[i];
+    const uint64_t eat = blocks_at_ + 8 + kBlockEntrySize * i, raw = b.raw_length(), len = b.stored_length;
+    const std::string es = "BLOCKS entry " + std::to_string(i);
+    if (!b.compressed()) {
+      if (len != raw + tag) {
+        return Err(eat + 8, es, fmt::format("raw stored_length {} (expected {}{})", len, raw + tag,
+                                            sealed ? ": the pages and a tag" : ""));
+      }
+      continue;
+    }
+    // A FRAMED sealed block: a frame table (4 + 8 a frame) and a tag a frame, 2..page_count frames.
+    const uint64_t min = !sealed ? 1 : b.framed() ? kFrameTableFixedSize + 2 * (kFrameTableEntrySize + tag + 1) : tag + 1;
+    const uint64_t limit = !sealed ? raw : b.framed() ? raw + kFrameTableFixedSize + uint64_t(b.page_count) * 24 : raw + tag;
+    if (len < min || len >= limit) {
+      return Err(eat + 8, es, fmt::format("compressed stored_length {} (expected {}..{}{})", len, min, limit - 1,
+                                          sealed ? ", sealed" : ""));
+    }
+  }
+  for (size_t i = 0; i < m_.blobs.size(); ++i) {
+    const BlobInfo& b = m_.blobs[i];
+    const std::string es = "BLOBS entry " + std::to_string(i);
+    if (b.compressed()) {
+      if (b.stored_length < 1 + tag || b.stored_length >= b.raw_length + tag) {
+        return Err(blob_entry_at_[i] + 8, es, fmt::format("compressed stored_length {} (expected {}..raw_length{}-1)",
+                                                          b.stored_length, 1 + tag, sealed ? "+16" : ""));
+      }
+    } else if (b.stored_length != b.raw_length + tag) {
+      return Err(blob_entry_at_[i] + 8, es, fmt::format("raw stored_length {} != raw_length {}{}", b.stored_length,
+                                                        b.raw_length, sealed ? " + 16 (a tag)" : ""));
+    }
+  }
+  return Status::Ok();
+}
+
+// A section's plain body (as stored, or opened from its SEALED form).
+Status Decoder::DecodeKnown(uint32_t type, uint32_t flags, std::span<const uint8_t> body, uint64_t at,
+                            uint64_t body_at) {
+  if (IsSkippableSection(type)) {
+    if (type == kPageHashesSectionType) return DecodePageHashes(body, body_at);  // 5.11: its own rules apply
+    if (type == kCodingSectionType) return DecodeCoding(body, body_at);  // 5.12, likewise
+    // Not interpreted: a reader that knows the type reads it from here; every other reader ignores it.
+    m_.skippable_sections.push_back(SkippableSection{type, std::vector<uint8_t>(body.begin(), body.end()), flags});
+    return Status::Ok();
+  }
+  switch (static_cast<SectionType>(type)) {
+    case SectionType::kMetadata: return DecodeMetadata(body, body_at);
+    case SectionType::kRegions: return DecodeRegions(body, body_at);
+    case SectionType::kPageMap: return DecodePageMap(body, body_at, (flags & kSectionFlagSparse) != 0);
+    case SectionType::kBlocks: return DecodeBlocks(body, body_at);
+    case SectionType::kBlobs: return DecodeBlobs(body, body_at);
+    case SectionType::kRestoreOrder: return DecodeRestoreOrder(body, body_at);
+    case SectionType::kDictionary:
+      dictionary_at_ = at;
+      dictionary_present_ = true;
+      return DecodeDictionary(body, body_at);
+    case SectionType::kParent:
+      parent_at_ = at;
+      return DecodeParent(body, body_at);
+    case SectionType::kMac:
+      m_.mac_section_offset = size_t(at - index_offset_);
+      return DecodeMac(body, body_at);
+    case SectionType::kEncryption:
+      m_.encryption_section_offset = size_t(at - index_offset_);
+      return DecodeEncryption(body, body_at);
+  }
+  return Err(at, "section header", "unknown section type " + std::to_string(type));
+}
+
+Status Decoder::DecodeSealed(uint32_t type, uint32_t flags, const std::string& sname, std::span<const uint8_t> body,
+                             uint64_t at, uint64_t body_at) {
+  any_sealed_ = true;
+  if (sealed_at_ == 0) sealed_at_ = at;
+  const bool page_map = type == static_cast<uint32_t>(SectionType::kPageMap);
+  page_map_sealed_ |= page_map;
+  dictionary_sealed_ |= type == static_cast<uint32_t>(SectionType::kDictionary);
+  page_hashes_sealed_ |= type == kPageHashesSectionType;
+  HLT_RETURN_IF_ERROR(CheckSealedLength(type, sname, body.size(), at));
+  const bool known = !IsSkippableSection(type) || type == kPageHashesSectionType;
+  if (!known) {
+    // A skippable type this reader does not know: kept as stored, sealed or not (13.4).
+    m_.skippable_sections.push_back(SkippableSection{type, std::vector<uint8_t>(body.begin(), body.end()), flags});
+    return Status::Ok();
+  }
+  if (unseal_ == nullptr) {
+    // No key: measured (CheckSealedLength), kept for whoever has the key, and the rules that need it skipped.
+    m_.sealed_sections.push_back(SealedSection{type, flags, std::vector<uint8_t>(body.begin(), body.end())});
+    if (page_map) {
+      page_map_opaque_ = true;
+      page_map_at_ = body_at;
+      m_.sparse_page_map = (flags & kSectionFlagSparse) != 0;
+      for (auto& r : m_.regions) m_.page_count += r.page_count();
+    }
+    if (type == static_cast<uint32_t>(SectionType::kDictionary)) {
+      dictionary_at_ = at;
+      dictionary_present_ = true;
+    }
+    return Status::Ok();
+  }
+  Result<std::vector<uint8_t>> plain = (*unseal_)(type, flags, body);
+  if (!plain) {
+    return Status(plain.error().code(), name_ + ": index " + sname + " at offset " + fmt::format("{:#x}", at) + ": " +
+                                            plain.error().message());
+  }
+  // The plaintext lies where its ciphertext does: offsets inside it are file offsets as for a plain body.
+  return DecodeKnown(type, flags & ~kSectionFlagSealed, *plain, at, body_at);
+}
+
+// 13.4: a sealed body's length, checked before the key (and so without it).
+Status Decoder::CheckSealedLength(uint32_t type, const std::string& sname, uint64_t length, uint64_t at) {
+  if (length < kSealTagSize) return Err(at + 8, sname, "sealed body_length " + std::to_string(length) + " (less than a tag)");
+  const uint64_t plain = length - kSealTagSize;
+  uint64_t total = 0;
+  for (auto& r : m_.regions) total += r.page_count();
+  std::string expected;
+  if (type == static_cast<uint32_t>(SectionType::kPageMap)) {
+    // The SPARSE flag was read with the header; a dense map is 4 bytes a page, a sparse one 8 + 8 an entry.
+    const uint32_t flags = LoadLe32(&index_[size_t(at - index_offset_) + 4]);
+    if (flags & kSectionFlagSparse) {
+      if (plain < kSparsePageMapFixedSize || (plain - kSparsePageMapFixedSize) % kSparsePageMapEntrySize != 0 ||
+          (plain - kSparsePageMapFixedSize) / kSparsePageMapEntrySize > total) {
+        expected = "16 + 8 + 8 x entries, at most " + std::to_string(total) + " entries";
+      }
+    } else if (plain != 4 * total) {
+      expected = "16 + 4 x " + std::to_string(total) + " pages";
+    }
+  } else if (type == static_cast<uint32_t>(SectionType::kDictionary)) {
+    if (plain < kMinDictionaryLength || plain > kMaxDictionaryLength) expected = "16 + 8..1 MiB";
+  } else if (type == kPageHashesSectionType) {
+    if (plain != kPageHashesFixedSize + 8 * total_slots_ || total_slots_ == 0) {
+      expected = "16 + 8 + 8 x " + std::to_string(total_slots_) + " stored slots";
+    }
+  }
+  if (expected.empty()) return Status::Ok();
+  return Err(at + 8, sname, "sealed body_length " + std::to_string(length) + " (expected " + expected + ")");
+}
+
+// 13.4: SEALED only in an encrypted file, and there always on the sections that reveal content.
+Status Decoder::CheckSealing() {
+  if (!m_.encryption.present) {
+    if (any_sealed_) return Err(sealed_at_, "section header", "SEALED section in a file without ENCRYPTION");
+    return Status::Ok();
+  }
+  if (!page_map_sealed_) return Err(page_map_at_, "PAGE_MAP", "not SEALED in an encrypted file (13.4)");
+  if (dictionary_present_ && !dictionary_sealed_) {
+    return Err(dictionary_at_, "DICTIONARY", "not SEALED in an encrypted file (13.4)");
+  }
+  if (!m_.page_hashes.empty() && !page_hashes_sealed_) {
+    return Err(page_map_at_, "PAGE_HASHES", "not SEALED in an encrypted file (13.4)");
+  }
+  return Status::Ok();
+}
+
+Status Decoder::DecodeEncryption(std::span<const uint8_t> body, uint64_t at) {
+  const std::string s = "ENCRYPTION";
+  if (body.size() != kEncryptionSectionSize) {
+    return Err(at, s, "body_length " + std::to_string(body.size()) + " (expected 24)");
+  }
+  ByteCursor c(body, at);
+  m_.encryption.cipher = c.U32();
+  HLT_RETURN_IF_ERROR(CheckZero(c, 4, s, "reserved"));
+  if (m_.encryption.cipher != kCipherAes256Gcm && m_.encryption.cipher != kCipherXChaCha20Poly1305) {
+    return Err(at, s, "cipher " + std::to_string(m_.encryption.cipher) + " (expected 1 AES-256-GCM or 2 "
+                      "XChaCha20-Poly1305)");
+  }
+  auto tag = c.Bytes(16);
+  std::copy(tag.begin(), tag.end(), m_.encryption.index_tag.begin());
+  m_.encryption.present = true;
+  return Status::Ok();
 }
 
 Status Decoder::DecodeMetadata(std::span<const uint8_t> body, uint64_t at) {
@@ -339,16 +553,7 @@ Status Decoder::DecodeBlocks(std::span<const uint8_t> body, uint64_t at) {
     if (b.offset != expect_offset) {
       return Err(eat, es, "offset " + fmt::format("{:#x}", b.offset) + " (expected " + fmt::format("{:#x}", expect_offset) + ": payloads are contiguous)");
     }
-    uint64_t raw = b.raw_length();
-    if (b.compressed()) {
-      if (b.stored_length < 1 || b.stored_length >= raw) {
-        return Err(eat + 8, es, "compressed stored_length " + std::to_string(b.stored_length) + " (expected 1.." +
-                                    std::to_string(raw - 1) + ")");
-      }
-    } else {
-      if (b.stored_length != raw) {
-        return Err(eat + 8, es, "raw stored_length " + std::to_string(b.stored_length) + " (expected " + std::to_string(raw) + ")");
-      }
+    if (!b.compressed()) {
       if (b.uses_dictionary()) return Err(eat + 16, es, "DICTIONARY flag on an uncompressed block");
       if (b.framed()) return Err(eat + 16, es, "FRAMED flag on an uncompressed block");
       if (b.based()) return Err(eat + 16, es, "BASED flag on an uncompressed block");
@@ -356,6 +561,7 @@ Status Decoder::DecodeBlocks(std::span<const uint8_t> body, uint64_t at) {
     if (b.based() && b.uses_dictionary()) return Err(eat + 16, es, "BASED and DICTIONARY on one block");
     if (b.based() && b.hot()) return Err(eat + 16, es, "BASED flag on a HOT block (it is read with its base group)");
     if (b.framed() && b.page_count < 2) return Err(eat + 16, es, "FRAMED flag on a block of one page");
+    // stored_length against the raw length: CheckPayloadLengths, once the index says whether it is encrypted.
     b.first_slot = total_slots_;
     total_slots_ += b.page_count;
     expect_offset += b.stored_length;
@@ -397,13 +603,7 @@ Status Decoder::DecodeBlobs(std::span<const uint8_t> body, uint64_t at) {
     if (!names.insert(b.name).second) return Err(eat + 40, es, "duplicate blob name \"" + b.name + "\"");
     HLT_RETURN_IF_ERROR(CheckPadding(c, start, es));
     if (b.raw_length > kMaxBlobRawLength) return Err(eat + 16, es, "raw_length " + std::to_string(b.raw_length) + " over the 2^30 limit");
-    if (b.compressed()) {
-      if (b.stored_length < 1 || b.stored_length >= b.raw_length) {
-        return Err(eat + 8, es, "compressed stored_length " + std::to_string(b.stored_length) + " (expected 1..raw_length-1)");
-      }
-    } else if (b.stored_length != b.raw_length) {
-      return Err(eat + 8, es, "raw stored_length " + std::to_string(b.stored_length) + " != raw_length " + std::to_string(b.raw_length));
-    }
+    blob_entry_at_.push_back(eat);
     if (b.offset != expect_offset) {
       return Err(eat, es, "offset " + fmt::format("{:#x}", b.offset) + " (expected " + fmt::format("{:#x}", expect_offset) + ": payloads are contiguous)");
     }
@@ -616,13 +816,45 @@ Status Decoder::CheckSparsePageMap(std::vector<bool>* used) {
 }
 
 Status Decoder::CrossCheck() {
-  // Slots: every page-map reference in range, every slot referenced.
-  std::vector<bool> used(total_slots_);
-  bool any_in_parent = m_.sparse_page_map;
-  if (m_.sparse_page_map) HLT_RETURN_IF_ERROR(CheckSparsePageMap(&used));
+  if (m_.sparse_page_map && !m_.parent) {
+    return Err(page_map_at_, "PAGE_MAP", "sparse (flag 0x1) but the file has no PARENT section");
+  }
   if (m_.parent && !m_.sparse_page_map) {
     return Err(page_map_at_, "PAGE_MAP", "not sparse in a file with PARENT (flag 0x1 expected, 5.3)");
   }
+  if (!page_map_opaque_) HLT_RETURN_IF_ERROR(CheckPageMapReferences());
+  // HOT flags mirror the working-set prefix of the restore order.
+  std::vector<bool> hot(m_.blocks.size());
+  for (uint32_t i = 0; i < m_.working_set_blocks; ++i) hot[m_.restore_order[i]] = true;
+  bool any_dict = false;
+  for (size_t b = 0; b < m_.blocks.size(); ++b) {
+    if (m_.blocks[b].hot() != hot[b]) {
+      return Err(blocks_at_ + 8 + 32 * b + 16, "BLOCKS entry " + std::to_string(b),
+                 "HOT flag disagrees with the working set of RESTORE_ORDER");
+    }
+    any_dict |= m_.blocks[b].uses_dictionary();
+    if (!m_.blocks[b].based()) continue;
+    // 5.4, since 1.4: a BASED block is coded against its parent's view, so only a child has one.
+    if (!m_.parent) {
+      return Err(blocks_at_ + 8 + 32 * b + 16, "BLOCKS entry " + std::to_string(b),
+                 "BASED flag in a file without PARENT");
+    }
+    if (m_.blocks[b].base_page >= m_.parent->page_count) {
+      return Err(blocks_at_ + 8 + 32 * b + 20, "BLOCKS entry " + std::to_string(b),
+                 "base_page " + std::to_string(m_.blocks[b].base_page) + " is past the parent's " +
+                     std::to_string(m_.parent->page_count) + " pages");
+    }
+  }
+  if (any_dict && !dictionary_present_) return Err(blocks_at_, "BLOCKS", "a block uses a dictionary but there is no DICTIONARY section");
+  if (!any_dict && dictionary_present_) return Err(dictionary_at_, "DICTIONARY", "present but no block uses it");
+  return Status::Ok();
+}
+
+// 5.3: every page-map reference in range, every slot referenced; IN_PARENT only where a parent has the page.
+Status Decoder::CheckPageMapReferences() {
+  std::vector<bool> used(total_slots_);
+  bool any_in_parent = m_.sparse_page_map;
+  if (m_.sparse_page_map) HLT_RETURN_IF_ERROR(CheckSparsePageMap(&used));
   for (uint64_t g = 0; g < m_.page_map.size(); ++g) {
     uint32_t v = m_.page_map[g];
     if (v < kPageMapFirstSlot) continue;
@@ -651,30 +883,6 @@ Status Decoder::CrossCheck() {
     if (!used[sidx]) return Err(page_map_at_, "PAGE_MAP", "slot " + std::to_string(sidx) + " is referenced by no page");
   }
   if (m_.parent && !any_in_parent) return Err(parent_at_, "PARENT", "present but no page is IN_PARENT");
-  // HOT flags mirror the working-set prefix of the restore order.
-  std::vector<bool> hot(m_.blocks.size());
-  for (uint32_t i = 0; i < m_.working_set_blocks; ++i) hot[m_.restore_order[i]] = true;
-  bool any_dict = false;
-  for (size_t b = 0; b < m_.blocks.size(); ++b) {
-    if (m_.blocks[b].hot() != hot[b]) {
-      return Err(blocks_at_ + 8 + 32 * b + 16, "BLOCKS entry " + std::to_string(b),
-                 "HOT flag disagrees with the working set of RESTORE_ORDER");
-    }
-    any_dict |= m_.blocks[b].uses_dictionary();
-    if (!m_.blocks[b].based()) continue;
-    // 5.4, since 1.4: a BASED block is coded against its parent's view, so only a child has one.
-    if (!m_.parent) {
-      return Err(blocks_at_ + 8 + 32 * b + 16, "BLOCKS entry " + std::to_string(b),
-                 "BASED flag in a file without PARENT");
-    }
-    if (m_.blocks[b].base_page >= m_.parent->page_count) {
-      return Err(blocks_at_ + 8 + 32 * b + 20, "BLOCKS entry " + std::to_string(b),
-                 "base_page " + std::to_string(m_.blocks[b].base_page) + " is past the parent's " +
-                     std::to_string(m_.parent->page_count) + " pages");
-    }
-  }
-  if (any_dict && m_.dictionary.empty()) return Err(blocks_at_, "BLOCKS", "a block uses a dictionary but there is no DICTIONARY section");
-  if (!any_dict && !m_.dictionary.empty()) return Err(dictionary_at_, "DICTIONARY", "present but no block uses it");
   return Status::Ok();
 }
 
@@ -712,7 +920,7 @@ std::vector<uint8_t> EncodeMacSection(const MacSection& mac) {
   return out;
 }
 
-std::vector<uint8_t> EncodeIndex(const IndexModel& m) {
+std::vector<uint8_t> EncodeIndex(const IndexModel& m, const SectionSealer* seal) {
   std::vector<uint8_t> out;
   ByteWriter w(&out);
   WriteSection(w, SectionType::kMetadata, [&](ByteWriter& b) {
@@ -740,10 +948,11 @@ std::vector<uint8_t> EncodeIndex(const IndexModel& m) {
       b.PadTo(start, 8);
     }
   });
+  const uint32_t page_map_type = static_cast<uint32_t>(SectionType::kPageMap);
   if (m.parent) {
     // 5.3, since 1.2: a child lists only its pages that are not IN_PARENT.
-    WriteSection(
-        w, SectionType::kPageMap,
+    WriteContentSection(
+        w, m, page_map_type,
         [&](ByteWriter& b) {
           if (!m.page_map.empty()) {
             uint64_t n = 0;
@@ -762,11 +971,13 @@ std::vector<uint8_t> EncodeIndex(const IndexModel& m) {
             }
           }
         },
-        kSectionFlagSparse);
+        kSectionFlagSparse, seal);
   } else {
-    WriteSection(w, SectionType::kPageMap, [&](ByteWriter& b) {
-      for (uint32_t v : m.page_map) b.U32(v);
-    });
+    WriteContentSection(
+        w, m, page_map_type, [&](ByteWriter& b) {
+          for (uint32_t v : m.page_map) b.U32(v);
+        },
+        0, seal);
   }
   WriteSection(w, SectionType::kBlocks, [&](ByteWriter& b) {
     b.U32(uint32_t(m.blocks.size()));
@@ -801,8 +1012,10 @@ std::vector<uint8_t> EncodeIndex(const IndexModel& m) {
     b.U32(m.working_set_blocks);
     for (uint32_t v : m.restore_order) b.U32(v);
   });
-  if (!m.dictionary.empty()) {
-    WriteSection(w, SectionType::kDictionary, [&](ByteWriter& b) { b.Bytes(m.dictionary.data(), m.dictionary.size()); });
+  const uint32_t dictionary_type = static_cast<uint32_t>(SectionType::kDictionary);
+  if (!m.dictionary.empty() || m.FindSealed(dictionary_type)) {
+    WriteContentSection(
+        w, m, dictionary_type, [&](ByteWriter& b) { b.Bytes(m.dictionary.data(), m.dictionary.size()); }, 0, seal);
   }
   if (m.parent) {
     WriteSection(w, SectionType::kParent, [&](ByteWriter& b) {
@@ -816,11 +1029,14 @@ std::vector<uint8_t> EncodeIndex(const IndexModel& m) {
     });
   }
   auto write_page_hashes = [&] {
-    WriteSection(w, static_cast<SectionType>(kPageHashesSectionType), [&](ByteWriter& b) {
-      b.U32(kPageHashAlgorithmXxh3Low64);
-      b.U32(0);
-      for (uint64_t h : m.page_hashes) b.U64(h);
-    });
+    WriteContentSection(
+        w, m, kPageHashesSectionType,
+        [&](ByteWriter& b) {
+          b.U32(kPageHashAlgorithmXxh3Low64);
+          b.U32(0);
+          for (uint64_t h : m.page_hashes) b.U64(h);
+        },
+        0, seal);
   };
   auto write_coding = [&] {
     WriteSection(w, static_cast<SectionType>(kCodingSectionType), [&](ByteWriter& b) {
@@ -841,7 +1057,7 @@ std::vector<uint8_t> EncodeIndex(const IndexModel& m) {
     });
   };
   // The skippable sections in increasing type order: those this code knows among the ones it was given.
-  bool hashes_written = m.page_hashes.empty(), coding_written = !m.coding.has_value();
+  bool hashes_written = m.page_hashes.empty() && !m.FindSealed(kPageHashesSectionType), coding_written = !m.coding.has_value();
   auto write_known_before = [&](uint32_t type) {
     if (!hashes_written && type > kPageHashesSectionType) {
       write_page_hashes();
@@ -854,14 +1070,14 @@ std::vector<uint8_t> EncodeIndex(const IndexModel& m) {
   };
   for (const auto& section : m.skippable_sections) {
     write_known_before(section.type);
-    WriteSection(w, static_cast<SectionType>(section.type),
-                 [&](ByteWriter& b) { b.Bytes(section.body.data(), section.body.size()); });
+    WriteStored(w, section.type, section.flags, section.body);
   }
   write_known_before(UINT32_MAX);
   return out;
 }
 
 uint16_t MinimumMinorVersion(const IndexModel& model) {
+  if (model.encryption.present) return kFormatMinorEncrypted;
   uint16_t minor = 0;
   for (const BlockInfo& b : model.blocks) {
     if (b.based()) return kFormatMinorBasedBlocks;
@@ -875,8 +1091,16 @@ uint16_t MinimumMinorVersion(const IndexModel& model) {
   return 0;
 }
 
-Result<IndexModel> DecodeIndex(std::span<const uint8_t> index, uint64_t index_offset, const std::string& name) {
-  return Decoder(index, index_offset, name).Run();
+Result<IndexModel> DecodeIndex(std::span<const uint8_t> index, uint64_t index_offset, const std::string& name,
+                               const SectionUnsealer* unseal) {
+  return Decoder(index, index_offset, name, unseal).Run();
+}
+
+const SealedSection* IndexModel::FindSealed(uint32_t type) const {
+  for (const SealedSection& s : sealed_sections) {
+    if (s.type == type) return &s;
+  }
+  return nullptr;
 }
 
 }  // namespace halite::format

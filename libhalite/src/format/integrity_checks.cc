@@ -28,13 +28,22 @@ Status CheckAuthenticatedFlag(const Header& header, const IndexModel& index, con
                                      index.mac.present ? "has a" : "has no"));
 }
 
+Status CheckEncryptedFlag(const Header& header, const IndexModel& index, const std::string& name) {
+  if (header.encrypted() == index.encryption.present) return Status::Ok();
+  return Status::Corrupt(fmt::format("{}: header at offset {:#x}: ENCRYPTED flag is {} but the index {} "
+                                     "ENCRYPTION section",
+                                     name, kHeaderFlagsOffset, header.encrypted() ? "set" : "clear",
+                                     index.encryption.present ? "has an" : "has no"));
+}
+
 Status CheckMinorVersionCoversIndex(const Header& header, const IndexModel& index, const std::string& name) {
   const uint16_t needed = MinimumMinorVersion(index);
   if (header.minor >= needed) return Status::Ok();
   return Status::Corrupt(fmt::format("{}: header at offset 0xa: format version {}.{} but the index uses version {}.{} "
                                      "features ({})",
                                      name, header.major, header.minor, header.major, needed,
-                                     needed >= kFormatMinorBasedBlocks    ? "blocks coded against the parent"
+                                     needed >= kFormatMinorEncrypted      ? "encryption"
+                                     : needed >= kFormatMinorBasedBlocks  ? "blocks coded against the parent"
                                      : needed >= kFormatMinorFramedBlocks ? "blocks of independent frames"
                                      : needed >= kFormatMinorParent       ? "a PARENT section"
                                                                           : "skippable sections"));

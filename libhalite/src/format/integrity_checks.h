@@ -26,6 +26,9 @@ Status CheckFileIdsAgree(const Header& header, const Footer& footer, const std::
 // Sections 3 and 5.8: the header's AUTHENTICATED flag is set exactly when the index has a MAC section.
 Status CheckAuthenticatedFlag(const Header& header, const IndexModel& index, const std::string& name);
 
+// Sections 3 and 13.5: the header's ENCRYPTED flag is set exactly when the index has an ENCRYPTION section.
+Status CheckEncryptedFlag(const Header& header, const IndexModel& index, const std::string& name);
+
 // Section 9: a file uses no feature newer than the minor version its header declares (a skippable section in a
 // file that claims 1.0 is corrupt: a 1.0 reader would have rejected it).
 Status CheckMinorVersionCoversIndex(const Header& header, const IndexModel& index, const std::string& name);

@@ -3,10 +3,12 @@
 #ifndef HALITE_OBJSTORE_OBJECT_STORE_H_
 #define HALITE_OBJSTORE_OBJECT_STORE_H_
 
+#include <functional>
 #include <memory>
 #include <string>
 
 #include "halite/storage.h"
+#include "objstore/demand_gate.h"
 #include "objstore/object_uri.h"
 
 namespace halite::objstore {
@@ -23,6 +25,18 @@ Result<std::unique_ptr<RandomAccessFile>> OpenRadosFile(const std::string& uri, 
 // failed or killed save leaves no head, so no visible checkpoint. Commit removes the stripes of the checkpoint it
 // replaced.
 Result<std::unique_ptr<AppendSink>> CreateRadosSink(const std::string& uri, const ObjectUri& parsed);
+
+// The DemandGate (demand_gate.h) of the server behind an s3:// or rados:// URI: one per server and process, shared
+// by every file reading from it, created by the first file opened with the backend's own policy - or by this call
+// when it comes first, with `adjust` applied to that policy (tests hold a gate with a policy of their own while
+// they open files). Errors: kInvalidArgument for another scheme or missing S3 credentials, kUnsupported for a
+// backend not built.
+Result<std::shared_ptr<DemandGate>> DemandGateFor(const std::string& uri,
+                                                  const std::function<LanePolicy(LanePolicy)>& adjust = {});
+
+// The gate's key and the policy of each backend (s3_http.cc, rados_storage.cc).
+std::string RadosGateKey();
+LanePolicy RadosLanes();
 
 }  // namespace halite::objstore
 

@@ -8,6 +8,8 @@
 #include <chrono>
 #include <cstring>
 #include <cstdlib>
+#include <deque>
+#include <optional>
 #include <random>
 #include <thread>
 
@@ -88,11 +90,15 @@ size_t HeaderLine(char* data, size_t size, size_t n, void* user) {
   return len;
 }
 
-// One ranged GET of a batch: the body is scattered into the buffers of its parts.
+// One ranged GET: bytes [offset, offset + length) of a joined read, scattered into the buffers of its parts. A
+// background read may be cut into several such pieces (DemandGate::Turn::TryStart says how large each may be).
 struct Transfer {
   const CoalescedRead* read = nullptr;
+  uint64_t offset = 0;
+  uint64_t length = 0;
+  std::string range;  // "A-B"
   CURL* handle = nullptr;
-  size_t got = 0;    // body bytes received (the position in the range)
+  size_t got = 0;    // body bytes received (the position in the piece)
   size_t part = 0;   // the first part not completely filled yet
   bool overflow = false;
   std::string error_body;
@@ -105,13 +111,13 @@ size_t RangeBody(char* data, size_t size, size_t n, void* user) {
   long status = 0;
   curl_easy_getinfo(t->handle, CURLINFO_RESPONSE_CODE, &status);
   if (status != 206 && status != 200) return DiscardingBody(data, size, n, &t->error_body);
-  if (t->got + len > t->read->length) {
+  if (t->got + len > t->length) {
     t->overflow = true;
     return 0;  // aborts the transfer: the server sent more than the range
   }
-  // Bytes [got, got + len) of the range: copy what falls in a part, skip the gaps between parts.
+  // Bytes [got, got + len) of the piece: copy what falls in a part, skip the gaps between parts.
   const std::vector<ReadRequest*>& parts = t->read->parts;
-  uint64_t at = t->read->offset + t->got;
+  uint64_t at = t->offset + t->got;
   const uint64_t end = at + len;
   while (at < end && t->part < parts.size()) {
     ReadRequest* r = parts[t->part];
@@ -125,7 +131,7 @@ size_t RangeBody(char* data, size_t size, size_t n, void* user) {
       continue;
     }
     const uint64_t n_copy = std::min(end, r_end) - at;
-    std::memcpy(r->buffer.data() + (at - r->offset), data + (at - (t->read->offset + t->got)), n_copy);
+    std::memcpy(r->buffer.data() + (at - r->offset), data + (at - (t->offset + t->got)), n_copy);
     at += n_copy;
   }
   t->got += len;
@@ -165,6 +171,7 @@ struct S3Client::Session {
 S3Client::S3Client(S3Config config) : config_(std::move(config)) {
   std::call_once(global_init, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
   sigv4_ = "aws:amz:" + config_.region + ":s3";
+  gate_ = DemandGate::ForServer(GateKey(config_), config_.lanes);
 }
 
 S3Client::~S3Client() {
@@ -174,6 +181,10 @@ S3Client::~S3Client() {
     curl_multi_cleanup(s->multi);
     delete s;
   }
+}
+
+std::string S3Client::GateKey(const S3Config& config) {
+  return "s3 " + (config.endpoint.empty() ? "aws " + config.region : config.endpoint);
 }
 
 std::string S3Client::Encode(const std::string& s, bool keep_slash) {
@@ -317,84 +328,161 @@ ReadCounters S3Client::counters() const {
   return ReadCounters{requests_.load(std::memory_order_relaxed), bytes_received_.load(std::memory_order_relaxed)};
 }
 
-Status S3Client::GetRanges(const std::string& url, std::span<const CoalescedRead> reads, const std::string& name) {
-  curl_slist* headers = BaseHeaders(config_, false);
-  Session* session = AcquireSession();
-  CURLM* multi = session->multi;
-  std::vector<Transfer> transfers(reads.size());
-  std::vector<std::string> ranges(reads.size());
-  Status first;
-  size_t next = 0;
-  int in_flight = 0;
+// One GetRanges call: its pieces, on one borrowed session, demand reads at once, background ones as the gate
+// lets them start.
+class S3Client::RangeFetch {
+ public:
+  RangeFetch(S3Client& client, const std::string& url, std::span<const CoalescedRead> reads, const std::string& name,
+             ReadLane lane)
+      : client_(client), url_(url), reads_(reads), name_(name), lane_(lane),
+        headers_(BaseHeaders(client.config_, false)), session_(client.AcquireSession()) {
+    if (lane_ == ReadLane::kBackground) turn_.emplace(*client_.gate_);
+    for (const CoalescedRead& r : reads_) {
+      for (ReadRequest* p : r.parts) p->status = Status::Ok();
+    }
+  }
+  ~RangeFetch() {
+    client_.ReleaseSession(session_);
+    curl_slist_free_all(headers_);
+  }
 
-  auto start = [&](Transfer& t) {
+  Status Run() {
+    std::optional<DemandGate::Demand> demand;
+    if (lane_ == ReadLane::kDemand && !reads_.empty()) {
+      const CoalescedRead& last = reads_.back();
+      demand.emplace(*client_.gate_, reads_.front().offset, last.offset + last.length - reads_.front().offset);
+    }
+    for (;;) {
+      StartWhatMayStart();
+      if (in_flight_ == 0) {
+        if (Done() || !turn_) break;  // a demand read starts all it can at once
+        turn_->Wait(std::chrono::seconds(1));  // held by the gate with nothing of ours in flight
+        continue;
+      }
+      int running = 0;
+      curl_multi_perform(session_->multi, &running);
+      const bool progressed = CollectFinished();
+      if (!progressed && running > 0) {
+        // Pieces the gate holds are looked at again soon (the gate's changes wake nobody here); otherwise wait
+        // for the network.
+        const bool held = turn_ && !Done();
+        curl_multi_poll(session_->multi, nullptr, 0, held ? int(kGatePoll.count()) : 1000, nullptr);
+      }
+    }
+    return first_;
+  }
+
+ private:
+  // Background pieces held by the gate are looked at again after at most this long.
+  static constexpr std::chrono::milliseconds kGatePoll{1};
+
+  bool Done() const { return next_read_ >= reads_.size(); }
+
+  void StartWhatMayStart() {
+    while (!Done() && in_flight_ < client_.config_.max_in_flight) {
+      const CoalescedRead& r = reads_[next_read_];
+      if (r.length == 0) {
+        ++next_read_;
+        continue;
+      }
+      uint64_t most = r.length - next_offset_;
+      if (turn_) {
+        const uint64_t allowed = turn_->TryStart();
+        if (allowed == 0) break;
+        most = std::min(most, allowed);
+      }
+      Transfer& t = transfers_.emplace_back();
+      t.read = &r;
+      t.offset = r.offset + next_offset_;
+      t.length = most;
+      t.range = fmt::format("{}-{}", t.offset, t.offset + t.length - 1);
+      next_offset_ += most;
+      if (next_offset_ == r.length) {
+        ++next_read_;
+        next_offset_ = 0;
+      }
+      if (session_->free_handles.empty()) {
+        t.handle = curl_easy_init();
+      } else {
+        t.handle = session_->free_handles.back();
+        session_->free_handles.pop_back();
+      }
+      ++in_flight_;
+      Start(t);
+    }
+    if (Done() && turn_) turn_->Finished();
+    UpdateFrontier();
+  }
+
+  // The gate's view of where this background read is: every byte of it until all have arrived (the reader
+  // claims a batch's blocks once the whole batch is in, so until then a fault on any of them reads it itself).
+  void UpdateFrontier() {
+    if (!turn_ || reads_.empty()) return;
+    const CoalescedRead& last = reads_.back();
+    if (Done() && in_flight_ == 0) {
+      turn_->SetFrontier(0, 0);
+    } else {
+      turn_->SetFrontier(reads_.front().offset, last.offset + last.length);
+    }
+  }
+
+  void Start(Transfer& t) {
     t.got = 0;
-    t.part = 0;
     t.overflow = false;
     t.error_body.clear();
     ++t.attempts;
-    requests_.fetch_add(1, std::memory_order_relaxed);
-    Prepare(t.handle, "GET", url, headers);
-    const size_t i = static_cast<size_t>(&t - transfers.data());
-    curl_easy_setopt(t.handle, CURLOPT_RANGE, ranges[i].c_str());
+    // The first part the piece touches: the scatter starts there.
+    const std::vector<ReadRequest*>& parts = t.read->parts;
+    t.part = 0;
+    while (t.part < parts.size() && parts[t.part]->offset + parts[t.part]->buffer.size() <= t.offset) ++t.part;
+    client_.requests_.fetch_add(1, std::memory_order_relaxed);
+    client_.Prepare(t.handle, "GET", url_, headers_);
+    curl_easy_setopt(t.handle, CURLOPT_RANGE, t.range.c_str());
     curl_easy_setopt(t.handle, CURLOPT_WRITEFUNCTION, RangeBody);
     curl_easy_setopt(t.handle, CURLOPT_WRITEDATA, &t);
     curl_easy_setopt(t.handle, CURLOPT_PRIVATE, &t);
-    curl_multi_add_handle(multi, t.handle);
-  };
-  auto finish = [&](Transfer& t, const Status& s) {
-    for (ReadRequest* r : t.read->parts) r->status = s;
-    if (!s.ok() && first.ok()) first = s;
-    session->free_handles.push_back(t.handle);
-    t.handle = nullptr;
-    --in_flight;
-  };
+    curl_multi_add_handle(session_->multi, t.handle);
+  }
 
-  while (next < reads.size() || in_flight > 0) {
-    while (in_flight < config_.max_in_flight && next < reads.size()) {
-      Transfer& t = transfers[next];
-      const CoalescedRead& r = reads[next];
-      t.read = &r;
-      ++next;
-      if (r.length == 0) {
-        for (ReadRequest* p : r.parts) p->status = Status::Ok();
-        continue;
+  // A failed piece fails the parts it covers (the first error each part met stays).
+  void Finish(Transfer& t, const Status& s) {
+    if (!s.ok()) {
+      for (ReadRequest* r : t.read->parts) {
+        const bool overlaps = r->offset < t.offset + t.length && t.offset < r->offset + r->buffer.size();
+        if (overlaps && r->status.ok()) r->status = s;
       }
-      ranges[&t - transfers.data()] = fmt::format("{}-{}", r.offset, r.offset + r.length - 1);
-      if (session->free_handles.empty()) {
-        t.handle = curl_easy_init();
-      } else {
-        t.handle = session->free_handles.back();
-        session->free_handles.pop_back();
-      }
-      ++in_flight;
-      start(t);
+      if (first_.ok()) first_ = s;
     }
-    if (in_flight == 0) break;
-    int running = 0;
-    curl_multi_perform(multi, &running);
-    int queued = 0;
+    session_->free_handles.push_back(t.handle);
+    t.handle = nullptr;
+    --in_flight_;
+    if (turn_) turn_->End();
+    UpdateFrontier();
+  }
+
+  // Handles the transfers that ended: done, retried, or failed. True when any ended.
+  bool CollectFinished() {
     bool progressed = false;
-    while (CURLMsg* msg = curl_multi_info_read(multi, &queued)) {
+    int queued = 0;
+    while (CURLMsg* msg = curl_multi_info_read(session_->multi, &queued)) {
       if (msg->msg != CURLMSG_DONE) continue;
       progressed = true;
       Transfer* t = nullptr;
       curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, reinterpret_cast<char**>(&t));
       const CURLcode c = msg->data.result;
-      curl_multi_remove_handle(multi, t->handle);
-      const CoalescedRead& r = *t->read;
+      curl_multi_remove_handle(session_->multi, t->handle);
       long status = 0;
       curl_easy_getinfo(t->handle, CURLINFO_RESPONSE_CODE, &status);
-      if (status == 206 || status == 200) bytes_received_.fetch_add(t->got, std::memory_order_relaxed);
+      if (status == 206 || status == 200) client_.bytes_received_.fetch_add(t->got, std::memory_order_relaxed);
       std::string reason;
       bool transient = false;
       if (t->overflow) {
-        reason = fmt::format("the server sent more than the {} bytes asked for", r.length);
+        reason = fmt::format("the server sent more than the {} bytes asked for", t->length);
       } else if (c != CURLE_OK) {
         reason = curl_easy_strerror(c);
         transient = TransientCurl(c);
-      } else if ((status == 206 || (status == 200 && r.offset == 0)) && t->got == r.length) {
-        finish(*t, Status::Ok());
+      } else if ((status == 206 || (status == 200 && t->offset == 0)) && t->got == t->length) {
+        Finish(*t, Status::Ok());
         continue;
       } else if (status == 206 || status == 200) {
         reason = fmt::format("HTTP {} with {} bytes", status, t->got);
@@ -403,22 +491,40 @@ Status S3Client::GetRanges(const std::string& url, std::span<const CoalescedRead
         reason = ErrorText(status, t->error_body);
         transient = TransientHttp(status);
       }
-      if (transient && t->attempts < config_.max_attempts) {
-        Backoff(config_, t->attempts);
-        start(*t);
+      const int max_attempts = client_.config_.max_attempts;
+      if (transient && t->attempts < max_attempts) {
+        Backoff(client_.config_, t->attempts);
+        Start(*t);
         continue;
       }
+      const CoalescedRead& r = *t->read;
       const std::string blocks = r.parts.size() == 1 ? "" : fmt::format(" ({} reads joined)", r.parts.size());
-      finish(*t, Status::IoError(fmt::format("{}: ranged GET of {} bytes at offset {:#x}{}: {} (attempt {} of {})",
-                                             name, r.length, r.offset, blocks, reason, t->attempts,
-                                             config_.max_attempts))
+      Finish(*t, Status::IoError(fmt::format("{}: ranged GET of {} bytes at offset {:#x}{}: {} (attempt {} of {})",
+                                             name_, t->length, t->offset, blocks, reason, t->attempts, max_attempts))
                      .set_retryable(transient));
     }
-    if (!progressed && running > 0) curl_multi_poll(multi, nullptr, 0, 1000, nullptr);
+    return progressed;
   }
-  ReleaseSession(session);
-  curl_slist_free_all(headers);
-  return first;
+
+  S3Client& client_;
+  const std::string& url_;
+  std::span<const CoalescedRead> reads_;
+  const std::string& name_;
+  const ReadLane lane_;
+  curl_slist* headers_;
+  Session* session_;
+  std::optional<DemandGate::Turn> turn_;  // background reads only
+  std::deque<Transfer> transfers_;        // stable addresses: curl holds pointers to them
+  size_t next_read_ = 0;                  // the read whose next piece starts next
+  uint64_t next_offset_ = 0;              // within it
+  int in_flight_ = 0;
+  Status first_;
+};
+
+Status S3Client::GetRanges(const std::string& url, std::span<const CoalescedRead> reads, const std::string& name,
+                           ReadLane lane) {
+  RangeFetch fetch(*this, url, reads, name, lane);
+  return fetch.Run();
 }
 
 }  // namespace halite::objstore

@@ -18,6 +18,7 @@
 
 #include "halite/status.h"
 #include "halite/storage.h"
+#include "objstore/demand_gate.h"
 #include "objstore/read_coalescing.h"
 
 namespace halite::objstore {
@@ -30,7 +31,8 @@ struct S3Config {
   std::string session_token;
   int max_attempts = 4;          // per request, for transient failures only (5xx, 429, timeouts, resets)
   int first_backoff_ms = 50;     // doubled after each failed attempt
-  int max_in_flight = 8;         // ranged GETs in flight per ReadBatch
+  int max_in_flight = 8;         // ranged GETs in flight per GetRanges call
+  LanePolicy lanes;              // background reads against demand reads (demand_gate.h)
   long connect_timeout_ms = 5000;
   long stall_timeout_s = 15;     // a transfer moving no byte for this long is a timeout
 };
@@ -68,11 +70,19 @@ class S3Client {
 
   // One ranged GET per entry of `reads`, config().max_in_flight at a time on pooled connections; each fills the
   // buffers of its parts (the bytes between them are dropped) and sets their status; returns the first error.
-  // `name` (the s3:// URI) and the offset are named in errors.
-  Status GetRanges(const std::string& url, std::span<const CoalescedRead> reads, const std::string& name);
+  // `name` (the s3:// URI) and the offset are named in errors. A demand read goes out at once; background reads
+  // go as the server's DemandGate lets them, cut into pieces of at most its policy's background_piece bytes.
+  Status GetRanges(const std::string& url, std::span<const CoalescedRead> reads, const std::string& name,
+                   ReadLane lane = ReadLane::kDemand);
+
+  // The gate this client's reads go through (shared with every client of the same endpoint in this process).
+  const DemandGate& gate() const { return *gate_; }
 
   // Requests sent so far (every attempt of Send and GetRanges) and the bytes received by ranged GETs.
   ReadCounters counters() const;
+
+  // The key of the DemandGate of the server `config` reaches (its endpoint, or the AWS region).
+  static std::string GateKey(const S3Config& config);
 
   // Percent-encodes `s` for a URL path or query (RFC 3986 unreserved characters kept; '/' kept when asked).
   static std::string Encode(const std::string& s, bool keep_slash);
@@ -82,6 +92,7 @@ class S3Client {
   void ReleaseHandle(void* handle);
   void Prepare(void* handle, const std::string& method, const std::string& url, void* headers);
   struct Session;
+  class RangeFetch;
   Session* AcquireSession();
   void ReleaseSession(Session* session);
 
@@ -92,6 +103,7 @@ class S3Client {
   std::vector<Session*> idle_sessions_;  // for GetRanges
   std::atomic<uint64_t> requests_{0};
   std::atomic<uint64_t> bytes_received_{0};
+  std::shared_ptr<DemandGate> gate_;
 };
 
 }  // namespace halite::objstore

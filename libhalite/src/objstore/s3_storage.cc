@@ -61,12 +61,20 @@ class S3File final : public RandomAccessFile {
   const std::string& name() const override { return name_; }
   uint64_t size() const override { return size_; }
 
+  // A single read is someone waiting for it (a fault's block): the demand lane. A batch streams in the background
+  // and yields to demand reads (demand_gate.h).
   Status ReadAt(uint64_t offset, std::span<uint8_t> buffer) override {
     ReadRequest r{offset, buffer, {}};
-    return ReadBatch(std::span<ReadRequest>(&r, 1));
+    return Read(std::span<ReadRequest>(&r, 1), ReadLane::kDemand);
   }
 
-  Status ReadBatch(std::span<ReadRequest> requests) override {
+  Status ReadBatch(std::span<ReadRequest> requests) override { return Read(requests, ReadLane::kBackground); }
+
+  ReadHints hints() const override { return ReadHints{kBatchBytes, true}; }
+  ReadCounters counters() const override { return client_->counters(); }
+
+ private:
+  Status Read(std::span<ReadRequest> requests, ReadLane lane) {
     for (auto& r : requests) {
       if (r.offset > size_ || r.buffer.size() > size_ - r.offset) {
         return Status::InvalidArgument(fmt::format("{}: read of {} bytes at offset {:#x} is outside the object ({} bytes)",
@@ -93,15 +101,11 @@ class S3File final : public RandomAccessFile {
     if (remote.empty()) return Status::Ok();
     const auto gets = CoalesceReads(remote, LimitsForBatch(remote_bytes, unsigned(client_->config().max_in_flight),
                                                            kMinJoinedRequest, kMaxJoinedRequest, kMaxJoinGap));
-    Status first = client_->GetRanges(url_, gets, name_);
+    Status first = client_->GetRanges(url_, gets, name_, lane);
     for (size_t j = 0; j < remote.size(); ++j) requests[index[j]].status = remote[j].status;
     return first;
   }
 
-  ReadHints hints() const override { return ReadHints{kBatchBytes, true}; }
-  ReadCounters counters() const override { return client_->counters(); }
-
- private:
   std::string name_;
   std::shared_ptr<S3Client> client_;
   std::string url_;

@@ -5,6 +5,9 @@
 #include "halite/checkpoint_location.h"
 #include "objstore/object_store.h"
 #include "objstore/object_uri.h"
+#if HALITE_HAVE_CURL
+#include "objstore/s3_http.h"
+#endif
 
 namespace halite {
 
@@ -44,4 +47,26 @@ Result<std::unique_ptr<AppendSink>> CreateCheckpointSink(const std::string& path
 #endif
 }
 
+namespace objstore {
+
+Result<std::shared_ptr<DemandGate>> DemandGateFor(const std::string& uri,
+                                                  const std::function<LanePolicy(LanePolicy)>& adjust) {
+  [[maybe_unused]] const auto policy = [&](const LanePolicy& own) { return adjust ? adjust(own) : own; };
+  HLT_ASSIGN_OR_RETURN(auto parsed, ParseObjectUri(uri));
+  if (parsed.scheme == Scheme::kS3) {
+#if HALITE_HAVE_CURL
+    HLT_ASSIGN_OR_RETURN(S3Config config, S3ConfigFromEnv());
+    return DemandGate::ForServer(S3Client::GateKey(config), policy(config.lanes));
+#else
+    return Status::Unsupported(uri + ": this libhalite was built without libcurl (s3:// support)");
+#endif
+  }
+#if HALITE_HAVE_RADOS
+  return DemandGate::ForServer(RadosGateKey(), policy(RadosLanes()));
+#else
+  return Status::Unsupported(uri + ": this libhalite was built without librados (rados:// support)");
+#endif
+}
+
+}  // namespace objstore
 }  // namespace halite

@@ -58,6 +58,14 @@ Status CheckpointReader::Impl::Decompress(uint32_t block, std::span<const uint8_
     return Status::Internal(BlockWhere(block) + (b.based() ? ": a BASED block read without its base group"
                                                            : ": a prefix given for a block that is not BASED"));
   }
+  if (cipher_) return OpenSealedBlock(block, payload, out, progress, first, prefix);
+  return DecodeContent(block, payload, out, progress, first, prefix);
+}
+
+Status CheckpointReader::Impl::DecodeContent(uint32_t block, std::span<const uint8_t> payload, std::span<uint8_t> out,
+                                             const BlockProgress* progress, size_t first,
+                                             std::span<const uint8_t> prefix) const {
+  const BlockInfo& b = model_.blocks[block];
   if (!b.compressed()) {
     if (payload.data() != out.data()) std::memcpy(out.data(), payload.data(), out.size());
     return progress ? (*progress)(0, out.size()) : Status::Ok();
@@ -108,6 +116,7 @@ void CheckpointReader::Impl::CacheInsert(uint32_t block, std::span<const uint8_t
 Status CheckpointReader::Impl::ReadBlock(uint32_t block, std::span<uint8_t> out, bool* reread,
                                          const BlockProgress* progress, size_t first) const {
   if (block >= view_blocks_.size()) return Status::InvalidArgument(file_->name() + ": no block " + std::to_string(block));
+  if (sealed_) return NeedsKey();
   const auto parts = Parts(block);
   if (parts.size() == 1) return parts[0].owner->ReadOwnBlock(parts[0].block, out, reread, progress, true, first);
   if (out.size() != view_blocks_[block].raw_length()) {
@@ -131,21 +140,22 @@ Status CheckpointReader::Impl::ReadOwnBlock(uint32_t block, std::span<uint8_t> o
                                             std::span<const uint8_t> prefix) const {
   const BlockInfo& b = model_.blocks[block];
   if (out.size() != b.raw_length()) return Status::InvalidArgument(BlockWhere(block) + ": output buffer has the wrong size");
-  // A raw block is read straight into the caller's buffer, then verified.
+  // A raw block of an unencrypted file is read straight into the caller's buffer, then verified.
   thread_local std::vector<uint8_t> payload_buffer;
   std::span<uint8_t> payload = out;
-  if (b.compressed()) {
+  if (b.compressed() || cipher_) {
     payload_buffer.resize(b.stored_length);
     payload = payload_buffer;
   }
   const bool cached = use_cache && cache_;
   if (cached) {
     if (cache_->Lookup(CacheKey(block), payload)) {
+      bool use_storage = false;
       if (VerifyPayload(block, payload).ok()) {
-        cache_hits_.fetch_add(1, std::memory_order_relaxed);
-        return Decompress(block, payload, out, progress, first, prefix);
+        Status s = DecodeCached(block, payload, out, progress, first, prefix, &use_storage);
+        if (!use_storage) return s;
       }
-      // Torn by a crash or damaged on the cache's disk: never served; storage has the block.
+      // Torn by a crash, damaged on the cache's disk, or planted: never served; storage has the block.
       cache_->Drop(CacheKey(block));
       cache_dropped_.fetch_add(1, std::memory_order_relaxed);
     } else {
@@ -173,6 +183,7 @@ Status CheckpointReader::Impl::ReadOwnBlockAlone(uint32_t block, std::span<uint8
 // Every part of every block, one batch per file of the chain (in that file's own numbering); a group's payload is
 // its parts' payloads one after another.
 Status CheckpointReader::Impl::FetchBlocks(std::span<const uint32_t> blocks, std::vector<FetchedBlock>* out) const {
+  if (sealed_) return NeedsKey();
   for (uint32_t b : blocks) {
     if (b >= view_blocks_.size()) return Status::InvalidArgument(file_->name() + ": no block " + std::to_string(b));
   }
@@ -260,8 +271,9 @@ Status CheckpointReader::Impl::DecodeOwnBlock(uint32_t block, std::span<uint8_t>
   }
   if (from_cache) {
     if (VerifyPayload(block, payload).ok()) {
-      cache_hits_.fetch_add(1, std::memory_order_relaxed);
-      return Decompress(block, payload, out, progress, 0, prefix);
+      bool use_storage = false;
+      Status s = DecodeCached(block, payload, out, progress, 0, prefix, &use_storage);
+      if (!use_storage) return s;
     }
     cache_->Drop(CacheKey(block));
     cache_dropped_.fetch_add(1, std::memory_order_relaxed);
@@ -307,6 +319,7 @@ Status CheckpointReader::Impl::ReadBlocks(std::span<const uint32_t> blocks, std:
   if (blocks.size() != outs.size() || blocks.size() != statuses.size()) {
     return Status::InvalidArgument("ReadBlocks: blocks, outs and statuses differ in length");
   }
+  if (sealed_) return NeedsKey();
   for (size_t i = 0; i < blocks.size(); ++i) {
     if (blocks[i] >= view_blocks_.size()) {
       return Status::InvalidArgument(file_->name() + ": no block " + std::to_string(blocks[i]));
@@ -356,6 +369,7 @@ Status CheckpointReader::FetchBlocks(std::span<const uint32_t> blocks, std::vect
 Status CheckpointReader::DecodeBlock(FetchedBlock& fetched, std::span<uint8_t> out, bool* reread,
                                      const BlockProgress& progress) const {
   if (!fetched.status.ok()) return fetched.status;
+  if (impl_->sealed_) return impl_->NeedsKey();
   return impl_->DecodeGroup(fetched, out, reread, progress ? &progress : nullptr);
 }
 

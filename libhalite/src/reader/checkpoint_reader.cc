@@ -40,6 +40,7 @@ Status CheckpointReader::Impl::OpenStandalone() {
 }
 
 Status CheckpointReader::Impl::OpenChain(const std::vector<FileId>& descendants) {
+  if (sealed_) return BuildView();  // no page map: no parent to follow, no page to locate (13.7)
   HLT_RETURN_IF_ERROR(OpenParent(descendants));
   // Only now, with the parent verified, 4 bytes a page for a sparse page map (5.3): its page count is the parent's
   // (whose own map is in its file), plus the pages listed here.
@@ -95,9 +96,14 @@ Status CheckpointReader::Impl::OpenParent(const std::vector<FileId>& descendants
       if (first_error.ok()) first_error = error;
       continue;
     }
-    auto impl = std::make_unique<Impl>(std::move(*file), options_);
+    ReaderOptions parent_options = options_;
+    parent_options.open_without_key = false;  // a chain is opened with every key or not at all
+    auto impl = std::make_unique<Impl>(std::move(*file), std::move(parent_options));
     const std::string& pname = impl->file_->name();
     error = impl->OpenStandalone();
+    if (error.code() == StatusCode::kAuthFailed && impl->header_.encrypted() && impl->header_.file_id == ref.file_id) {
+      return error.WithContext(name + ": parent");  // the parent's key, not a question of which candidate
+    }
     if (!error.ok()) {
       error = error.WithContext(name + ": parent");
     } else if (impl->header_.file_id != ref.file_id) {
@@ -158,13 +164,15 @@ void CheckpointReader::Impl::FillMembers() const {
 // then the groups of the parent's view it reads.
 Status CheckpointReader::Impl::BuildView() {
   const uint32_t own = uint32_t(model_.blocks.size());
-  const bool any_based = std::any_of(model_.blocks.begin(), model_.blocks.end(), [](const BlockInfo& b) { return b.based(); });
+  // Without the key (13.7) no parent is opened: every block of the file is listed as its own, BASED ones too.
+  const bool any_based = !sealed_ && std::any_of(model_.blocks.begin(), model_.blocks.end(),
+                                                 [](const BlockInfo& b) { return b.based(); });
   if (any_based) {
     own_view_.assign(own, kNoBlock);
     own_slot_.assign(own, 0);
   }
   for (uint32_t b = 0; b < own; ++b) {
-    if (model_.blocks[b].based()) continue;
+    if (any_based && model_.blocks[b].based()) continue;
     if (any_based) own_view_[b] = uint32_t(view_blocks_.size());
     view_blocks_.push_back(model_.blocks[b]);
     part_start_.push_back(uint32_t(parts_.size()));
@@ -372,9 +380,14 @@ Status CheckpointReader::Impl::OpenChecked() {
     return Status::Corrupt(name + ": index at offset " + fmt::format("{:#x}", footer_.index_offset) + ": checksum mismatch (stored " +
                            fmt::format("{:#x}", footer_.index_checksum) + ", computed " + fmt::format("{:#x}", computed) + ")");
   }
-  HLT_ASSIGN_OR_RETURN(model_, format::DecodeIndex(index, footer_.index_offset, name));
+  if (header_.encrypted()) {
+    HLT_RETURN_IF_ERROR(DecodeEncryptedIndex(hb, index));
+  } else {
+    HLT_ASSIGN_OR_RETURN(model_, format::DecodeIndex(index, footer_.index_offset, name));
+  }
   HLT_RETURN_IF_ERROR(format::CheckMinorVersionCoversIndex(header_, model_, name));
   HLT_RETURN_IF_ERROR(format::CheckAuthenticatedFlag(header_, model_, name));
+  HLT_RETURN_IF_ERROR(format::CheckEncryptedFlag(header_, model_, name));
   HLT_RETURN_IF_ERROR(format::CheckParentIsNotSelf(header_, model_, name));
   if (options_.mac_key) HLT_RETURN_IF_ERROR(format::CheckIndexMac(*options_.mac_key, hb, index, model_, name));
   fingerprint_ = format::ComputeIndexFingerprint(hb, index, fb);
@@ -395,18 +408,10 @@ Status CheckpointReader::Impl::OpenChecked() {
 
 Result<std::vector<uint8_t>> CheckpointReader::Impl::ReadBlob(uint32_t index) const {
   if (index >= model_.blobs.size()) return Status::NotFound(file_->name() + ": no blob " + std::to_string(index));
+  if (sealed_) return NeedsKey();
   const BlobInfo& b = model_.blobs[index];
   std::string where = file_->name() + ": blob \"" + b.name + "\" at offset " + fmt::format("{:#x}", b.offset);
-  std::vector<uint8_t> payload(b.stored_length);  // bounded by the file size (checked at open)
-  HLT_RETURN_IF_ERROR(file_->ReadAt(b.offset, payload));
-  if (options_.mac_key) {
-    HLT_RETURN_IF_ERROR(format::CheckPayloadMac(*options_.mac_key, format::kBlobMacTag, header_.file_id, index,
-                                                payload, model_.mac.blob_macs[index], where));
-  }
-  uint64_t computed = codec::Xxh3_64(payload, format::BlobSeed(format::FileSeed(header_.file_id), index));
-  if (computed != b.checksum) {
-    return Status::Corrupt(where + ": checksum mismatch (stored " + fmt::format("{:#x}", b.checksum) + ", computed " + fmt::format("{:#x}", computed) + ")");
-  }
+  HLT_ASSIGN_OR_RETURN(std::vector<uint8_t> payload, ReadBlobContent(index));
   if (!b.compressed()) return payload;
   // The checksum proves nothing against a hostile writer: check the frame agrees on the size before allocating.
   auto declared = codec::FrameContentSize(payload);
@@ -472,6 +477,12 @@ const std::vector<uint32_t>& CheckpointReader::restore_order() const { return im
 uint32_t CheckpointReader::working_set_blocks() const { return impl_->model_.working_set_blocks; }
 size_t CheckpointReader::dictionary_size() const { return impl_->model_.dictionary.size(); }
 bool CheckpointReader::authenticated() const { return impl_->model_.mac.present; }
+bool CheckpointReader::encrypted() const { return impl_->header_.encrypted(); }
+const KeyId& CheckpointReader::key_id() const { return impl_->header_.key_id; }
+Cipher CheckpointReader::cipher() const {
+  return impl_->model_.encryption.present ? static_cast<Cipher>(impl_->model_.encryption.cipher) : Cipher::kAuto;
+}
+bool CheckpointReader::sealed() const { return impl_->sealed_; }
 const std::vector<ChainLevel>& CheckpointReader::chain() const { return impl_->chain_; }
 const CheckpointReader* CheckpointReader::parent() const { return impl_->parent_.get(); }
 uint32_t CheckpointReader::chain_depth() const { return impl_->chain_.front().chain_depth; }
@@ -526,6 +537,7 @@ Status CheckpointReader::ReadBlocks(std::span<const uint32_t> blocks, std::span<
 
 Status CheckpointReader::ReadPage(uint64_t g, std::span<uint8_t> out) const {
   if (out.size() != kPageSize) return Status::InvalidArgument("ReadPage needs a 4096-byte buffer");
+  if (impl_->sealed_) return impl_->NeedsKey();
   if (g >= total_pages()) return Status::InvalidArgument(name() + ": no page " + std::to_string(g));
   PageLocation loc = Locate(g);
   if (loc.kind != PageKind::kStored) {
@@ -588,6 +600,7 @@ Status CheckpointReader::Impl::VerifyPageHashes() const {
 Status CheckpointReader::VerifyAll(const std::function<void(const VerifyProgress&)>& progress) const {
   VerifyProgress p;
   p.blocks_total = impl_->ChainBlockCount();
+  if (impl_->sealed_) return impl_->VerifySealedFile(progress, &p);
   return impl_->VerifyFiles(progress, &p);
 }
 

@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "codec/zstd_codec.h"
+#include "format/encryption_codec.h"
 #include "format/envelope_codec.h"
 #include "format/index_codec.h"
 #include "format/integrity_checks.h"
@@ -40,13 +41,44 @@ class HALITE_HIDDEN CheckpointReader::Impl {
   // VerifyPayload; when that fails, reads the payload from storage once more (into `payload`) and verifies
   // again. *reread is set when the second read verified.
   Status VerifyOrReread(uint32_t block, std::span<uint8_t> payload, bool* reread) const;
-  // Decompresses a verified payload into `out` (copies it when the block is stored raw); a BASED block against
-  // `prefix`, the raw content of its base group (which must then be given, and only then).
-  // With `progress`, decodes zstd block by block and reports each range of `out` that is final, the frame holding
-  // byte `first` first (FRAMED blocks).
+  // Decodes a payload whose checksum verified into `out`: decrypts it first in an encrypted file
+  // (OpenSealedBlock), then decompresses it (or copies it when the block is stored raw); a BASED block against
+  // `prefix`, the raw content of its base group (which must then be given, and only then). With `progress`,
+  // decodes zstd block by block and reports each range of `out` that is final, the frame holding byte `first`
+  // first (FRAMED blocks).
   Status Decompress(uint32_t block, std::span<const uint8_t> payload, std::span<uint8_t> out,
                     const BlockProgress* progress = nullptr, size_t first = 0,
                     std::span<const uint8_t> prefix = {}) const;
+  // The same for a block's content (its payload as an unencrypted file stores it).
+  Status DecodeContent(uint32_t block, std::span<const uint8_t> content, std::span<uint8_t> out,
+                       const BlockProgress* progress, size_t first, std::span<const uint8_t> prefix) const;
+  // encrypted_blocks.cc (format-spec 13.2): authenticates and decrypts a sealed payload, one unit, or a FRAMED
+  // block frame by frame (the one holding byte `first` first), and decodes it. A tag that fails is kAuthFailed.
+  Status OpenSealedBlock(uint32_t block, std::span<const uint8_t> payload, std::span<uint8_t> out,
+                         const BlockProgress* progress, size_t first, std::span<const uint8_t> prefix) const;
+  // A payload from the block cache whose checksum verified: decoded as Decompress does. *use_storage is set (and
+  // nothing reported to `progress`) when it fails authentication before any byte was reported: an entry
+  // planted with a forged checksum is never served, and storage has the block.
+  Status DecodeCached(uint32_t block, std::span<const uint8_t> payload, std::span<uint8_t> out,
+                      const BlockProgress* progress, size_t first, std::span<const uint8_t> prefix,
+                      bool* use_storage) const;
+  // 13.3: a blob's content from its sealed payload.
+  Result<std::vector<uint8_t>> OpenSealedBlob(uint32_t index, std::span<const uint8_t> payload) const;
+  // stored_content.cc: what an unencrypted file stores for a block or blob of this file, read from storage and
+  // verified (MAC, checksum, every tag) but not decompressed: hlt-save rekey re-seals it as it is. A FRAMED
+  // block's frames are listed (their offsets in `bytes` and in the raw content).
+  struct BlockContent {
+    std::vector<uint8_t> bytes;
+    std::vector<codec::FrameExtent> frames;
+  };
+  Result<BlockContent> ReadBlockContent(uint32_t block) const;
+  Result<std::vector<uint8_t>> ReadBlobContent(uint32_t index) const;
+  // 13.5 and 13.4: the index of an encrypted file, with its key (index tag, sealed sections opened) or, with
+  // open_without_key, without.
+  Status DecodeEncryptedIndex(std::span<const uint8_t> header_bytes, std::span<const uint8_t> index);
+  // The error of a content read on a reader opened without its key.
+  Status NeedsKey() const;
+  Status VerifySealedFile(const std::function<void(const VerifyProgress&)>& progress, VerifyProgress* p) const;
   // A block group of the chain's view (section 12), each of its blocks from the file holding it, in order.
   Status ReadBlock(uint32_t block, std::span<uint8_t> out, bool* reread, const BlockProgress* progress = nullptr,
                    size_t first = 0) const;
@@ -145,6 +177,9 @@ class HALITE_HIDDEN CheckpointReader::Impl {
   format::IndexFingerprint fingerprint_{};
   std::vector<uint32_t> slot_block_;           // slot -> block
   std::shared_ptr<const codec::Dictionary> dictionary_;
+  // Format-spec 13: the file key of an encrypted file opened with its key; sealed_ when opened without it.
+  std::shared_ptr<const format::FileCipher> cipher_;
+  bool sealed_ = false;
   mutable std::atomic<uint64_t> blocks_reread_{0};
   // The block cache, when this file is remote (ReaderOptions::block_cache), and what went through it.
   std::shared_ptr<BlockCache> cache_;

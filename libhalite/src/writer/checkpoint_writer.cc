@@ -7,12 +7,14 @@
 #include <future>
 #include <random>
 
+#include "codec/aead.h"
 #include "codec/hashing.h"
 #include "codec/mac.h"
 #include "codec/zstd_codec.h"
 #include "common/rate_limiter.h"
 #include "common/worker_pool.h"
 #include "format/byte_order.h"
+#include "format/encryption_codec.h"
 #include "format/envelope_codec.h"
 #include "format/index_codec.h"
 #include "format/integrity_checks.h"
@@ -69,13 +71,11 @@ uint64_t NowUnixNs() {
                       .count());
 }
 
+// From the operating system's random source: an encrypted file's nonces are unique because its file_id is
+// (format-spec 13.1).
 FileId RandomFileId() {
-  std::random_device rd;
   FileId id;
-  for (size_t i = 0; i < id.size(); i += 4) {
-    uint32_t v = rd();
-    std::memcpy(&id[i], &v, 4);
-  }
+  codec::RandomBytes(id);
   if (id == FileId{}) id[0] = 1;
   return id;
 }
@@ -106,6 +106,7 @@ class HALITE_HIDDEN CheckpointWriter::Impl {
     }
     if (opt_.file_id && *opt_.file_id == FileId{}) return Status::InvalidArgument("file_id must not be all zero");
     if (opt_.mac_key) HLT_RETURN_IF_ERROR(codec::InitMac());
+    if (opt_.encryption_key) HLT_RETURN_IF_ERROR(ValidateEncryption());
     if (opt_.parent) {
       if (opt_.parent->chain_depth() + 1 > format::kMaxChainDepth) {
         return Status::InvalidArgument(opt_.parent->name() + ": already " + std::to_string(opt_.parent->chain_depth()) +
@@ -121,6 +122,25 @@ class HALITE_HIDDEN CheckpointWriter::Impl {
       }
     }
     return Status::Ok();
+  }
+
+  // Format-spec 13 and section 10: the cipher, the key's id, and staging that never holds a plaintext page.
+  Status ValidateEncryption() {
+    if (opt_.mac_key) {
+      return Status::InvalidArgument("mac_key and encryption_key: an encrypted checkpoint is authenticated by its "
+                                     "AEAD tags; give one of them");
+    }
+    if (opt_.file_id && !opt_.deterministic) {
+      return Status::InvalidArgument("file_id with encryption_key: an encrypted file's file_id must be fresh and "
+                                     "random (its nonces depend on it)");
+    }
+    const Cipher cipher = opt_.cipher == Cipher::kAuto ? AutoCipher() : opt_.cipher;
+    if (cipher != Cipher::kAes256Gcm && cipher != Cipher::kXChaCha20Poly1305) {
+      return Status::InvalidArgument("unknown cipher " + std::to_string(uint32_t(cipher)));
+    }
+    cipher_number_ = static_cast<uint32_t>(cipher);
+    HLT_ASSIGN_OR_RETURN(key_id_, ComputeKeyId(*opt_.encryption_key));
+    return store_.EncryptStaging(static_cast<codec::AeadAlgorithm>(cipher_number_));
   }
 
   Result<uint32_t> AddRegion(const std::string& name, uint64_t base, uint64_t size, uint32_t hps) {
@@ -304,8 +324,14 @@ class HALITE_HIDDEN CheckpointWriter::Impl {
   Status ChooseBases(WorkerPool& pool);
   // The coding of the blocks coded on their own (frames, dictionary): chosen from a sample.
   Result<writer::CodingChoice> ChooseCoding(const std::vector<writer::PlannedBlock>& blocks, WorkerPool& pool) const;
-  // Compresses a block as `frame_pages` and `dict` say (a BASED one against its base group, without the dictionary).
-  BlockPayload EncodeBlock(const writer::PlannedBlock& b, uint32_t frame_pages, const codec::Dictionary* dict) const;
+  // Compresses a block as `frame_pages` and `dict` say (a BASED one against its base group, without the
+  // dictionary); in an encrypted file seals it too when `index` (its block number) is given (coding trials compare
+  // sizes of unsealed blocks).
+  BlockPayload EncodeBlock(const writer::PlannedBlock& b, uint32_t frame_pages, const codec::Dictionary* dict,
+                           std::optional<uint32_t> index = std::nullopt) const;
+  // 13.2: the content (what an unencrypted file stores) sealed into the block's payload.
+  Status SealBlockPayload(uint32_t index, const writer::PlannedBlock& b, const codec::Dictionary* dict,
+                          BlockPayload* p) const;
   Status WriteBlocks(const std::vector<writer::PlannedBlock>& blocks, const codec::Dictionary* dict, WorkerPool& pool,
                      format::IndexModel* model, uint64_t file_seed);
   Status WriteBlobs(format::IndexModel* model, uint64_t file_seed);
@@ -329,6 +355,10 @@ class HALITE_HIDDEN CheckpointWriter::Impl {
   uint32_t frame_pages_ = 0;         // the chosen coding (ChooseCoding)
   FileId file_id_{};
   bool finished_ = false;
+  // Format-spec 13: set when encrypting (ValidateEncryption; the file key once the file_id is chosen).
+  uint32_t cipher_number_ = 0;
+  KeyId key_id_{};
+  std::shared_ptr<const format::FileCipher> cipher_;
 };
 
 Status CheckpointWriter::Impl::ReadSlotPages(const writer::PlannedBlock& b, std::vector<uint8_t>* raw) const {
@@ -340,7 +370,7 @@ Status CheckpointWriter::Impl::ReadSlotPages(const writer::PlannedBlock& b, std:
 }
 
 BlockPayload CheckpointWriter::Impl::EncodeBlock(const writer::PlannedBlock& b, uint32_t frame_pages,
-                                                 const codec::Dictionary* dict) const {
+                                                 const codec::Dictionary* dict, std::optional<uint32_t> index) const {
   thread_local codec::Compressor compressor;
   thread_local std::vector<uint8_t> base;
   BlockPayload out;
@@ -376,7 +406,26 @@ BlockPayload CheckpointWriter::Impl::EncodeBlock(const writer::PlannedBlock& b, 
     out.flags = 0;
   }
   if (b.hot) out.flags |= format::kBlockHot;
+  if (cipher_ && index) out.status = SealBlockPayload(*index, b, dict, &out);
   return out;  // the MAC, when wanted, is computed by the caller that knows the block's index
+}
+
+Status CheckpointWriter::Impl::SealBlockPayload(uint32_t index, const writer::PlannedBlock& b,
+                                                const codec::Dictionary* dict, BlockPayload* p) const {
+  BlockInfo info;
+  info.page_count = b.pages;
+  info.flags = p->flags;
+  std::vector<codec::FrameExtent> frames;
+  if (info.framed()) {
+    // The frames as the compressor cut them: each is sealed on its own (13.2).
+    // A BASED block's frames name no dictionary (they are coded against a prefix).
+    const codec::Dictionary* frame_dict = info.uses_dictionary() ? dict : nullptr;
+    HLT_ASSIGN_OR_RETURN(frames, codec::SplitFrames(p->bytes, frame_dict, info.raw_length(), kPageSize));
+  }
+  std::vector<uint8_t> sealed = format::SealBlock(*cipher_, index, info, p->bytes, frames);
+  codec::Wipe(p->bytes);
+  p->bytes = std::move(sealed);
+  return Status::Ok();
 }
 
 Result<writer::CodingChoice> CheckpointWriter::Impl::ChooseCoding(const std::vector<writer::PlannedBlock>& blocks,
@@ -428,7 +477,8 @@ Status CheckpointWriter::Impl::WriteBlocks(const std::vector<writer::PlannedBloc
     while (next < blocks.size() && window.size() < max_in_flight) {
       const writer::PlannedBlock& b = blocks[next++];
       limiter.Acquire(uint64_t(b.pages) * kPageSize);
-      window.push_back(pool.Submit([this, &b, frame_pages, dict] { return EncodeBlock(b, frame_pages, dict); }));
+      const uint32_t index = uint32_t(next - 1);
+      window.push_back(pool.Submit([this, &b, frame_pages, dict, index] { return EncodeBlock(b, frame_pages, dict, index); }));
     }
     BlockPayload p = window.front().get();
     window.pop_front();
@@ -472,6 +522,14 @@ Status CheckpointWriter::Impl::WriteBlobs(format::IndexModel* model, uint64_t fi
     if (!raw.empty() && packed.size() < raw.size()) {
       payload = packed;
       info.flags = format::kBlobCompressed;
+    }
+    std::vector<uint8_t> sealed;
+    if (cipher_) {
+      // 13.3: the blob's content sealed; its stored length counts the tag.
+      info.stored_length = payload.size() + format::kSealTagSize;
+      sealed.resize(info.stored_length);
+      cipher_->Seal(format::BlobUnitAd(i, info), payload, sealed);
+      payload = sealed;
     }
     info.offset = sink_->position();
     info.stored_length = payload.size();
@@ -622,7 +680,21 @@ Status CheckpointWriter::Impl::MatchParent(WorkerPool& pool, uint64_t* blocks_re
 Result<format::Footer> CheckpointWriter::Impl::AppendIndexAndFooter(format::IndexModel& model,
                                                                     std::span<const uint8_t> header_bytes,
                                                                     uint64_t file_seed, uint64_t* index_bytes) {
-  std::vector<uint8_t> index = format::EncodeIndex(model);
+  std::vector<uint8_t> index;
+  if (cipher_) {
+    // 13.4 and 13.5: the sections that reveal content sealed, then the tag over the header and the index.
+    const format::SectionSealer seal = [this](uint32_t type, uint32_t flags, std::span<const uint8_t> plain) {
+      std::vector<uint8_t> sealed(plain.size() + format::kSealTagSize);
+      cipher_->Seal(format::SectionUnitAd(type, flags, sealed.size()), plain, sealed);
+      return sealed;
+    };
+    index = format::EncodeIndex(model, &seal);
+    const format::IndexTag tag = format::ComputeIndexTag(*cipher_, header_bytes, index);
+    auto section = format::EncodeEncryptionSection(cipher_number_, tag);
+    index.insert(index.end(), section.begin(), section.end());
+  } else {
+    index = format::EncodeIndex(model);
+  }
   if (opt_.mac_key) {
     // The MAC covers the header and every index byte before the MAC section.
     model.mac.present = true;
@@ -657,6 +729,10 @@ Result<std::vector<uint8_t>> CheckpointWriter::Impl::AppendHeader(const format::
   const bool may_base = std::any_of(blocks.begin(), blocks.end(), [](const auto& b) { return b.base_key != writer::kNoBase; });
   if (may_base) header.minor = std::max(header.minor, format::kFormatMinorBasedBlocks);
   if (opt_.mac_key) header.flags |= format::kHeaderAuthenticated;
+  if (cipher_) {  // format-spec 13: the flag and the key id (MinimumMinorVersion saw model.encryption: 1.5)
+    header.flags |= format::kHeaderEncrypted;
+    header.key_id = key_id_;
+  }
   auto hb = format::EncodeHeader(header);
   HLT_RETURN_IF_ERROR(Append(hb));
   return std::vector<uint8_t>(hb.begin(), hb.end());
@@ -708,6 +784,11 @@ Result<WriteSummary> CheckpointWriter::Impl::Finish() {
 
   file_id_ = opt_.file_id.value_or(RandomFileId());
   const uint64_t seed = format::FileSeed(file_id_);
+  if (opt_.encryption_key) {
+    HLT_ASSIGN_OR_RETURN(cipher_, format::FileCipher::Derive(*opt_.encryption_key, file_id_, cipher_number_));
+    model.encryption.present = true;
+    model.encryption.cipher = cipher_number_;
+  }
   HLT_ASSIGN_OR_RETURN(std::vector<uint8_t> hb, AppendHeader(model, plan.blocks));
   // compress (and append each block as it is ready, in block order)
   model.page_map = std::move(plan.page_map);
@@ -755,6 +836,11 @@ Result<WriteSummary> CheckpointWriter::Impl::Finish() {
   sum.page_hash_bytes = model.page_hashes.empty() ? 0 : format::kSectionHeaderSize + format::kPageHashesFixedSize +
                                                             8 * model.page_hashes.size();
   sum.file_bytes = footer.file_size;
+  sum.encrypted = cipher_ != nullptr;
+  if (cipher_) {
+    sum.cipher = static_cast<Cipher>(cipher_number_);
+    sum.key_id = key_id_;
+  }
   sum.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return sum;
 }

@@ -38,13 +38,58 @@ Status PageStore::OpenStaging(const std::string& dir) {
     if (staging_fd_ < 0) return Status::IoError(dir + ": cannot create the page staging file", errno);
     ::unlink(tmpl.c_str());
   }
-  staging_buffer_.reserve(kStagingBufferPages * kPage);
+  staging_buffer_.reserve(kStagingBufferPages * SlotBytes());
+  return Status::Ok();
+}
+
+Status PageStore::EncryptStaging(codec::AeadAlgorithm algorithm) {
+  if (staged_ > 0) return Status::Internal("EncryptStaging after pages were staged");
+  std::array<uint8_t, codec::kAeadKeySize> key;
+  codec::RandomBytes(key);
+  auto created = codec::AeadKey::Create(algorithm, key);
+  codec::Wipe(key);
+  if (!created) return created.error();
+  staging_key_ = std::move(*created);
+  return Status::Ok();
+}
+
+size_t PageStore::SlotBytes() const { return kPage + (staging_key_ ? codec::kAeadTagSize + 8 : 0); }
+
+void PageStore::EncodeSlot(uint64_t slot, std::span<const uint8_t> page, uint8_t* out) {
+  if (!staging_key_) {
+    std::memcpy(out, page.data(), kPage);
+    return;
+  }
+  // Nonce: a counter bumped at every write, so a slot written again (a page resent) never reuses one; AD: the
+  // slot, so a slot's bytes cannot stand in for another's.
+  const uint64_t counter = ++staging_writes_;
+  codec::AeadNonce nonce{};
+  format::StoreLe64(nonce.data(), counter);
+  uint8_t ad[8];
+  format::StoreLe64(ad, slot);
+  staging_key_->Seal(nonce, ad, page, std::span(out, kPage + codec::kAeadTagSize));
+  format::StoreLe64(out + kPage + codec::kAeadTagSize, counter);
+}
+
+Status PageStore::DecodeSlot(uint64_t slot, std::span<const uint8_t> stored, uint8_t* out) const {
+  if (!staging_key_) {
+    std::memcpy(out, stored.data(), kPage);
+    return Status::Ok();
+  }
+  codec::AeadNonce nonce{};
+  format::StoreLe64(nonce.data(), format::LoadLe64(stored.data() + kPage + codec::kAeadTagSize));
+  uint8_t ad[8];
+  format::StoreLe64(ad, slot);
+  if (!staging_key_->Open(nonce, ad, stored.first(kPage + codec::kAeadTagSize), std::span(out, kPage))) {
+    return Status::IoError("page staging file: slot " + std::to_string(slot) +
+                           " does not authenticate (changed on disk while the checkpoint was written)");
+  }
   return Status::Ok();
 }
 
 Status PageStore::FlushStaging() {
-  HLT_RETURN_IF_ERROR(io::PwriteFull(staging_fd_, staging_buffer_, staging_flushed_ * kPage, "page staging file"));
-  staging_flushed_ += staging_buffer_.size() / kPage;
+  HLT_RETURN_IF_ERROR(io::PwriteFull(staging_fd_, staging_buffer_, staging_flushed_ * SlotBytes(), "page staging file"));
+  staging_flushed_ += staging_buffer_.size() / SlotBytes();
   staging_buffer_.clear();
   return Status::Ok();
 }
@@ -56,20 +101,26 @@ Status PageStore::Put(uint64_t page, std::span<const uint8_t> data, const std::s
   }
   if (staging_fd_ < 0) HLT_RETURN_IF_ERROR(OpenStaging(staging_dir));
   hash_[page] = codec::Xxh3_128(data);
+  const size_t slot_bytes = SlotBytes();
   // A page given again (a live stream resends what the guest dirtied) overwrites its slot, so staging never
   // holds more than one copy of a page.
   if (state_[page] == PageState::kStaged) {
     const uint64_t slot = location_[page];
     if (slot >= staging_flushed_) {
-      std::memcpy(staging_buffer_.data() + (slot - staging_flushed_) * kPage, data.data(), kPage);
+      EncodeSlot(slot, data, staging_buffer_.data() + (slot - staging_flushed_) * slot_bytes);
       return Status::Ok();
     }
-    return io::PwriteFull(staging_fd_, data, slot * kPage, "page staging file");
+    thread_local std::vector<uint8_t> encoded;
+    encoded.resize(slot_bytes);
+    EncodeSlot(slot, data, encoded.data());
+    return io::PwriteFull(staging_fd_, encoded, slot * slot_bytes, "page staging file");
   }
   state_[page] = PageState::kStaged;
-  location_[page] = staged_++;
-  staging_buffer_.insert(staging_buffer_.end(), data.begin(), data.end());
-  if (staging_buffer_.size() >= kStagingBufferPages * kPage) return FlushStaging();
+  const uint64_t slot = staged_++;
+  location_[page] = slot;
+  staging_buffer_.resize(staging_buffer_.size() + slot_bytes);
+  EncodeSlot(slot, data, staging_buffer_.data() + staging_buffer_.size() - slot_bytes);
+  if (staging_buffer_.size() >= kStagingBufferPages * slot_bytes) return FlushStaging();
   return Status::Ok();
 }
 
@@ -114,11 +165,16 @@ Status PageStore::Read(uint64_t page, uint8_t* out) const {
   switch (state_[page]) {
     case PageState::kStaged: {
       const uint64_t slot = location_[page];
+      const size_t slot_bytes = SlotBytes();
       if (slot >= staging_flushed_) {  // still in the buffer (only before Seal)
-        std::memcpy(out, staging_buffer_.data() + (slot - staging_flushed_) * kPage, kPage);
-        return Status::Ok();
+        return DecodeSlot(slot, std::span(staging_buffer_).subspan((slot - staging_flushed_) * slot_bytes, slot_bytes),
+                          out);
       }
-      return io::PreadFull(staging_fd_, std::span(out, kPage), slot * kPage, "page staging file");
+      if (!staging_key_) return io::PreadFull(staging_fd_, std::span(out, kPage), slot * kPage, "page staging file");
+      thread_local std::vector<uint8_t> stored;
+      stored.resize(slot_bytes);
+      HLT_RETURN_IF_ERROR(io::PreadFull(staging_fd_, stored, slot * slot_bytes, "page staging file"));
+      return DecodeSlot(slot, stored, out);
     }
     case PageState::kImage: {
       const Image& im = images_[location_[page]];

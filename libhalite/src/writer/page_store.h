@@ -1,5 +1,6 @@
 // Where a writer keeps page content until Finish(): staged pages in an unlinked temporary file, attached
-// images read in place. Also classifies pages (zero or not) and hashes them for deduplication.
+// images read in place. Also classifies pages (zero or not) and hashes them for deduplication. A writer of an
+// encrypted checkpoint stages pages encrypted (EncryptStaging): no plaintext page reaches the staging file.
 #ifndef HALITE_WRITER_PAGE_STORE_H_
 #define HALITE_WRITER_PAGE_STORE_H_
 
@@ -9,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "codec/aead.h"
 #include "codec/hashing.h"
 #include "halite/status.h"
 
@@ -22,6 +24,13 @@ class PageStore {
   ~PageStore();
   PageStore(const PageStore&) = delete;
   PageStore& operator=(const PageStore&) = delete;
+
+  // From now on, staged pages are sealed with `algorithm` under a random key that lives only in this object's
+  // memory (each write with a fresh nonce: a page given again is sealed anew). Call before the first Put().
+  Status EncryptStaging(codec::AeadAlgorithm algorithm);
+  bool staging_encrypted() const { return staging_key_ != nullptr; }
+  // Tests: the staging file's descriptor (-1 before the first staged page).
+  int staging_fd_for_testing() const { return staging_fd_; }
 
   // Grows the store to `total_pages` (called as regions are added).
   void Resize(uint64_t total_pages);
@@ -51,6 +60,11 @@ class PageStore {
   };
   Status OpenStaging(const std::string& dir);
   Status FlushStaging();
+  // A staging slot: the page, then (encrypted staging) its tag and the u64 write counter its nonce came from.
+  size_t SlotBytes() const;
+  // Writes the page as slot `slot` stores it into out[SlotBytes()].
+  void EncodeSlot(uint64_t slot, std::span<const uint8_t> page, uint8_t* out);
+  Status DecodeSlot(uint64_t slot, std::span<const uint8_t> stored, uint8_t* out) const;
 
   std::vector<PageState> state_;
   std::vector<uint64_t> location_;  // staging slot, or image index (kImage)
@@ -60,6 +74,8 @@ class PageStore {
   uint64_t staged_ = 0;            // pages written to the staging file (incl. buffered)
   uint64_t staging_flushed_ = 0;   // pages already in the file
   std::vector<uint8_t> staging_buffer_;
+  std::unique_ptr<codec::AeadKey> staging_key_;  // encrypted staging; never written anywhere
+  uint64_t staging_writes_ = 0;                  // the nonce counter: one per slot written
 };
 
 }  // namespace halite::writer

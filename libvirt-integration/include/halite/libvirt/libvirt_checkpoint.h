@@ -6,11 +6,14 @@
 //   "libvirt.domain.xml"  the domain's migratable XML at the save (its disks point at the frozen images);
 //   "libvirt.disks.json"  each writable disk's frozen image: {"target", "path", "format", "size", "xxh3_128"}.
 //
-// Disks: memory and disk are captured at one instant. With the guest paused, the memory is saved, then an
-// external disk-only snapshot (no libvirt metadata) freezes every writable disk's image as of that instant and
-// moves the domain onto a new qcow2 overlay beside it. The frozen images are the bases of every restore: each
-// restore gets overlays of its own (`qemu-img create -b FROZEN -F FMT`), so a frozen image is never written,
-// and a restore refuses to start when one changed (size or content hash).
+// Disks: memory and disk are captured at one instant. With the guest paused, an external disk-only snapshot (no
+// libvirt metadata) freezes every writable disk's image and moves the domain onto a new qcow2 overlay beside it
+// (made before the pause), the NVRAM and TPM state files are read, and QEMU starts saving: a stopped-guest save
+// keeps the guest paused for its whole stream; a live save (QEMU's background snapshot) resumes it as soon as QEMU
+// has captured the devices and write-protected the memory, a pause of tens of milliseconds. The frozen images are
+// the bases of every restore: each restore gets overlays of its own (`qemu-img create -b FROZEN -F FMT`), so a
+// frozen image is never written, and a restore refuses to start when one changed (size or content hash). A save
+// that fails after the freeze commits each overlay back into its image and removes it.
 #ifndef HALITE_LIBVIRT_LIBVIRT_CHECKPOINT_H_
 #define HALITE_LIBVIRT_LIBVIRT_CHECKPOINT_H_
 
@@ -51,17 +54,19 @@ struct LibvirtSaveResult {
   std::string domain;
   std::vector<FrozenDisk> disks;
   std::vector<std::string> overlays;  // where the domain's writable disks went on (one per frozen disk)
-  double guest_paused_seconds = 0;    // pause to resume (0 when the guest stays paused or was not running)
+  double guest_paused_seconds = 0;    // stopped-guest save: pause to resume (0 when the guest stays paused or
+                                      // was not running); a live save's pause is in qemu.live_pause
   std::string nvram;                  // the UEFI variable store saved with the memory ("" without one)
   uint64_t nvram_bytes = 0;
   std::string tpm_state_dir;          // the TPM emulator's state directory saved with the memory ("" without one)
   std::vector<std::string> tpm_state_files;
 };
 
-// Saves running domain `name` into checkpoint `path` (nothing is created unless everything succeeds). Errors:
-// kNotFound for an unknown domain, kInvalidArgument for a domain that is not running, kUnsupported for a live
-// save of a domain with writable disks (not yet: the disk snapshot would not match the memory), and those of the
-// QEMU save. A guest that was running runs again if the save fails.
+// Saves running domain `name` into checkpoint `path` (nothing is created unless everything succeeds; a save that
+// fails leaves the domain on its own disk images). Errors: kNotFound for an unknown domain, kInvalidArgument for
+// a domain that is not running, those of libvirt's disk snapshot (e.g. a disk in a block job), and those of the
+// QEMU save. A guest that was running runs again if the save fails. A live save of a paused domain is made as a
+// stopped one (result.qemu.live_note says so).
 Result<LibvirtSaveResult> SaveLibvirtDomain(const Connection& connection, const std::string& name,
                                             const std::string& path, LibvirtSaveOptions options);
 

@@ -60,6 +60,21 @@ struct CheckpointSaveOptions {
   // How the guest is paused and resumed (empty: QMP stop and cont). A management layer passes its own so that it
   // knows (libvirt: virDomainSuspend and virDomainResume).
   std::function<Status()> pause_guest, resume_guest;
+  // What must be captured at the instant the saved state is taken besides QEMU's own state (libvirt: the domain's
+  // disks frozen, its NVRAM and TPM files read). Called once, with the guest stopped, right before QEMU starts
+  // saving. A stopped-guest save calls it inside its stop. A live save of a running guest pauses the guest
+  // (pause_guest), calls it, starts QEMU's background snapshot, and resumes the guest (resume_guest) once QEMU has
+  // captured the devices and write-protected the memory (its first RAM page arrives: halite/qemu/qemu_session.h):
+  // the saved memory is the memory as of this call, and the pause is reported in live_pause. An error ends the save
+  // before QEMU started it, with the guest running again.
+  std::function<Status()> at_snapshot_instant;
+  // A RAMBlock whose content the caller read at the saved instant, or null (libvirt: the UEFI variable store behind
+  // QEMU's pflash, read in at_snapshot_instant). Its pages are taken from there instead of the stream: QEMU's
+  // background snapshot does not write-protect ROM devices such as a pflash, so a live stream may carry what the
+  // guest wrote to it during the save, or a page torn by such a write. Called for each RAMBlock when the stream
+  // lists them (after at_snapshot_instant); bytes of another length than the block's are not used. They must stay
+  // valid until the save returns.
+  std::function<const std::vector<uint8_t>*(const std::string& block, uint64_t used_length)> block_content_at_instant;
   // Called after the pages and hints are given and before Finish (hint files from the command line).
   std::function<Status(CheckpointWriter&)> before_finish;
   // Incremental saves (writer.parent) of a clone whose RAMBlock is a private mapping of a file (hlt-restore
@@ -68,6 +83,21 @@ struct CheckpointSaveOptions {
   // pages QEMU's page map shows unwritten are declared IN_PARENT (CheckpointWriter::DeclareInParent) and never
   // read. Needs QEMU's pid (the QMP socket's peer) and ptrace-read permission over it; otherwise nothing changes.
   std::function<Result<bool>(const std::string& mapped_file, const std::string& region)> is_parent_image;
+};
+
+// A live save's pause around at_snapshot_instant (CheckpointSaveOptions), in milliseconds of the host's steady
+// clock. QEMU 7.2 starts the vCPUs itself as soon as it has captured the guest, so the guest may run again a few
+// milliseconds before resume_ms ends: total_ms is the longest the guest can have been stopped.
+struct LivePauseReport {
+  bool paused = false;    // at_snapshot_instant ran inside a pause of this save's own
+  double total_ms = 0;    // the pause call's start to the resume call's return
+  double pause_ms = 0;    // the pause call (libvirt: virDomainSuspend)
+  double instant_ms = 0;  // at_snapshot_instant
+  double capture_ms = 0;  // `migrate` to QEMU's first RAM page (devices saved, memory write-protected)
+  double resume_ms = 0;   // the resume call (libvirt: virDomainResume)
+  // QEMU's STOP event to its RESUME event, by QEMU's own timestamps: how long the vCPUs stood still (-1 when the
+  // events were not seen).
+  double vcpus_stopped_ms = -1;
 };
 
 // The page-table walk's report (halite/x86_guest_hints.h).
@@ -86,6 +116,11 @@ struct CheckpointSaveResult {
   uint64_t access_window_pages = 0;  // of those, pages given to the writer (in its regions)
   size_t state_blob_bytes = 0;
   double guest_stopped_seconds = 0;  // non-live: stop to cont (0 when the guest stays stopped or was not running)
+  LivePauseReport live_pause;        // a live save with at_snapshot_instant
+  std::vector<std::string> blocks_from_instant;  // RAMBlocks saved from block_content_at_instant
+  // Why a live save was made as a stopped one (the guest was not running: QEMU 7.2's background snapshot would
+  // have started it), or "".
+  std::string live_note;
   // is_parent_image: the file QEMU maps a RAMBlock from and the pages it never wrote (declared IN_PARENT), or why
   // that was not used.
   std::string parent_image;

@@ -5,6 +5,7 @@
 #ifndef HALITE_QEMU_QEMU_MIGRATION_CONTROL_H_
 #define HALITE_QEMU_QEMU_MIGRATION_CONTROL_H_
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -33,8 +34,11 @@ Result<UniqueFd> StartRecoveryOverFd(QmpClient& qmp, const std::string& fd_name 
 Result<UniqueFd> StartRecoveryOverUnix(QmpClient& qmp, const std::string& socket_path, int timeout_ms = 10000);
 
 // Source side: passes one end of a socketpair with getfd and starts `migrate fd:NAME`. Returns our end, from
-// which the stream is read; QEMU closes its end when the migration ends.
-Result<UniqueFd> StartMigrationToFd(QmpClient& qmp, const std::string& fd_name = "halite-outgoing");
+// which the stream is read; QEMU closes its end when the migration ends. `before_migrate` (optional) runs between
+// the two, as late as possible before QEMU starts; its error stops everything before the migration (the passed
+// descriptor is closed in QEMU again).
+Result<UniqueFd> StartMigrationToFd(QmpClient& qmp, const std::string& fd_name = "halite-outgoing",
+                                    const std::function<Status()>& before_migrate = nullptr);
 
 // Parses `info ramblock`: name, page size (PSize), used and total (maximum) length of every RAMBlock.
 Result<std::vector<RamBlockInfo>> QueryRamBlocks(QmpClient& qmp);

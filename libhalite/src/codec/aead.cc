@@ -1,0 +1,136 @@
+#include "codec/aead.h"
+
+#include <openssl/evp.h>
+#include <sodium.h>
+
+#include <cstring>
+#include <mutex>
+
+#include "codec/mac.h"
+
+namespace halite::codec {
+
+// AES-256-GCM is OpenSSL's (libcrypto): 4.4 GB/s on this machine's CPU against 1.85 for libsodium 1.0.18's, and
+// available on every CPU (libsodium's needs AES-NI). XChaCha20-Poly1305 is libsodium's. Each call makes its own
+// OpenSSL context from the key (about 0.3 us), so a key is used from any number of threads at once.
+struct AeadKey::State {
+  unsigned char key[kAeadKeySize];
+};
+
+namespace {
+
+// The cipher, fetched from OpenSSL's default provider once (a fetch per call would look it up every time).
+EVP_CIPHER* AesGcm() {
+  static EVP_CIPHER* cipher = EVP_CIPHER_fetch(nullptr, "AES-256-GCM", nullptr);
+  return cipher;
+}
+
+constexpr int kGcmNonceSize = 12;
+
+struct ContextFree {
+  void operator()(EVP_CIPHER_CTX* c) const { EVP_CIPHER_CTX_free(c); }
+};
+using Context = std::unique_ptr<EVP_CIPHER_CTX, ContextFree>;
+
+// Feeds `ad` and `in` through an initialised GCM context into `out`; false on any OpenSSL error.
+bool GcmUpdate(EVP_CIPHER_CTX* c, bool encrypt, std::span<const uint8_t> ad, std::span<const uint8_t> in,
+               uint8_t* out) {
+  int len = 0;
+  auto update = encrypt ? EVP_EncryptUpdate : EVP_DecryptUpdate;
+  if (!ad.empty() && update(c, nullptr, &len, ad.data(), int(ad.size())) != 1) return false;
+  // OpenSSL takes int lengths: a unit is at most 16 MiB + a frame table (format-spec 6), an index tag's AD the
+  // index, bounded by the file; feed them in pieces all the same.
+  for (size_t at = 0; at < in.size();) {
+    const size_t n = std::min<size_t>(in.size() - at, size_t(1) << 30);
+    if (update(c, out + at, &len, in.data() + at, int(n)) != 1) return false;
+    at += n;
+  }
+  return true;
+}
+
+}  // namespace
+
+bool AesGcmAvailable() { return InitMac().ok() && crypto_aead_aes256gcm_is_available() == 1; }
+
+const char* AeadAlgorithmName(AeadAlgorithm algorithm) {
+  switch (algorithm) {
+    case AeadAlgorithm::kAes256Gcm: return "AES-256-GCM";
+    case AeadAlgorithm::kXChaCha20Poly1305: return "XChaCha20-Poly1305";
+  }
+  return "?";
+}
+
+AeadKey::AeadKey(AeadAlgorithm algorithm, std::unique_ptr<State> state)
+    : algorithm_(algorithm), state_(std::move(state)) {}
+
+AeadKey::~AeadKey() {
+  if (state_) sodium_memzero(state_.get(), sizeof(State));
+}
+
+Result<std::unique_ptr<AeadKey>> AeadKey::Create(AeadAlgorithm algorithm, std::span<const uint8_t, kAeadKeySize> key) {
+  HLT_RETURN_IF_ERROR(InitMac());
+  if (algorithm != AeadAlgorithm::kAes256Gcm && algorithm != AeadAlgorithm::kXChaCha20Poly1305) {
+    return Status::InvalidArgument("unknown AEAD algorithm " + std::to_string(uint32_t(algorithm)));
+  }
+  if (algorithm == AeadAlgorithm::kAes256Gcm && AesGcm() == nullptr) {
+    return Status::Unsupported("AES-256-GCM: OpenSSL's default provider does not offer it");
+  }
+  auto state = std::make_unique<State>();
+  std::memcpy(state->key, key.data(), kAeadKeySize);
+  return std::unique_ptr<AeadKey>(new AeadKey(algorithm, std::move(state)));
+}
+
+void AeadKey::Seal(const AeadNonce& nonce, std::span<const uint8_t> ad, std::span<const uint8_t> plain,
+                   std::span<uint8_t> out) const {
+  if (algorithm_ == AeadAlgorithm::kXChaCha20Poly1305) {
+    unsigned long long written = 0;
+    static const unsigned char kNothing = 0;  // libsodium wants a pointer even for an empty message
+    crypto_aead_xchacha20poly1305_ietf_encrypt(out.data(), &written, plain.empty() ? &kNothing : plain.data(),
+                                               plain.size(), ad.data(), ad.size(), nullptr, nonce.data(), state_->key);
+    return;
+  }
+  Context c(EVP_CIPHER_CTX_new());
+  int len = 0;
+  // OpenSSL fails here only when it cannot allocate: a sealed unit must then not exist (abort, not a bad file).
+  if (!c || EVP_EncryptInit_ex2(c.get(), AesGcm(), state_->key, nonce.data(), nullptr) != 1 ||
+      !GcmUpdate(c.get(), true, ad, plain, out.data()) || EVP_EncryptFinal_ex(c.get(), out.data() + plain.size(), &len) != 1 ||
+      EVP_CIPHER_CTX_ctrl(c.get(), EVP_CTRL_GCM_GET_TAG, kAeadTagSize, out.data() + plain.size()) != 1) {
+    std::abort();
+  }
+}
+
+bool AeadKey::Open(const AeadNonce& nonce, std::span<const uint8_t> ad, std::span<const uint8_t> sealed,
+                   std::span<uint8_t> out) const {
+  if (sealed.size() < kAeadTagSize || out.size() != sealed.size() - kAeadTagSize) return false;
+  bool ok;
+  if (algorithm_ == AeadAlgorithm::kXChaCha20Poly1305) {
+    unsigned long long written = 0;
+    unsigned char scratch = 0;  // an empty plaintext still needs somewhere to point
+    ok = crypto_aead_xchacha20poly1305_ietf_decrypt(out.empty() ? &scratch : out.data(), &written, nullptr,
+                                                    sealed.data(), sealed.size(), ad.data(), ad.size(), nonce.data(),
+                                                    state_->key) == 0;
+  } else {
+    Context c(EVP_CIPHER_CTX_new());
+    int len = 0;
+    const std::span<const uint8_t> text = sealed.first(out.size());
+    unsigned char tag[kAeadTagSize];
+    std::memcpy(tag, sealed.data() + out.size(), kAeadTagSize);
+    ok = c && EVP_DecryptInit_ex2(c.get(), AesGcm(), state_->key, nonce.data(), nullptr) == 1 &&
+         GcmUpdate(c.get(), false, ad, text, out.data()) &&
+         EVP_CIPHER_CTX_ctrl(c.get(), EVP_CTRL_GCM_SET_TAG, kAeadTagSize, tag) == 1 &&
+         EVP_DecryptFinal_ex(c.get(), out.data() + out.size(), &len) == 1;
+  }
+  if (!ok && !out.empty()) sodium_memzero(out.data(), out.size());
+  return ok;
+}
+
+void RandomBytes(std::span<uint8_t> out) {
+  (void)InitMac();  // randombytes works without sodium_init, but initialising picks the best source once
+  randombytes_buf(out.data(), out.size());
+}
+
+void Wipe(std::span<uint8_t> bytes) {
+  if (!bytes.empty()) sodium_memzero(bytes.data(), bytes.size());
+}
+
+}  // namespace halite::codec

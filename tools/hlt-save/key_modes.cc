@@ -1,0 +1,147 @@
+// Keys of encrypted checkpoints (format-spec 13):
+//   hlt-save rekey CKPT -o NEW --key-file NEW_KEY   re-seal under another key without recompressing
+//   hlt-save keygen -o KEY_FILE                     a new random key (mode 0600), and its key id
+//   hlt-save key-id KEY_FILE                        the key id of a key
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <iostream>
+
+#include "common/key_sources.h"
+#include "halite/authentication.h"
+#include "halite/checkpoint_rekey.h"
+#include "hlt-save/save_modes.h"
+
+namespace halite::save {
+namespace {
+
+const char* kRekeyUsage =
+    "usage: hlt-save rekey CKPT -o NEW (--key-file NEW_KEY | --new-key-command CMD) [--cipher C]\n"
+    "                      [--encrypt-key-file OLD_KEY] [--keyring FILE] [--key-command CMD] [--parent-dir DIR]\n"
+    "                      [--input-key-file MAC_KEY] [--block-cache DIR] [--no-sync]\n"
+    "Writes NEW: CKPT encrypted with NEW_KEY (format 1.5), every block, frame, blob and sealed index section\n"
+    "authenticated with its old key and sealed with the new one in memory, nothing decompressed or recompressed.\n"
+    "CKPT may be unencrypted (it is then encrypted as it is). NEW gets a new file id; an incremental CKPT keeps\n"
+    "naming its parent, which is not rewritten (a chain may mix keys); children of CKPT keep naming CKPT.\n"
+    "  --key-file NEW_KEY     the new key (64 hex digits or 32 bytes; hlt-save keygen makes one)\n"
+    "  --new-key-command CMD  the new key from `sh -c CMD` (HALITE_KEY_PURPOSE=encrypt)\n"
+    "  --cipher C             auto (default), aes256gcm, xchacha20poly1305\n"
+    "  --input-key-file K     CKPT is authenticated (keyed BLAKE2b MAC) with this key\n"
+    "CKPT's own key, and its parents': --encrypt-key-file, --keyring, --key-command, HALITE_ENCRYPT_KEY,\n"
+    "HALITE_KEYRING.\n";
+
+}  // namespace
+
+int Rekey(cli::Args& args) {
+  const std::string tool = "hlt-save rekey";
+  std::string in, out, new_key_file, new_key_command, error;
+  RekeyOptions options;
+  while (!args.Done()) {
+    std::string v;
+    if (args.Flag("-h") || args.Flag("--help")) {
+      std::cout << kRekeyUsage;
+      return cli::kExitOk;
+    }
+    if (args.Option("-o", &v, &error) || args.Option("--output", &v, &error)) {
+      out = v;
+    } else if (args.Option("--key-file", &v, &error)) {  // here: the new key (issue 26's spelling)
+      new_key_file = v;
+    } else if (args.Option("--new-key-command", &v, &error)) {
+      new_key_command = v;
+    } else if (args.Option("--cipher", &v, &error)) {
+      auto c = ParseCipher(v);
+      if (c) options.cipher = *c; else error = c.error().message();
+    } else if (args.Option("--input-key-file", &v, &error)) {
+      auto key = ReadMacKeyFile(v);
+      if (key) options.reader.mac_key = *key; else error = key.error().message();
+    } else if (args.Flag("--no-sync")) {
+      options.sink.sync = false;
+    } else if (cli::ReaderOption(args, &options.reader, &error)) {
+    } else {
+      args.Positional(&in, &error);
+    }
+    if (!error.empty()) return cli::UsageError(tool, error, kRekeyUsage);
+  }
+  if (in.empty() || out.empty()) return cli::UsageError(tool, "CKPT and -o NEW are required", kRekeyUsage);
+  if (new_key_file.empty() == new_key_command.empty()) {
+    return cli::UsageError(tool, "the new key: give one of --key-file NEW_KEY and --new-key-command CMD", kRekeyUsage);
+  }
+  if (in == out) return cli::UsageError(tool, "NEW must differ from CKPT", kRekeyUsage);
+  if (Status s = cli::PrepareReaderOptions(args, &options.reader); !s.ok()) return cli::Fail(tool, s);
+  auto key = new_key_file.empty() ? cli::RunKeyCommand(new_key_command, nullptr) : ReadKeyFile(new_key_file);
+  if (!key) return cli::Fail(tool, key.error());
+  options.key = *key;
+  cli::ForbidCoreDumps();
+  cli::Progress progress("rekeying");
+  options.progress = [&](uint64_t done, uint64_t total) { progress.Update(done, total); };
+  auto summary = RekeyCheckpoint(in, out, options);
+  progress.Finish();
+  if (!summary) return cli::Fail(tool, summary.error());
+  std::printf("rekeyed %s -> %s\n", in.c_str(), out.c_str());
+  std::printf("  blocks %llu, blobs %llu, %llu bytes, %.3f s (nothing recompressed)\n",
+              (unsigned long long)summary->blocks, (unsigned long long)summary->blobs,
+              (unsigned long long)summary->file_bytes, summary->seconds);
+  std::printf("  encrypted        %s, key id %s\n", CipherName(summary->cipher), KeyIdHex(summary->key_id).c_str());
+  return cli::kExitOk;
+}
+
+int KeyGen(cli::Args& args) {
+  const std::string tool = "hlt-save keygen";
+  const std::string usage =
+      "usage: hlt-save keygen -o KEY_FILE\n"
+      "Writes a new random key for encrypted checkpoints (64 hex digits, mode 0600; an existing file is never\n"
+      "replaced) and prints its key id, the name checkpoints and keyrings know it by.\n";
+  std::string out, error, v;
+  while (!args.Done()) {
+    if (args.Flag("-h") || args.Flag("--help")) {
+      std::cout << usage;
+      return cli::kExitOk;
+    }
+    if (args.Option("-o", &v, &error) || args.Option("--output", &v, &error)) {
+      out = v;
+    } else {
+      args.Positional(nullptr, &error);
+    }
+    if (!error.empty()) return cli::UsageError(tool, error, usage);
+  }
+  if (out.empty()) return cli::UsageError(tool, "-o KEY_FILE is required", usage);
+  const EncryptionKey key = GenerateKey();
+  auto id = ComputeKeyId(key);
+  if (!id) return cli::Fail(tool, id.error());
+  const int fd = ::open(out.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) return cli::Fail(tool, Status::IoError(out + ": cannot create it (an existing key is never replaced)", errno));
+  const std::string text = KeyHex(key) + "\n";
+  const bool written = ::write(fd, text.data(), text.size()) == ssize_t(text.size()) && ::fsync(fd) == 0;
+  const int e = errno;
+  ::close(fd);
+  if (!written) {
+    ::unlink(out.c_str());
+    return cli::Fail(tool, Status::IoError(out + ": cannot write the key", e));
+  }
+  std::printf("%s: key id %s\n", out.c_str(), KeyIdHex(*id).c_str());
+  return cli::kExitOk;
+}
+
+int KeyIdOf(cli::Args& args) {
+  const std::string tool = "hlt-save key-id";
+  const std::string usage = "usage: hlt-save key-id KEY_FILE\nPrints the key id of a key (format-spec 13.1).\n";
+  std::string file, error;
+  while (!args.Done()) {
+    if (args.Flag("-h") || args.Flag("--help")) {
+      std::cout << usage;
+      return cli::kExitOk;
+    }
+    args.Positional(&file, &error);
+    if (!error.empty()) return cli::UsageError(tool, error, usage);
+  }
+  if (file.empty()) return cli::UsageError(tool, "KEY_FILE is required", usage);
+  auto key = ReadKeyFile(file);
+  if (!key) return cli::Fail(tool, key.error());
+  auto id = ComputeKeyId(*key);
+  if (!id) return cli::Fail(tool, id.error());
+  std::printf("%s\n", KeyIdHex(*id).c_str());
+  return cli::kExitOk;
+}
+
+}  // namespace halite::save
