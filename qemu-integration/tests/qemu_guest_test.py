@@ -140,6 +140,20 @@ def pid_alive(pid):
         return False
 
 
+def stop_server_pid(pid):
+    """Its clones are gone: it stops on the first SIGTERM and unmounts. SIGKILL and fail after 30 s."""
+    deadline = time.monotonic() + 30
+    while pid_alive(pid) and time.monotonic() < deadline:
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            return
+        time.sleep(0.5)
+    if pid_alive(pid):
+        kill_pid(pid)
+        raise Fail(f"the image server (pid {pid}) did not stop once its clones were gone")
+
+
 def kill_pid(pid):
     if pid and pid > 0 and pid_alive(pid):
         try:
@@ -956,14 +970,7 @@ def scenario_shared(env):
         env.cleanup()
         env.pids = []
         if server_pid:
-            # Its clones are gone: it stops on the first signal and unmounts.
-            deadline = time.monotonic() + 30
-            while pid_alive(server_pid) and time.monotonic() < deadline:
-                os.kill(server_pid, signal.SIGTERM)
-                time.sleep(0.5)
-            if pid_alive(server_pid):
-                kill_pid(server_pid)
-                raise Fail(f"the image server (pid {server_pid}) did not stop once its clones were gone")
+            stop_server_pid(server_pid)
 
 
 def scenario_shared_service(env):
@@ -1472,13 +1479,7 @@ def scenario_shared_rados(env):
         env.cleanup()
         env.pids = []
         if server_pid:
-            deadline = time.monotonic() + 30
-            while pid_alive(server_pid) and time.monotonic() < deadline:
-                os.kill(server_pid, signal.SIGTERM)
-                time.sleep(0.5)
-            if pid_alive(server_pid):
-                kill_pid(server_pid)
-                raise Fail(f"the image server (pid {server_pid}) did not stop once its clones were gone")
+            stop_server_pid(server_pid)
 
 
 SCENARIOS = {
