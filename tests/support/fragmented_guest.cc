@@ -8,32 +8,15 @@
 #include <unordered_set>
 
 #include "support/synthetic_memory.h"
+#include "support/test_rng.h"
 
 namespace halite::testing {
 namespace {
 
 constexpr uint64_t kPage = 4096;
 
-class Rng {
- public:
-  explicit Rng(uint64_t seed) : s_(seed * 0x9E3779B97F4A7C15ull + 0x632BE59BD9B4E019ull) {}
-  uint64_t Next() {  // splitmix64
-    uint64_t z = (s_ += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
-  uint64_t Below(uint64_t n) { return n ? Next() % n : 0; }
-  uint64_t Between(uint64_t lo, uint64_t hi) { return lo + Below(hi - lo + 1); }
-  bool Chance(double p) { return double(Next() >> 11) * 0x1.0p-53 < p; }
-  template <typename T>
-  void Shuffle(std::vector<T>& v) {
-    for (size_t i = v.size(); i > 1; --i) std::swap(v[i - 1], v[Below(i)]);
-  }
-
- private:
-  uint64_t s_;
-};
+// The images' generator (support/test_rng.h).
+using Rng = TestRng;
 
 enum class Use : uint8_t { kFree, kKernel, kCache, kText, kHeap, kStack };
 

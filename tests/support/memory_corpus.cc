@@ -4,27 +4,15 @@
 #include <cstring>
 #include <numeric>
 
+#include "support/test_rng.h"
+
 namespace halite::testing {
 namespace {
 
 constexpr size_t kPage = 4096;
 
-class Rng {
- public:
-  explicit Rng(uint64_t seed) : state_(seed * 0x9E3779B97F4A7C15ull + 0x632BE59BD9B4E019ull) {}
-  uint64_t Next() {  // splitmix64
-    uint64_t z = (state_ += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
-  uint64_t Below(uint64_t n) { return n ? Next() % n : 0; }
-  uint64_t Between(uint64_t lo, uint64_t hi) { return lo + Below(hi - lo + 1); }
-  bool Chance(double p) { return double(Next() >> 11) * 0x1.0p-53 < p; }
-
- private:
-  uint64_t state_;
-};
+// The images' generator (support/test_rng.h).
+using Rng = TestRng;
 
 // Physical page frames of the image. Memory is handed out near a place (where related data was put: allocations
 // close in time sit close in physical memory, as on a guest that has not run long) or anywhere.
