@@ -25,16 +25,24 @@
 #include "hlt-restore/learn_layout_flag.h"
 #include "hlt-restore/libvirt_dirs.h"
 #include "hlt-restore/restore_modes.h"
-#include "hlt-restore/restore_record.h"
+#include "halite/qemu/qemu_restore_record.h"
 #include "hlt-restore/restore_status_file.h"
 #include "hlt-restore/restore_supervisor.h"
 #ifdef HALITE_TOOLS_WITH_IMAGE_SERVER
 #include "halite/image_server/ram_dir_server.h"
 #include "hlt-restore/libvirt_ram_dir.h"
-#include "hlt-restore/shared_memory.h"
+#include "halite/qemu/qemu_shared_memory.h"
 #endif
 
 namespace halite::restore {
+
+using qemu::RecordPathForPid;
+using qemu::ReadRestoreRecord;
+using qemu::RestoreRecord;
+using qemu::ProcessStartTime;
+using qemu::PrepareSharedMemory;
+using qemu::kSharedRamRegion;
+using qemu::WriteRestoreRecord;
 namespace {
 
 const char* kLibvirtUsage =

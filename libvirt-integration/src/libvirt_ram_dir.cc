@@ -21,10 +21,12 @@
 
 #include "halite/hint_files.h"
 #include "halite/image_server/ram_dir_server.h"
-#include "hlt-restore/detached_server.h"
+#include "halite/qemu/detached_server.h"
 #include "hlt-restore/libvirt_dirs.h"
 
 namespace halite::restore {
+
+using qemu::StartDetachedServer;
 namespace {
 
 // The mount table's entry for `dir`: its file system type, else "".
