@@ -1,5 +1,5 @@
 // hlt-restore libvirt --memory shared: the RAM directory server and registrations (libvirt_ram_dir.h).
-#include "hlt-restore/libvirt_ram_dir.h"
+#include "halite/libvirt/libvirt_ram_dir.h"
 
 #include <fcntl.h>
 #include <limits.h>
@@ -22,9 +22,9 @@
 #include "halite/hint_files.h"
 #include "halite/image_server/ram_dir_server.h"
 #include "halite/qemu/detached_server.h"
-#include "hlt-restore/libvirt_dirs.h"
+#include "halite/libvirt/libvirt_dirs.h"
 
-namespace halite::restore {
+namespace halite::libvirt {
 
 using qemu::StartDetachedServer;
 namespace {
@@ -176,4 +176,4 @@ Status CheckQemuMapsImage(int pid, const std::string& image, uint64_t size, int 
       pid, image, size, seen.empty() ? "it maps none of it" : "found:" + seen));
 }
 
-}  // namespace halite::restore
+}  // namespace halite::libvirt
