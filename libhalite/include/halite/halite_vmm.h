@@ -26,29 +26,15 @@
 extern "C" {
 #endif
 
-/* --- saving a running guest (hlt-save qemu, hlt-save libvirt) ---
- * `writer` is a writer made by hlt_writer_create for the output (its options and keys apply; no region added yet);
- * the save adds the regions, pages, hints and the device state blob, commits it, and leaves it for
- * hlt_writer_get_stat and hlt_writer_free. */
-typedef struct hlt_save hlt_save;
-typedef enum hlt_save_param {
-  HLT_SAVE_LIVE = 1,        /* --live: background snapshot, the guest keeps running; default 0 */
-  HLT_SAVE_THEN = 2,        /* --then: 0 cont (default), 1 stop, 2 quit */
-  HLT_SAVE_VA_WALK = 3,     /* 0 = --no-va; default 1 */
-  HLT_SAVE_TIMEOUT_MS = 4   /* connecting to QMP or libvirt; default 5000 */
-} hlt_save_param;
+/* --- saving a libvirt domain (hlt-save libvirt) ---
+ * The save handle of halite_c.h (hlt_save: hlt_save_set_param, hlt_save_run, hlt_save_get_stat, hlt_save_free),
+ * made for a domain; the QEMU save (hlt_qemu_save_create) is built, in libhalite.so. */
 typedef enum hlt_save_string {
-  HLT_SAVE_QMP_SOCKET = 1,  /* hlt_qemu: QEMU's QMP unix socket */
-  HLT_SAVE_DOMAIN = 2,      /* hlt_libvirt: the domain's name */
-  HLT_SAVE_CONNECT = 3      /* hlt_libvirt: the connect URI (default: libvirt's) */
+  HLT_SAVE_DOMAIN = 1,      /* the domain's name */
+  HLT_SAVE_CONNECT = 2      /* the connect URI (default: libvirt's) */
 } hlt_save_string;
-HALITE_EXPORT int hlt_qemu_save_create(hlt_writer* writer, hlt_save** out);
 HALITE_EXPORT int hlt_libvirt_save_create(hlt_writer* writer, hlt_save** out);
-HALITE_EXPORT int hlt_save_set_param(hlt_save* s, hlt_save_param param, int64_t value);
 HALITE_EXPORT int hlt_save_set_string(hlt_save* s, hlt_save_string option, const char* value);
-/* Saves; blocks until the checkpoint is committed. */
-HALITE_EXPORT int hlt_save_run(hlt_save* s);
-HALITE_EXPORT void hlt_save_free(hlt_save* s);
 
 /* --- restore sessions (hlt-restore qemu, hlt-restore libvirt) ---
  * Built on the integrations' restore sessions (halite::qemu::RestoreSession, the libvirt one). A session is set up
