@@ -8,9 +8,10 @@
  * later versions add values without breaking the ABI (libhalite.so.1).
  *
  * This header is libhalite.so's: checkpoints (files, s3://, rados://), keys, the block cache, info, verify,
- * parents, raw saves and lazy restore into the caller's memory. Saving and restoring QEMU and libvirt guests and
- * the image server need libvirt0 and libfuse3 and go in a second library, libhalite-vmm.so (halite_vmm.h, a design
- * not built yet). Clean C99 for cffi: no macro in a declaration besides HALITE_EXPORT. */
+ * parents, raw saves, QEMU saves and lazy restore into the caller's memory. Saving libvirt domains, restore
+ * sessions (QEMU and libvirt: lazy, eager, shared, clone, detach, resume) and the image server are designed in
+ * halite_vmm.h, not built yet (that header says why they will go into this library too). Clean C99 for cffi: no
+ * macro in a declaration besides HALITE_EXPORT. */
 #ifndef HALITE_HALITE_C_H_
 #define HALITE_HALITE_C_H_
 
