@@ -12,74 +12,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "capi_qemu_util.h"
 #include "capi_test_util.h"
 #include "halite/halite_c.h"
-
-static pid_t qemu_pid = -1;
-
-static void KillQemu(void) {
-  if (qemu_pid > 0) {
-    kill(qemu_pid, SIGKILL);
-    waitpid(qemu_pid, NULL, 0);
-    qemu_pid = -1;
-  }
-}
-
-static void SleepMs(long ms) {
-  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-  nanosleep(&ts, NULL);
-}
-
-static const char* QemuBinary(void) {
-  const char* env = getenv("HALITE_QEMU");
-  if (env && *env) return env;
-  static const char* const dirs[] = {"/usr/bin", "/usr/local/bin", "/bin"};
-  static char path[256];
-  for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; ++i) {
-    snprintf(path, sizeof path, "%s/qemu-system-x86_64", dirs[i]);
-    if (access(path, X_OK) == 0) return path;
-  }
-  return NULL;
-}
-
-static void LaunchQemu(const char* binary, const char* socket_path, const char* log_path) {
-  char qmp[700];
-  snprintf(qmp, sizeof qmp, "unix:%s,server=on,wait=off", socket_path);
-  qemu_pid = fork();
-  Expect(qemu_pid >= 0, "fork");
-  if (qemu_pid == 0) {
-    FILE* log = freopen(log_path, "w", stderr);
-    (void)log;
-    execl(binary, binary, "-machine", "pc", "-m", "64M", "-accel", "tcg", "-cpu", "qemu64", "-nodefaults",
-          "-display", "none", "-qmp", qmp, (char*)NULL);
-    _exit(127);
-  }
-  for (int i = 0; i < 200; ++i) { /* up to 10 s for the socket */
-    struct stat st;
-    if (stat(socket_path, &st) == 0) return;
-    int status;
-    if (waitpid(qemu_pid, &status, WNOHANG) == qemu_pid) {
-      qemu_pid = -1;
-      fprintf(stderr, "FAIL: QEMU exited before its QMP socket appeared (log: %s)\n", log_path);
-      exit(1);
-    }
-    SleepMs(50);
-  }
-  fprintf(stderr, "FAIL: no QMP socket at %s after 10 s\n", socket_path);
-  exit(1);
-}
-
-/* --then quit: QEMU ends by itself once the checkpoint is written. */
-static int WaitQemuGone(void) {
-  for (int i = 0; i < 200; ++i) {
-    if (waitpid(qemu_pid, NULL, WNOHANG) == qemu_pid) {
-      qemu_pid = -1;
-      return 1;
-    }
-    SleepMs(50);
-  }
-  return 0;
-}
 
 static uint64_t SaveStat(const hlt_save* s, hlt_save_stat stat) {
   uint64_t v = UINT64_MAX;
@@ -140,7 +75,7 @@ int main(void) {
   hlt_writer_free(w);
   Expect(access(ckpt, F_OK) != 0, "a failed save leaves no checkpoint");
 
-  LaunchQemu(qemu, socket_path, log_path);
+  LaunchQemu(qemu, socket_path, log_path, 64, NULL);
   SleepMs(300); /* SeaBIOS runs a little */
   ExpectRc(hlt_writer_create(ckpt, &w), HLT_OK, "writer");
   ExpectRc(hlt_writer_set_param(w, HLT_WRITER_THREADS, 2), HLT_OK, "threads");

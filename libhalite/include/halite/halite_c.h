@@ -340,6 +340,91 @@ HALITE_EXPORT int hlt_save_get_stat(const hlt_save* s, hlt_save_stat stat, uint6
 /* NULL is ignored. */
 HALITE_EXPORT void hlt_save_free(hlt_save* s);
 
+/* --- restoring a checkpoint into QEMU (hlt-restore qemu) ---
+ * Built into libhalite.so with the QEMU integration (halite::qemu::RestoreSession, what hlt-restore qemu runs). A
+ * session launches QEMU with the caller's arguments plus `-incoming defer` and a QMP socket of its own (launch mode,
+ * hlt_session_add_qemu_arg: `hlt-restore qemu CKPT -- ARGS`), or restores into a QEMU already waiting with
+ * `-incoming defer` (HLT_SESSION_QMP_SOCKET: `--qmp`). Lazy by default: hlt_session_start returns once the guest
+ * runs, its pages then come from the checkpoint on demand and in the background, from a thread of the session's
+ * own; hlt_session_wait waits for the last one. The launched QEMU outlives the process after hlt_session_detach;
+ * otherwise hlt_session_destroy kills it. A lazy restore whose process died (killed, crashed) leaves QEMU paused
+ * with its guest frozen; a session with HLT_SESSION_RESUME and the same HLT_SESSION_QEMU_DIR (or QMP socket)
+ * takes it over (`--resume`). Thread-safety: hlt_session_get_stat and hlt_session_next_event from any thread;
+ * the rest from one controlling thread. The libvirt sessions and the image server (--memory shared) are not
+ * built yet (halite_vmm.h).
+ *
+ *   hlt_session_create(HLT_SESSION_QEMU, "vm.hlt", &s);
+ *   hlt_session_set_string(s, HLT_SESSION_QEMU_DIR, "/run/vm1");       // QMP socket, logs, the resume record
+ *   hlt_session_add_qemu_arg(s, "-m"); hlt_session_add_qemu_arg(s, "1G"); ...   // as the saved QEMU had them
+ *   hlt_session_start(s);                  // the guest runs
+ *   hlt_session_wait(s, -1);               // every page in
+ *   hlt_session_detach(s); hlt_session_destroy(s); */
+typedef struct hlt_session hlt_session;
+typedef enum hlt_session_kind {
+  HLT_SESSION_QEMU = 1           /* (2, libvirt: halite_vmm.h, not built yet) */
+} hlt_session_kind;
+typedef enum hlt_session_param {
+  HLT_SESSION_EAGER = 1,         /* 1 = --eager: every page before the guest runs; default 0 (lazy) */
+  HLT_SESSION_RESUME = 4,        /* 1 = --resume: take over a lazy restore of the checkpoint whose restorer died */
+  HLT_SESSION_LOADER_RATE = 6,   /* --rate-limit: bytes per second the background loader reads; 0 unlimited */
+  HLT_SESSION_START_PAUSED = 7   /* eager: 1 leaves the guest paused after the load */
+} hlt_session_param;
+typedef enum hlt_session_string {
+  HLT_SESSION_QMP_SOCKET = 3,    /* --qmp: attach to this QEMU instead of launching one */
+  HLT_SESSION_QEMU_BINARY = 4,   /* --qemu: launch mode; default $HALITE_QEMU, else qemu-system-x86_64 */
+  HLT_SESSION_QEMU_DIR = 5       /* --qemu-dir: launch mode (and resume): QMP socket, logs and the resume record;
+                                    default a new private directory under $TMPDIR */
+} hlt_session_string;
+typedef enum hlt_session_stat {
+  HLT_SESSION_STAT_STATE = 1,          /* HLT_SESSION_STATE_* */
+  HLT_SESSION_STAT_QEMU_PID = 2,       /* once started */
+  HLT_SESSION_STAT_RUNNING_US = 3,     /* restore start to the guest running (QEMU's RESUME event); 0 before */
+  HLT_SESSION_STAT_DONE_US = 4,        /* restore start to QEMU reporting the migration completed; 0 before */
+  HLT_SESSION_STAT_PAGES_SENT = 5,     /* pages sent to QEMU (requested, pushed, preloaded; at the end also those
+                                          placed directly into its memory) */
+  HLT_SESSION_STAT_BYTES_READ = 6,     /* checkpoint bytes read */
+  HLT_SESSION_STAT_FAULTS = 7,         /* guest faults that waited for a block to be read */
+  HLT_SESSION_STAT_RESUMED = 8,        /* 1: this session took over an interrupted restore */
+  HLT_SESSION_STAT_REQUESTS = 9,       /* page requests QEMU sent (lazy) */
+  HLT_SESSION_STAT_RESUMABLE = 10      /* 1: the restore failed and QEMU waits to be resumed (HLT_SESSION_RESUME) */
+} hlt_session_stat;
+enum {
+  HLT_SESSION_STATE_CREATED = 0, HLT_SESSION_STATE_STARTING = 1, HLT_SESSION_STATE_RUNNING = 2,
+  HLT_SESSION_STATE_DONE = 3, HLT_SESSION_STATE_FAILED = 4, HLT_SESSION_STATE_DETACHED = 5
+};
+typedef enum hlt_event_kind {
+  HLT_EVENT_NOTICE = 1,   /* what the session decided, the lines hlt-restore qemu prints */
+  HLT_EVENT_WARNING = 2,  /* a problem that does not stop it */
+  HLT_EVENT_RUNNING = 3,  /* the guest runs (or, resuming, runs again) */
+  HLT_EVENT_DONE = 5,     /* every page in */
+  HLT_EVENT_FAILED = 6    /* the restore failed: the text is hlt_last_error's */
+} hlt_event_kind;
+HALITE_EXPORT int hlt_session_create(hlt_session_kind kind, const char* checkpoint, hlt_session** out);
+/* Setters: before hlt_session_start (HLT_EINVAL after). */
+HALITE_EXPORT int hlt_session_set_param(hlt_session* s, hlt_session_param param, int64_t value);
+HALITE_EXPORT int hlt_session_set_string(hlt_session* s, hlt_session_string option, const char* value);
+/* Launch mode: appends one argument of QEMU's command line (not -incoming). A first argument naming an executable
+ * is an argument like any other: the binary is HLT_SESSION_QEMU_BINARY. */
+HALITE_EXPORT int hlt_session_add_qemu_arg(hlt_session* s, const char* arg);
+/* How the checkpoint is opened (block cache, keys); copied. Default: as hlt_reader_open. */
+HALITE_EXPORT int hlt_session_set_open_options(hlt_session* s, const hlt_open_options* options);
+/* Launches or reaches QEMU, opens and checks the checkpoint, and restores until the guest runs (lazy; eager: until
+ * every page is in). The errors hlt-restore qemu prints, then the session is HLT_SESSION_STATE_FAILED. Once. */
+HALITE_EXPORT int hlt_session_start(hlt_session* s);
+/* Waits up to timeout_ms (-1: no limit) for the restore's end: 0 when every page is in and QEMU reports the
+ * migration completed, HLT_EABORTED on timeout (call it again), else the restore's error. */
+HALITE_EXPORT int hlt_session_wait(hlt_session* s, int64_t timeout_ms);
+/* After the restore ended (hlt_session_wait returned other than HLT_EABORTED): the launched QEMU keeps running
+ * when the session is destroyed, and when this process exits. */
+HALITE_EXPORT int hlt_session_detach(hlt_session* s);
+HALITE_EXPORT int hlt_session_get_stat(const hlt_session* s, hlt_session_stat stat, uint64_t* value);
+/* The next event, oldest first (waits up to timeout_ms, -1 no limit; HLT_ENOTFOUND when none came). *text is valid
+ * until the next call on this session. */
+HALITE_EXPORT int hlt_session_next_event(hlt_session* s, int64_t timeout_ms, hlt_event_kind* kind, const char** text);
+/* NULL is ignored. A session still restoring kills the QEMU it launched and waits for the restore to end (an
+ * attached QEMU's restore is waited for); a launched QEMU not detached is killed. */
+HALITE_EXPORT void hlt_session_destroy(hlt_session* s);
+
 /* --- lazy restore into the caller's memory (userfaultfd) ---
  *
  * A C VMM restores a guest lazily: the guest runs at once on memory that is filled on first touch, one locality

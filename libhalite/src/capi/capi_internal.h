@@ -60,6 +60,8 @@ std::string& LastError();
 int Code(const Status& s);
 // Records "invalid-argument: what" and returns HLT_EINVAL.
 int Invalid(const char* what);
+// The reader options `o` stands for, as hlt_reader_open_with opens with them (block cache, keys, environment).
+Status MakeReaderOptions(const hlt_open_options& o, ReaderOptions* options);
 // Opens `path` as hlt_reader_open_with does.
 int OpenReader(const char* path, const hlt_open_options& options, hlt_reader** out);
 // The keyring that looks in each of `rings` (null ones skipped) in order; null when all are null.

@@ -44,17 +44,23 @@ Status OpenBlockCache(const hlt_open_options& o, ReaderOptions* reader) {
 
 }  // namespace
 
-int OpenReader(const char* path, const hlt_open_options& o, hlt_reader** out) {
-  ReaderOptions options = o.reader;
-  if (int rc = Code(OpenBlockCache(o, &options)); rc != HLT_OK) return rc;
+Status MakeReaderOptions(const hlt_open_options& o, ReaderOptions* options) {
+  *options = o.reader;
+  HLT_RETURN_IF_ERROR(OpenBlockCache(o, options));
   std::shared_ptr<Keyring> environment;
   if (o.environment) {
     auto env = Keyring::FromEnvironment();
-    if (!env) return Code(env.error());
+    if (!env) return env.status();
     environment = *env;
   }
   // The caller's keyring first, then the key files given, then the environment's keys.
-  options.keyring = Chain({o.caller_keys, o.file_keys->empty() ? nullptr : o.file_keys, environment});
+  options->keyring = Chain({o.caller_keys, o.file_keys->empty() ? nullptr : o.file_keys, environment});
+  return Status::Ok();
+}
+
+int OpenReader(const char* path, const hlt_open_options& o, hlt_reader** out) {
+  ReaderOptions options;
+  if (int rc = Code(MakeReaderOptions(o, &options)); rc != HLT_OK) return rc;
   auto r = CheckpointReader::Open(path, options);
   if (!r) return Code(r.error());
   *out = new hlt_reader{};
