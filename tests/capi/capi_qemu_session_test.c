@@ -2,6 +2,7 @@
  * saved with hlt_qemu_save_create, then
  *   - restored lazily into a QEMU the session launches (hlt_session_add_qemu_arg): start returns with the guest
  *     running, wait for every page, the figures and events, detach, QMP query-status says "running";
+ *   - restored eagerly with the guest left paused: start returns with every page in, query-status "paused";
  *   - a lazy restore (loader slowed down to 256 KiB/s) in a child process that is SIGKILLed once its guest runs,
  *     taken over by a session with HLT_SESSION_RESUME and the same QEMU directory: resumed, every page in, the
  *     guest running;
@@ -21,12 +22,12 @@
 #include "halite/halite_c.h"
 
 static const char* qemu;
-static pid_t session_qemus[4];
+static pid_t session_qemus[8];
 static int session_qemu_count;
 
 /* QEMUs the sessions launched: killed on the way out, also when a check fails. */
 static void Track(pid_t pid) {
-  if (session_qemu_count < 4) session_qemus[session_qemu_count++] = pid;
+  if (session_qemu_count < 8) session_qemus[session_qemu_count++] = pid;
 }
 static void KillSessionQemus(void) {
   for (int i = 0; i < session_qemu_count; ++i) {
@@ -83,12 +84,14 @@ static void SaveGuest(const char* dir, const char* ckpt) {
   Expect(WaitQemuGone(), "the saved QEMU quits");
 }
 
-static void ExpectGuestRunning(const char* qemu_dir, const char* what) {
+static void ExpectGuestStatus(const char* qemu_dir, const char* want, const char* what) {
   char status[64] = "";
   Expect(QmpQueryStatus(PathIn(qemu_dir, "qmp.sock"), status, sizeof status), "QMP query-status answers");
   printf("%s: query-status %s\n", what, status);
-  Expect(strcmp(status, "running") == 0, what);
+  Expect(strcmp(status, want) == 0, what);
 }
+
+static void ExpectGuestRunning(const char* qemu_dir, const char* what) { ExpectGuestStatus(qemu_dir, "running", what); }
 
 static void Errors(const char* dir, const char* ckpt) {
   hlt_session* s;
@@ -146,6 +149,29 @@ static void LazyRestore(const char* dir, const char* ckpt) {
   hlt_session_destroy(s);
   Expect(!ProcessGone(pid), "a detached QEMU outlives its session");
   ExpectGuestRunning(qdir, "the restored guest runs");
+  Expect(KillAndWaitGone(pid), "QEMU killed");
+}
+
+/* --eager with the guest left paused: start returns with every page in. */
+static void EagerRestore(const char* dir, const char* ckpt) {
+  const char* qdir = PathIn(dir, "q-eager");
+  char qdir_copy[600];
+  snprintf(qdir_copy, sizeof qdir_copy, "%s", qdir);
+  hlt_session* s = LaunchSession(ckpt, qdir_copy);
+  ExpectRc(hlt_session_set_param(s, HLT_SESSION_EAGER, 1), HLT_OK, "eager");
+  ExpectRc(hlt_session_set_param(s, HLT_SESSION_START_PAUSED, 1), HLT_OK, "paused");
+  ExpectRc(hlt_session_start(s), HLT_OK, "eager start");
+  pid_t pid = (pid_t)Stat(s, HLT_SESSION_STAT_QEMU_PID);
+  Track(pid);
+  Expect(Stat(s, HLT_SESSION_STAT_STATE) == HLT_SESSION_STATE_DONE, "an eager start returns with every page in");
+  ExpectRc(hlt_session_wait(s, 0), HLT_OK, "wait after an eager start");
+  uint64_t done = Stat(s, HLT_SESSION_STAT_DONE_US), pages = Stat(s, HLT_SESSION_STAT_PAGES_SENT);
+  printf("eager restore: every page in after %llu us, %llu pages sent, %llu requests\n", (unsigned long long)done,
+         (unsigned long long)pages, (unsigned long long)Stat(s, HLT_SESSION_STAT_REQUESTS));
+  Expect(done > 0 && pages > 0, "pages went to QEMU before the end");
+  ExpectRc(hlt_session_detach(s), HLT_OK, "detach");
+  hlt_session_destroy(s);
+  ExpectGuestStatus(qdir_copy, "paused", "the eagerly restored guest waits paused");
   Expect(KillAndWaitGone(pid), "QEMU killed");
 }
 
@@ -219,6 +245,7 @@ int main(void) {
   Errors(dir, ckpt);
   SaveGuest(dir, ckpt);
   LazyRestore(dir, ckpt);
+  EagerRestore(dir, ckpt);
   ResumeKilledRestore(dir, ckpt);
   RemoveScratch();
   printf("capi qemu session: OK\n");
