@@ -3,6 +3,7 @@
  *   - restored lazily into a QEMU the session launches (hlt_session_add_qemu_arg): start returns with the guest
  *     running, wait for every page, the figures and events, detach, QMP query-status says "running";
  *   - restored eagerly with the guest left paused: start returns with every page in, query-status "paused";
+ *   - a session destroyed while its restore goes on: a wait that times out, detach refused, its QEMU killed;
  *   - a lazy restore (loader slowed down to 256 KiB/s) in a child process that is SIGKILLed once its guest runs,
  *     taken over by a session with HLT_SESSION_RESUME and the same QEMU directory: resumed, every page in, the
  *     guest running;
@@ -175,6 +176,23 @@ static void EagerRestore(const char* dir, const char* ckpt) {
   Expect(KillAndWaitGone(pid), "QEMU killed");
 }
 
+/* Destroyed while the restore goes on (loader slowed down): the launched QEMU, not detached, is killed. */
+static void DestroyWhileRestoring(const char* dir, const char* ckpt) {
+  hlt_session* s = LaunchSession(ckpt, PathIn(dir, "q-destroy"));
+  ExpectRc(hlt_session_set_param(s, HLT_SESSION_LOADER_RATE, 256 * 1024), HLT_OK, "a slow loader");
+  ExpectRc(hlt_session_start(s), HLT_OK, "start");
+  pid_t pid = (pid_t)Stat(s, HLT_SESSION_STAT_QEMU_PID);
+  Track(pid);
+  ExpectRc(hlt_session_wait(s, 200), HLT_EABORTED, "a wait that times out while the loader reads");
+  Expect(Stat(s, HLT_SESSION_STAT_STATE) == HLT_SESSION_STATE_RUNNING, "running while the loader reads");
+  ExpectRc(hlt_session_detach(s), HLT_EINVAL, "detach before the end");
+  hlt_session_destroy(s);
+  int gone = 0;
+  for (int i = 0; i < 100 && !gone; ++i, SleepMs(50)) gone = ProcessGone(pid);
+  Expect(gone, "destroying a restoring session kills the QEMU it launched");
+  printf("destroyed while restoring: QEMU %d gone\n", (int)pid);
+}
+
 /* The first restore, in a child killed once its guest runs: returns QEMU's pid. */
 static pid_t KilledRestore(const char* ckpt, const char* qdir) {
   int fds[2];
@@ -246,6 +264,7 @@ int main(void) {
   SaveGuest(dir, ckpt);
   LazyRestore(dir, ckpt);
   EagerRestore(dir, ckpt);
+  DestroyWhileRestoring(dir, ckpt);
   ResumeKilledRestore(dir, ckpt);
   RemoveScratch();
   printf("capi qemu session: OK\n");
