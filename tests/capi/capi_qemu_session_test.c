@@ -3,6 +3,7 @@
  *   - restored lazily into a QEMU the session launches (hlt_session_add_qemu_arg): start returns with the guest
  *     running, wait for every page, the figures and events, detach, QMP query-status says "running";
  *   - restored eagerly with the guest left paused: start returns with every page in, query-status "paused";
+ *   - attach mode (HLT_SESSION_QMP_SOCKET) into a QEMU started here with -incoming defer;
  *   - a session destroyed while its restore goes on: a wait that times out, detach refused, its QEMU killed;
  *   - a lazy restore (loader slowed down to 256 KiB/s) in a child process that is SIGKILLed once its guest runs,
  *     taken over by a session with HLT_SESSION_RESUME and the same QEMU directory: resumed, every page in, the
@@ -68,9 +69,10 @@ static void SaveGuest(const char* dir, const char* ckpt) {
     data[i] = (unsigned char)x;
   }
   char device[700];
+  const char* extra[] = {"-device", device, NULL};
   WriteFile(PathIn(dir, "data.bin"), data, sizeof data);
   snprintf(device, sizeof device, "loader,file=%s,addr=0x1000000,force-raw=on", PathIn(dir, "data.bin"));
-  LaunchQemu(qemu, socket_path, log_path, 64, device);
+  LaunchQemu(qemu, socket_path, log_path, 64, extra);
   /* SeaBIOS done with its POST (its fw_cfg DMA into guest RAM holds QEMU's global lock: a restore killed while
    * that waits for a page leaves a monitor that cannot answer the resume), idle in its boot retry. */
   SleepMs(3000);
@@ -176,6 +178,29 @@ static void EagerRestore(const char* dir, const char* ckpt) {
   Expect(KillAndWaitGone(pid), "QEMU killed");
 }
 
+/* Attach mode (--qmp): into a QEMU this process started with -incoming defer. */
+static void AttachRestore(const char* dir, const char* ckpt) {
+  char socket_path[600], log_path[600];
+  snprintf(socket_path, sizeof socket_path, "%s", PathIn(dir, "attach-qmp.sock"));
+  snprintf(log_path, sizeof log_path, "%s", PathIn(dir, "attach-qemu.log"));
+  const char* extra[] = {"-incoming", "defer", NULL};
+  LaunchQemu(qemu, socket_path, log_path, 64, extra);
+  hlt_session* s;
+  ExpectRc(hlt_session_create(HLT_SESSION_QEMU, ckpt, &s), HLT_OK, "create");
+  ExpectRc(hlt_session_set_string(s, HLT_SESSION_QMP_SOCKET, socket_path), HLT_OK, "QMP socket");
+  ExpectRc(hlt_session_start(s), HLT_OK, "attach start");
+  ExpectRc(hlt_session_wait(s, -1), HLT_OK, "attach wait");
+  Expect((pid_t)Stat(s, HLT_SESSION_STAT_QEMU_PID) == qemu_pid, "the session found the QEMU behind the socket");
+  printf("attached restore: running after %llu us, every page in after %llu us\n",
+         (unsigned long long)Stat(s, HLT_SESSION_STAT_RUNNING_US),
+         (unsigned long long)Stat(s, HLT_SESSION_STAT_DONE_US));
+  hlt_session_destroy(s);
+  char status[64] = "";
+  Expect(QmpQueryStatus(socket_path, status, sizeof status), "QMP query-status answers");
+  Expect(strcmp(status, "running") == 0, "the attached guest runs after the session is gone");
+  KillQemu();
+}
+
 /* Destroyed while the restore goes on (loader slowed down): the launched QEMU, not detached, is killed. */
 static void DestroyWhileRestoring(const char* dir, const char* ckpt) {
   hlt_session* s = LaunchSession(ckpt, PathIn(dir, "q-destroy"));
@@ -265,6 +290,7 @@ int main(void) {
   LazyRestore(dir, ckpt);
   EagerRestore(dir, ckpt);
   DestroyWhileRestoring(dir, ckpt);
+  AttachRestore(dir, ckpt);
   ResumeKilledRestore(dir, ckpt);
   RemoveScratch();
   printf("capi qemu session: OK\n");

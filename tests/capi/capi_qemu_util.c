@@ -42,23 +42,22 @@ const char* QemuBinary(void) {
   return NULL;
 }
 
-void LaunchQemu(const char* binary, const char* socket_path, const char* log_path, int mib, const char* device) {
-  char mem[32];
+void LaunchQemu(const char* binary, const char* socket_path, const char* log_path, int mib,
+                const char* const* extra) {
+  char mem[32], qmp[700];
   snprintf(mem, sizeof mem, "%dM", mib);
-  char qmp[700];
   snprintf(qmp, sizeof qmp, "unix:%s,server=on,wait=off", socket_path);
+  const char* argv[32] = {binary, "-machine", "pc", "-m", mem, "-accel", "tcg", "-cpu", "qemu64", "-nodefaults",
+                          "-display", "none", "-qmp", qmp};
+  size_t n = 14;
+  for (size_t i = 0; extra && extra[i] && n + 1 < sizeof argv / sizeof argv[0]; ++i) argv[n++] = extra[i];
+  argv[n] = NULL;
   qemu_pid = fork();
   Expect(qemu_pid >= 0, "fork");
   if (qemu_pid == 0) {
     FILE* log = freopen(log_path, "w", stderr);
     (void)log;
-    if (device) {
-      execl(binary, binary, "-machine", "pc", "-m", mem, "-accel", "tcg", "-cpu", "qemu64", "-nodefaults",
-            "-display", "none", "-qmp", qmp, "-device", device, (char*)NULL);
-    } else {
-      execl(binary, binary, "-machine", "pc", "-m", mem, "-accel", "tcg", "-cpu", "qemu64", "-nodefaults",
-            "-display", "none", "-qmp", qmp, (char*)NULL);
-    }
+    execv(binary, (char* const*)argv);
     _exit(127);
   }
   for (int i = 0; i < 200; ++i) { /* up to 10 s for the socket */

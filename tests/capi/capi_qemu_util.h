@@ -12,9 +12,10 @@ void KillQemu(void);
 void SleepMs(long ms);
 /* $HALITE_QEMU, else qemu-system-x86_64 from /usr/bin, /usr/local/bin or /bin; NULL when there is none. */
 const char* QemuBinary(void);
-/* Starts a TCG pc guest of `mib` MiB (SeaBIOS, no disk) with its QMP socket at socket_path, and `-device device`
- * unless NULL; exits 1 on failure. */
-void LaunchQemu(const char* binary, const char* socket_path, const char* log_path, int mib, const char* device);
+/* Starts a TCG pc guest of `mib` MiB (SeaBIOS, no disk) with its QMP socket at socket_path, and the arguments of
+ * the NULL-terminated `extra` (NULL: none); exits 1 on failure. */
+void LaunchQemu(const char* binary, const char* socket_path, const char* log_path, int mib,
+                const char* const* extra);
 /* Waits up to 10 s for that QEMU to exit by itself; 1 when it did. */
 int WaitQemuGone(void);
 /* QMP's query-status through socket_path ("running", "paused", ...) into status; 1 on success. */
