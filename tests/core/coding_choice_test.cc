@@ -70,7 +70,7 @@ TEST_CASE("the defaults come to at most zstd -3 of the whole image on memory tha
   INFO("defaults " << s.file_bytes << " bytes, zstd -3 " << zstd << ": " << s.coding_reason);
   CHECK(s.file_bytes <= zstd);
   CHECK(s.dictionary_bytes > 0);  // what brings the distant repeats back
-  CHECK((s.frame_pages == 16 || s.frame_pages == 32));
+  CHECK((s.frame_pages == 16 || s.frame_pages == 32 || s.frame_pages == 0));
   CHECK_FALSE(s.coding_trials.empty());
   CHECK_FALSE(s.coding_reason.empty());
   auto r = Open(dir.File("new.hlt"));
@@ -81,6 +81,35 @@ TEST_CASE("the defaults come to at most zstd -3 of the whole image on memory tha
     REQUIRE(r->ReadPage(g, page).ok());
     CHECK(std::memcmp(page.data(), image.data() + g * kPage, kPage) == 0);
   }
+}
+
+TEST_CASE("one frame a block when independent frames would lose what recurs inside a block", "[coding]") {
+  // Each 64-page block: 16 pages of noise, then three near copies of them (8 bytes changed a page, so not
+  // deduplicated). Frames of 16 or 32 pages cannot see the earlier copies; one frame a block can; a dictionary
+  // trained on other blocks' noise cannot help.
+  testing::TempDir dir;
+  std::vector<uint8_t> image(4 << 20);
+  uint64_t x = 0x2545F4914F6CDD1Dull;
+  for (size_t block = 0; block < image.size(); block += 64 * kPage) {
+    for (size_t i = 0; i < 16 * kPage; i += 8) {
+      x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+      std::memcpy(&image[block + i], &x, 8);
+    }
+    for (size_t copy = 1; copy < 4; ++copy) {
+      std::memcpy(&image[block + copy * 16 * kPage], &image[block], 16 * kPage);
+      for (size_t p = 0; p < 16; ++p) std::memcpy(&image[block + (copy * 16 + p) * kPage + 64], &copy, 8);
+    }
+  }
+  const WriteSummary s = Save(dir.File("copies.hlt"), image, WriterOptions{});
+  INFO(s.coding_reason);
+  CHECK(s.frame_pages == 0);
+  WriterOptions framed;
+  framed.frame_pages = 16;
+  const WriteSummary f = Save(dir.File("framed.hlt"), image, framed);
+  CHECK(double(s.block_bytes) < 0.5 * double(f.block_bytes));
+  auto r = Open(dir.File("copies.hlt"));
+  REQUIRE(r->VerifyAll().ok());
+  for (const BlockInfo& b : r->blocks()) CHECK_FALSE(b.framed());
 }
 
 TEST_CASE("mostly zero memory: the page map is packed and the file at most zstd -3 of the whole image", "[coding]") {

@@ -22,6 +22,10 @@ constexpr size_t kTrialBlocks = 32;
 // 150 us a warm 64-page block fault may cost: bench/core/README.md) and is taken when it saves this much.
 constexpr uint32_t kFastFrames = 16, kLargerFrames = 32;
 constexpr double kLargerFramesMinGain = 0.03;
+// One frame a block: a fault then waits for the block's zstd blocks up to its page (up to 64 pages instead of 16 or
+// 32), and the whole block costs the same to decode. Taken when the frames chosen would cost this much more: on
+// memory whose content is spread over many pages of a block, independent frames lose most (bench/core/README.md).
+constexpr double kOneFrameMinGain = 0.02;
 constexpr double kDictionaryMinGain = 0.01;
 
 struct Candidate {
@@ -102,16 +106,16 @@ std::string Reason(const CodingChoice& c) {
   return s;
 }
 
-// The ways to try: frame sizes left open (one frame a block too, to say what frames cost, without a dictionary),
-// each without a dictionary (unless one is required) and with each trained one.
+// The ways to try: frame sizes left open (one frame a block among them when frames are automatic), each without a
+// dictionary (unless one is required) and with each trained one.
 std::vector<Candidate> Candidates(const CodingChoiceOptions& options, uint32_t largest, size_t dictionaries) {
   const bool auto_frames = options.frame_pages == WriterOptions::kFramePagesAuto;
   std::vector<uint32_t> frames;
   if (!auto_frames) frames = {options.frame_pages};
   else if (largest <= kFastFrames) frames = {kFastFrames};
   else frames = {kFastFrames, kLargerFrames};
+  if (auto_frames && largest > kFastFrames) frames.push_back(0);
   std::vector<Candidate> out;
-  if (auto_frames && largest > kFastFrames) out.push_back({0, -1});
   for (int d = (options.dictionary == DictionaryMode::kOn && dictionaries > 0) ? 0 : -1; d < int(dictionaries); ++d) {
     for (uint32_t f : frames) out.push_back({f, d});
   }
@@ -175,10 +179,14 @@ Result<CodingChoice> ChooseCoding(const CodingChoiceOptions& options, uint64_t s
     }
     return -1.0;
   };
+  // Frames of 16 pages; of 32 when that saves kLargerFramesMinGain; one frame a block when that saves
+  // kOneFrameMinGain against the frames so chosen (with the same dictionary choice).
   auto frames_for = [&](int d) {
     if (!auto_frames || largest <= kFastFrames) return c.frame_pages;
-    return estimate(kLargerFrames, d) <= (1 - kLargerFramesMinGain) * estimate(kFastFrames, d) ? kLargerFrames
-                                                                                              : kFastFrames;
+    const uint32_t framed = estimate(kLargerFrames, d) <= (1 - kLargerFramesMinGain) * estimate(kFastFrames, d)
+                                ? kLargerFrames
+                                : kFastFrames;
+    return estimate(0, d) <= (1 - kOneFrameMinGain) * estimate(framed, d) ? 0u : framed;
   };
   int best = options.dictionary == DictionaryMode::kOn && !dicts.empty() ? 0 : -1;
   for (int d = best + 1; d < int(dicts.size()); ++d) {
