@@ -172,31 +172,35 @@ Result<CodingChoice> ChooseCoding(const CodingChoiceOptions& options, uint64_t s
     const uint32_t dict_bytes = tried[i].dictionary >= 0 ? uint32_t(dicts[tried[i].dictionary]->bytes().size()) : 0;
     c.trials.push_back({tried[i].frames, dict_bytes, bytes[i], uint64_t(double(bytes[i]) * scale) + dict_bytes});
   }
-  // Per dictionary choice (none, each trained one): the frames to use, then the best of those.
+  // The file's estimated block bytes coded one way (-1 when that way was not tried).
   auto estimate = [&](uint32_t frames, int d) {
     for (size_t i = 0; i < tried.size(); ++i) {
       if (tried[i].frames == frames && tried[i].dictionary == d) return double(c.trials[i].estimate);
     }
     return -1.0;
   };
-  // Frames of 16 pages; of 32 when that saves kLargerFramesMinGain; one frame a block when that saves
-  // kOneFrameMinGain against the frames so chosen (with the same dictionary choice).
-  auto frames_for = [&](int d) {
-    if (!auto_frames || largest <= kFastFrames) return c.frame_pages;
-    const uint32_t framed = estimate(kLargerFrames, d) <= (1 - kLargerFramesMinGain) * estimate(kFastFrames, d)
-                                ? kLargerFrames
-                                : kFastFrames;
-    return estimate(0, d) <= (1 - kOneFrameMinGain) * estimate(framed, d) ? 0u : framed;
+  // For each frame size, the dictionary choice that makes it smallest (a trained one only when that is
+  // kDictionaryMinGain smaller than none, unless one is required); then the frames: 16 pages, or 32 when that saves
+  // kLargerFramesMinGain, or one frame a block when that saves kOneFrameMinGain against the frames so chosen, each
+  // compared at its own best dictionary choice.
+  auto dictionary_for = [&](uint32_t frames) {
+    int best = options.dictionary == DictionaryMode::kOn && !dicts.empty() ? 0 : -1;
+    for (int d = best + 1; d < int(dicts.size()); ++d) {
+      if (estimate(frames, d) < estimate(frames, best)) best = d;
+    }
+    if (best >= 0 && options.dictionary == DictionaryMode::kAuto &&
+        estimate(frames, best) > (1 - kDictionaryMinGain) * estimate(frames, -1)) {
+      best = -1;  // not worth its own size and a trained dictionary's upkeep
+    }
+    return best;
   };
-  int best = options.dictionary == DictionaryMode::kOn && !dicts.empty() ? 0 : -1;
-  for (int d = best + 1; d < int(dicts.size()); ++d) {
-    if (estimate(frames_for(d), d) < estimate(frames_for(best), best)) best = d;
+  auto size_with = [&](uint32_t frames) { return estimate(frames, dictionary_for(frames)); };
+  if (auto_frames && largest > kFastFrames) {
+    c.frame_pages = size_with(kLargerFrames) <= (1 - kLargerFramesMinGain) * size_with(kFastFrames) ? kLargerFrames
+                                                                                                  : kFastFrames;
+    if (size_with(0) <= (1 - kOneFrameMinGain) * size_with(c.frame_pages)) c.frame_pages = 0;
   }
-  if (best >= 0 && options.dictionary == DictionaryMode::kAuto &&
-      estimate(frames_for(best), best) > (1 - kDictionaryMinGain) * estimate(frames_for(-1), -1)) {
-    best = -1;  // not worth its own size and a trained dictionary's upkeep
-  }
-  c.frame_pages = frames_for(best);
+  const int best = dictionary_for(c.frame_pages);
   if (best >= 0) c.dictionary = dicts[best];
   c.reason = Reason(c);
   return c;
