@@ -89,7 +89,7 @@ TEST_CASE("a child stores only changed pages and reads back through its parent",
   CHECK(bs.in_parent_pages == 0);
   CHECK(bs.page_hash_bytes == 16 + 8 + 8 * bs.stored_pages);
   auto base_reader = OpenShared(dir.File("base.hlt"));
-  CHECK(base_reader->format_minor() == 1);  // PAGE_HASHES only
+  CHECK(base_reader->format_minor() == format::kFormatMinorPackedPageMap);  // PAGE_HASHES (1.1), a packed page map (1.6)
   WriteSummary cs = Write(dir.File("child.hlt"), child, base_reader);
   CHECK(cs.in_parent_pages == kPages - 30 - 6);
   CHECK(cs.stored_pages == 30);
@@ -98,7 +98,7 @@ TEST_CASE("a child stores only changed pages and reads back through its parent",
   // Each changed page differs from its parent's version in one byte of eight: coded against the parent (1.4).
   CHECK(cs.based_blocks > 0);
   CHECK(cs.based_pages <= 30);
-  CHECK(child_reader->format_minor() == 4);
+  CHECK(child_reader->format_minor() == format::kFormatMinorPackedPageMap);  // BASED (1.4), a packed sparse map (1.6)
   CheckView(*child_reader, child);
   WriteSummary gs = Write(dir.File("grandchild.hlt"), grandchild, child_reader, false);
   CHECK(gs.in_parent_pages == kPages - 10);  // zero pages too: the parent's are zero
@@ -157,7 +157,7 @@ TEST_CASE("a child whose pages all changed is a full checkpoint", "[chain]") {
   WriteSummary s = Write(dir.File("child.hlt"), std::vector<uint32_t>(8, 2), OpenShared(dir.File("base.hlt")), false);
   CHECK(s.in_parent_pages == 0);
   auto r = OpenShared(dir.File("child.hlt"));
-  CHECK(r->format_minor() == 0);
+  CHECK(r->format_minor() != format::kFormatMinorParent);  // no PARENT: 1.0, or 1.6 for a packed page map
   CHECK(r->parent() == nullptr);
 }
 

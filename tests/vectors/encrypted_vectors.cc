@@ -411,7 +411,7 @@ Status AddIndexVectors(const std::vector<uint8_t>& xchacha, const format::IndexM
     auto f = WithHeader(xchacha, [](format::Header& h) { h.minor = 3; });
     testing::ResealWithKey(f, a);
     AddInvalid(&out, "encrypted-in-version-1.3.hlt", std::move(f), "a", kCorrupt, kOk,
-            "format version 1.3 but the index uses version 1.5 features (encryption)",
+            "format version 1.3 but the index uses version 1.6 features (a packed PAGE_MAP; encryption)",
             "an encrypted file that declares 1.3 (the index tag recomputed: the version rule decides)");
   }
   return Status::Ok();

@@ -125,6 +125,24 @@ Status FillAllZero(CheckpointWriter& w) {
   return w.PutZeroPages(r, 0, 4);
 }
 
+// packed-page-map: 512 pages, as a mostly idle guest's memory looks to the page map: 48 distinct pages stored in
+// page order, one duplicate, then zero pages, then absent ones. The plain map would be 2048 bytes; packed (5.3, 1.6)
+// it is a few dozen.
+Status FillPackedPageMap(CheckpointWriter& w) {
+  HLT_ASSIGN_OR_RETURN(uint32_t r, w.AddRegion("ram", 0, 512 * kPage));
+  testing::SyntheticMemory mem(13);
+  std::vector<uint8_t> buf(kPage);
+  for (uint64_t p = 0; p < 48; ++p) {
+    mem.MakePage(p % 2 ? testing::PageFlavor::kText : testing::PageFlavor::kPointers, buf.data());
+    buf[0] = uint8_t(p);  // no duplicates among these
+    HLT_RETURN_IF_ERROR(w.PutPage(r, p, buf));
+  }
+  HLT_RETURN_IF_ERROR(w.PutPage(r, 48, Page(testing::PageFlavor::kText, 1)));
+  HLT_RETURN_IF_ERROR(w.PutPage(r, 49, Page(testing::PageFlavor::kText, 1)));  // a duplicate of page 48
+  HLT_RETURN_IF_ERROR(w.PutZeroPages(r, 50, 400));
+  return Status::Ok();  // pages 450..511 absent
+}
+
 // --- invalid vectors: patches of a valid file, re-checksummed where the point is a deeper rule ---
 
 struct Parts {
@@ -277,6 +295,35 @@ std::vector<uint8_t> ZstdRleFrame(uint32_t content_size, bool declare_size, uint
   return f;
 }
 
+// A hand-made zstd frame (RFC 8878) of one Raw block holding `content`: never shorter than its content.
+std::vector<uint8_t> ZstdRawFrame(const std::vector<uint8_t>& content) {
+  std::vector<uint8_t> f = {0x28, 0xB5, 0x2F, 0xFD, uint8_t((2u << 6) | (1u << 5))};  // 4-byte FCS, Single_Segment
+  uint8_t le[4];
+  format::StoreLe32(le, uint32_t(content.size()));
+  f.insert(f.end(), le, le + 4);
+  uint32_t block_header = 1u | (uint32_t(content.size()) << 3);  // Last_Block, Raw, Block_Size
+  f.push_back(uint8_t(block_header));
+  f.push_back(uint8_t(block_header >> 8));
+  f.push_back(uint8_t(block_header >> 16));
+  f.insert(f.end(), content.begin(), content.end());
+  return f;
+}
+
+// `f` with its PAGE_MAP section stored with `flags` and `body` (index checksum and footer recomputed).
+std::vector<uint8_t> WithPageMapSection(const std::vector<uint8_t>& f, uint32_t flags, const std::vector<uint8_t>& body) {
+  auto sections = SplitSections(Split(f).index);
+  for (auto& s : sections) {
+    if (s.type != uint32_t(format::SectionType::kPageMap)) continue;
+    s.bytes.assign(16, 0);
+    format::StoreLe32(&s.bytes[0], s.type);
+    format::StoreLe32(&s.bytes[4], flags);
+    format::StoreLe64(&s.bytes[8], body.size());
+    s.bytes.insert(s.bytes.end(), body.begin(), body.end());
+    s.bytes.resize(16 + (body.size() + 7) / 8 * 8, 0);
+  }
+  return WithIndex(f, JoinSections(sections));
+}
+
 // The first COMPRESSED block without a dictionary, and its raw size.
 std::pair<uint32_t, uint32_t> FirstCompressedBlock(const std::vector<uint8_t>& f) {
   format::IndexModel m = ModelOf(f);
@@ -365,6 +412,12 @@ Result<std::vector<ValidVector>> BuildValidVectors() {
   o.dictionary = DictionaryMode::kAuto;
   HLT_ASSIGN_OR_RETURN(auto coding, Build("coding-record.hlt", o, FillDictionary));
   out.push_back(std::move(coding));
+
+  // Since 1.6: a page map of runs (stored pages in page order, zero pages, absent pages), PACKED (5.3).
+  o = DeterministicOptions();
+  o.block_pages = 16;
+  HLT_ASSIGN_OR_RETURN(auto packed, Build("packed-page-map.hlt", o, FillPackedPageMap));
+  out.push_back(std::move(packed));
   return out;
 }
 
@@ -708,6 +761,31 @@ Result<std::vector<InvalidVector>> BuildInvalidVectors(const std::vector<ValidVe
         kC, kOk, "(expected 32 + 24 x", "a trial_count one less than the entries present");
     add("coding-used-over-tried.hlt", patched([](auto& idx, size_t body) { format::StoreLe32(&idx[body + 16], 1); }),
         kC, kOk, "base_groups_used 1 exceeds base_groups_tried 0", "more groups used than tried");
+  }
+  // --- the PACKED PAGE_MAP (5.3, since 1.6) ---
+  {
+    const std::vector<uint8_t>& packed = valid[9].bytes;
+    const uint32_t kPacked = format::kSectionFlagPacked;
+    add("packed-page-map-in-version-1.5.hlt", RewriteHeader(packed, 5, 1), kC, kOk,
+        "format version 1.5 but the index uses version 1.6 features (a packed PAGE_MAP)",
+        "a PACKED PAGE_MAP in a file that declares 1.5");
+    add("packed-page-map-wrong-size.hlt", WithPageMapSection(packed, kPacked, ZstdRleFrame(4 * 511, true, 0)), kC,
+        kOk, "packed frame declares 2044 bytes (expected 2048", "a packed frame one page short of the map");
+    add("packed-page-map-not-shorter.hlt",
+        WithPageMapSection(packed, kPacked, ZstdRawFrame(std::vector<uint8_t>(4 * 512, 0))), kC, kOk,
+        "is not shorter than the 2048 bytes it holds", "a packed frame (one Raw block) longer than the plain map");
+    add("packed-page-map-bad-slot.hlt", WithPageMapSection(packed, kPacked, ZstdRleFrame(4 * 512, true, 0)), kC,
+        kOk, "references slot", "a packed map that decodes (running sums of 0x41414141) to slots past the last");
+    add("packed-page-map-dictionary.hlt", WithPageMapSection(packed, kPacked, ZstdRleFrame(4 * 512, true, 7)), kC,
+        kOk, "PAGE_MAP at offset", "a packed frame that names a dictionary");
+    add("packed-flag-on-blocks.hlt", [&] {
+          Parts p = Split(packed);
+          auto idx = p.index;
+          size_t body = SectionBody(idx, format::SectionType::kBlocks);
+          format::StoreLe32(&idx[body - 12], kPacked);
+          return WithIndex(packed, idx);
+        }(),
+        kC, kOk, "reserved section flags 0x4", "the PACKED flag on BLOCKS");
   }
   // --- skippable sections (5.9) ---
   {
