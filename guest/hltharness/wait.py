@@ -34,6 +34,15 @@ def wait_until(cond, timeout, what, poll=0.05, give_up=None):
         time.sleep(poll)
 
 
+def poll_until(cond, timeout, poll=0.05):
+    """wait_until for a caller that says itself what went wrong: returns cond()'s value, falsy when the deadline
+    passed first."""
+    try:
+        return wait_until(cond, timeout, "", poll=poll)
+    except WaitTimeout:
+        return cond()
+
+
 def read_text(path):
     """The file's text ('' while it does not exist): logs are read whole on every poll."""
     try:
