@@ -91,11 +91,9 @@ static int Encrypted(const char* path) {
   int cipher = -1, rc;
   if ((rc = hlt_key_id(key, sizeof key, id)) != 0) return Fail("hlt_key_id", rc);
   hlt_writer* w;
-  hlt_writer_options wo;
-  memset(&wo, 0, sizeof wo);
-  wo.block_pages = 4;
   uint32_t region;
-  if ((rc = hlt_writer_create(path, &wo, &w)) != 0) return Fail("hlt_writer_create (encrypted)", rc);
+  if ((rc = hlt_writer_create(path, &w)) != 0) return Fail("hlt_writer_create (encrypted)", rc);
+  if ((rc = hlt_writer_set_param(w, HLT_WRITER_BLOCK_PAGES, 4)) != 0) return Fail("HLT_WRITER_BLOCK_PAGES", rc);
   if ((rc = hlt_writer_set_encryption_key(w, key, sizeof key, HLT_CIPHER_XCHACHA20POLY1305)) != 0) {
     return Fail("hlt_writer_set_encryption_key", rc);
   }
@@ -152,10 +150,9 @@ int main(int argc, char** argv) {
   hlt_writer* w;
   uint32_t region;
   unsigned char page[HLT_PAGE_SIZE], back[HLT_PAGE_SIZE];
-  hlt_writer_options wo;
-  memset(&wo, 0, sizeof wo);
-  wo.block_pages = 4; /* several blocks, so faults and the loader both have work */
-  if (hlt_writer_create(argv[1], &wo, &w) != 0) return 1;
+  if (hlt_writer_create(argv[1], &w) != 0) return 1;
+  /* several blocks, so faults and the loader both have work */
+  if (hlt_writer_set_param(w, HLT_WRITER_BLOCK_PAGES, 4) != 0) return 1;
   if (hlt_writer_add_region(w, "ram", 0, kPages * HLT_PAGE_SIZE, &region) != 0) return 1;
   for (uint64_t p = 0; p < kPages; ++p) {
     if (p == 7) continue; /* absent */

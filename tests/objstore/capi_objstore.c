@@ -26,7 +26,7 @@ static int Save(const char* uri, int finish) {
   uint32_t region;
   unsigned char page[HLT_PAGE_SIZE];
   int rc;
-  if ((rc = hlt_writer_create(uri, NULL, &w)) != 0) return Fail(uri, "hlt_writer_create", rc);
+  if ((rc = hlt_writer_create(uri, &w)) != 0) return Fail(uri, "hlt_writer_create", rc);
   if ((rc = hlt_writer_add_region(w, "ram", 0, kPages * HLT_PAGE_SIZE, &region)) != 0) {
     return Fail(uri, "hlt_writer_add_region", rc);
   }

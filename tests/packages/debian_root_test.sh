@@ -63,8 +63,10 @@ soname=$(readelf -d "$so" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
 [[ $soname =~ ^libhalite\.so\.([0-9]+)$ && $lib_pkg == "libhalite${BASH_REMATCH[1]}" ]] ||
   fail "package $lib_pkg holds a library with SONAME '$soname' (Debian names it libhalite<SOVERSION>)"
 has_file "$lib_deb" "./usr/lib/$soname"
+# SONAME 1 since the C writer's options became setters (hlt_writer_options went: an ABI break, issue 25).
+[[ $lib_pkg == libhalite1 ]] || fail "the library package is $lib_pkg: expected libhalite1 (SONAME libhalite.so.1)"
 dpkg-deb -I "$lib_deb" shlibs | grep -q "^libhalite ${soname##*.so.} $lib_pkg" || fail "$lib_pkg has no shlibs entry"
-for h in halite_c.h checkpoint_reader.h; do has_file "$dev_deb" "./usr/include/halite/$h"; done
+for h in halite_c.h checkpoint_reader.h checkpoint_info.h; do has_file "$dev_deb" "./usr/include/halite/$h"; done
 for f in pkgconfig/halite.pc cmake/halite/haliteConfig.cmake libhalite.so; do has_file "$dev_deb" "./usr/lib/$f"; done
 for f in bin/hlt-save bin/hlt-restore lib/systemd/system/halite-image-server@.service \
          lib/systemd/system/halite-restore@.service; do

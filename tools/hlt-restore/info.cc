@@ -1,62 +1,18 @@
-// hlt-restore info CKPT [--json]
+// hlt-restore info CKPT [--json]: the text form here; the counts and the JSON document are the library's
+// (halite/checkpoint_info.h), shared with the C API.
 #include <algorithm>
 #include <cstdio>
 #include <iostream>
 
-#include <nlohmann/json.hpp>
-
 #include <fmt/format.h>
 
+#include "halite/checkpoint_info.h"
 #include "halite/checkpoint_reader.h"
 #include "halite/format_constants.h"
 #include "hlt-restore/restore_modes.h"
 
 namespace halite::restore {
 namespace {
-
-struct Counts {
-  uint64_t absent = 0, zero = 0, stored = 0, duplicates = 0, slots = 0;
-  uint64_t block_bytes = 0, blob_bytes = 0, compressed_blocks = 0, dict_blocks = 0, framed_blocks = 0, hot_blocks = 0;
-  uint32_t min_stored = UINT32_MAX, max_stored = 0, min_pages = UINT32_MAX, max_pages = 0;
-};
-
-Counts Count(const CheckpointReader& r) {
-  Counts c;
-  for (uint64_t g = 0; g < r.total_pages(); ++g) {
-    switch (r.Locate(g).kind) {
-      case PageKind::kAbsent: ++c.absent; break;
-      case PageKind::kZero: ++c.zero; break;
-      case PageKind::kStored: ++c.stored; break;
-    }
-  }
-  // Distinct slots in use: in a chain a parent block may hold pages this checkpoint no longer takes from it.
-  for (uint32_t b = 0; b < r.blocks().size(); ++b) {
-    auto ms = r.BlockMembers(b);
-    for (size_t i = 0; i < ms.size(); ++i) c.slots += (i == 0 || ms[i].slot != ms[i - 1].slot);
-  }
-  for (const auto& b : r.blocks()) {
-    c.block_bytes += b.stored_length;
-    c.compressed_blocks += b.compressed();
-    c.dict_blocks += b.uses_dictionary();
-    c.framed_blocks += b.framed();
-    c.hot_blocks += b.hot();
-    c.min_stored = std::min(c.min_stored, b.stored_length);
-    c.max_stored = std::max(c.max_stored, b.stored_length);
-    c.min_pages = std::min(c.min_pages, b.page_count);
-    c.max_pages = std::max(c.max_pages, b.page_count);
-  }
-  if (r.blocks().empty()) c.min_stored = c.min_pages = 0;
-  c.duplicates = c.stored - c.slots;
-  for (const auto& b : r.blobs()) c.blob_bytes += b.stored_length;
-  return c;
-}
-
-std::string HexId(const std::array<uint8_t, 16>& id) {
-  char buf[40];
-  std::snprintf(buf, sizeof buf, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", id[0], id[1],
-                id[2], id[3], id[4], id[5], id[6], id[7], id[8], id[9], id[10], id[11], id[12], id[13], id[14], id[15]);
-  return buf;
-}
 
 // Format-spec 12: each file of the chain, with what it holds and what this checkpoint takes from it.
 void PrintChain(const CheckpointReader& r) {
@@ -78,13 +34,6 @@ void PrintChain(const CheckpointReader& r) {
                 (unsigned long long)l.based_blocks, (unsigned long long)l.pages, (unsigned long long)l.live_blocks,
                 l.path_hint.empty() ? "" : "; parent \"", l.path_hint.c_str(), l.path_hint.empty() ? "" : "\"");
   }
-}
-
-// Pages by the regions: a reader opened without its key has no page map (format-spec 13.7).
-uint64_t RegionPages(const CheckpointReader& r) {
-  uint64_t n = 0;
-  for (const auto& reg : r.regions()) n += reg.page_count();
-  return n;
 }
 
 std::string EncryptionText(const CheckpointReader& r) {
@@ -119,26 +68,7 @@ void PrintCoding(const CheckpointReader& r) {
   }
 }
 
-nlohmann::ordered_json CodingJson(const CheckpointReader& r) {
-  const auto& c = r.coding();
-  if (!c) return nullptr;
-  nlohmann::ordered_json trials = nlohmann::ordered_json::array();
-  for (const auto& t : c->trials) {
-    trials.push_back({{"frame_pages", t.frame_pages},
-                      {"dictionary_bytes", t.dictionary_bytes},
-                      {"sample_bytes", t.sample_bytes},
-                      {"estimated_block_bytes", t.estimate}});
-  }
-  return {{"frame_pages", c->frame_pages},
-          {"dictionary_bytes", r.dictionary_size()},
-          {"sample_blocks", c->sample_blocks},
-          {"sample_raw_bytes", c->sample_raw_bytes},
-          {"trials", std::move(trials)},
-          {"base_groups_tried", c->base_groups_tried},
-          {"base_groups_used", c->base_groups_used}};
-}
-
-void PrintText(const CheckpointReader& r, const Counts& c) {
+void PrintText(const CheckpointReader& r, const CheckpointCounts& c) {
   const Metadata& m = r.metadata();
   uint64_t raw = RegionPages(r) * 4096;
   std::printf("checkpoint   %s\n", r.name().c_str());
@@ -185,85 +115,6 @@ void PrintText(const CheckpointReader& r, const Counts& c) {
   PrintChain(r);
 }
 
-nlohmann::ordered_json ChainJson(const CheckpointReader& r) {
-  nlohmann::ordered_json chain = nlohmann::ordered_json::array();
-  for (const ChainLevel& l : r.chain()) {
-    chain.push_back({{"file", l.name},
-                     {"file_id", HexId(l.file_id)},
-                     {"format_version", fmt::format("1.{}", l.format_minor)},
-                     {"file_size", l.file_size},
-                     {"chain_depth", l.chain_depth},
-                     {"blocks", l.blocks},
-                     {"block_bytes", l.block_bytes},
-                     {"live_blocks", l.live_blocks},
-                     {"framed_blocks", l.framed_blocks},
-                     {"dictionary_blocks", l.dictionary_blocks},
-                     {"based_blocks", l.based_blocks},
-                     {"dictionary_bytes", l.dictionary_bytes},
-                     {"pages", l.pages},
-                     {"parent_path_hint", l.path_hint}});
-  }
-  return chain;
-}
-
-void PrintJson(const CheckpointReader& r, const Counts& c) {
-  const Metadata& m = r.metadata();
-  const uint64_t raw = RegionPages(r) * format::kPageSize;
-  nlohmann::ordered_json regions = nlohmann::ordered_json::array(), blobs = nlohmann::ordered_json::array();
-  for (const auto& reg : r.regions()) {
-    regions.push_back({{"name", reg.name},
-                       {"guest_phys_base", reg.guest_phys_base},
-                       {"size", reg.size},
-                       {"pages", reg.page_count()},
-                       {"host_page_size", reg.host_page_size}});
-  }
-  for (const auto& b : r.blobs()) {
-    blobs.push_back({{"name", b.name}, {"raw_length", b.raw_length}, {"stored_length", b.stored_length}});
-  }
-  nlohmann::ordered_json j = {
-      {"file", r.name()},
-      {"format_version", fmt::format("{}.{}", r.format_major(), r.format_minor())},
-      {"file_size", r.file_size()},
-      {"file_id", HexId(r.file_id())},
-      {"vmm_kind", VmmKindName(m.vmm_kind)},
-      {"machine_type", m.machine_type},
-      {"creator", m.creator},
-      {"vm_uuid", HexId(m.vm_uuid)},
-      {"created_unix_ns", m.created_unix_ns},
-      {"regions", std::move(regions)},
-      {"pages", RegionPages(r)},
-      {"stored_pages", c.stored},
-      {"duplicate_pages", c.duplicates},
-      {"zero_pages", c.zero},
-      {"absent_pages", c.absent},
-      {"raw_bytes", raw},
-      {"ratio", r.file_size() ? double(raw) / double(r.file_size()) : 0.0},
-      {"blocks", r.blocks().size()},
-      {"compressed_blocks", c.compressed_blocks},
-      {"dictionary_blocks", c.dict_blocks},
-      {"framed_blocks", c.framed_blocks},
-      {"hot_blocks", c.hot_blocks},
-      {"block_bytes", c.block_bytes},
-      {"min_block_pages", c.min_pages},
-      {"max_block_pages", c.max_pages},
-      {"dictionary_bytes", r.dictionary_size()},
-      {"coding", CodingJson(r)},
-      {"authenticated", r.authenticated()},
-      {"encrypted", r.encrypted()},
-      {"cipher", r.encrypted() ? CipherName(r.cipher()) : ""},
-      {"key_id", r.encrypted() ? KeyIdHex(r.key_id()) : ""},
-      {"sealed", r.sealed()},  // opened without its key: the page counts above are unknown (0)
-      {"blobs", std::move(blobs)},
-      {"restore_order_blocks", r.restore_order().size()},
-      {"working_set_blocks", r.working_set_blocks()},
-      {"index_bytes", r.index_length()},
-      {"page_hashes", r.has_page_hashes()},
-      {"chain_depth", r.chain_depth()},
-      {"chain", ChainJson(r)},
-  };
-  std::cout << cli::JsonText(j);
-}
-
 }  // namespace
 
 int Info(cli::Args& args) {
@@ -293,8 +144,8 @@ int Info(cli::Args& args) {
   if (Status cache = cli::PrepareReaderOptions(args, &reader_options); !cache.ok()) return cli::Fail(tool, cache);
   auto reader = CheckpointReader::Open(ckpt, reader_options);
   if (!reader) return cli::Fail(tool, reader.error());
-  Counts c = Count(**reader);
-  if (json) PrintJson(**reader, c); else PrintText(**reader, c);
+  const CheckpointCounts c = CountCheckpoint(**reader);
+  if (json) std::cout << CheckpointInfoJson(**reader, c); else PrintText(**reader, c);
   return 0;
 }
 

@@ -91,19 +91,177 @@ HALITE_EXPORT int hlt_reader_read_page(const hlt_reader* r, uint32_t region, uin
 /* Reads the named blob into a malloc'ed buffer the caller frees. */
 HALITE_EXPORT int hlt_reader_read_blob(const hlt_reader* r, const char* name, void** data, size_t* len);
 
-/* --- writing --- */
-typedef struct hlt_writer_options {
-  uint32_t block_pages;  /* 0 = default */
-  int level;             /* 0 = default */
-  uint32_t threads;      /* 0 = one per CPU */
-  uint64_t rate_limit_bytes_per_s;
-  const char* policy;        /* NULL = "halite" */
-  const char* machine_type;  /* may be NULL */
-  uint32_t vmm_kind;         /* 0 raw, 1 QEMU, 2 Xen, 3 other */
-} hlt_writer_options;
+/* --- opening with options: block cache, keys, parents (the tools' reader flags) ---
+ * Paths are files, s3://BUCKET/KEY (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION, AWS_ENDPOINT_URL) or
+ * rados://POOL/NAME (ceph.conf from CEPH_CONF). An options handle may be used for any number of opens; a reader
+ * keeps what it needs, so the handle may be freed any time. */
+typedef struct hlt_open_options hlt_open_options;
+typedef enum hlt_open_param {
+  HLT_OPEN_BLOCK_CACHE_SIZE = 1,  /* --block-cache-size: bytes; 0 (default): HALITE_BLOCK_CACHE_SIZE or 8 GiB */
+  HLT_OPEN_WITHOUT_KEY = 2,       /* 1: open an encrypted file without its key (info and verify only, 13.7) */
+  HLT_OPEN_MAX_CHAIN_DEPTH = 3,   /* parent links accepted, 0..16; default 16 */
+  HLT_OPEN_ENVIRONMENT = 4        /* 1 (default): HALITE_BLOCK_CACHE*, HALITE_ENCRYPT_KEY, HALITE_KEYRING apply */
+} hlt_open_param;
+typedef enum hlt_open_string {
+  HLT_OPEN_BLOCK_CACHE_DIR = 1,   /* --block-cache: the host block cache for s3:// and rados:// blocks */
+  HLT_OPEN_PARENT_DIR = 2,        /* --parent-dir: appends a directory where moved parents are looked for */
+  HLT_OPEN_MAC_KEY_FILE = 3,      /* --key-file: the checkpoint must be authenticated with this key */
+  HLT_OPEN_KEY_FILE = 4,          /* --encrypt-key-file: a key (64 hex digits) for encrypted files (adds) */
+  HLT_OPEN_KEYRING_FILE = 5       /* --keyring: a keyring file (adds) */
+} hlt_open_string;
+HALITE_EXPORT int hlt_open_options_create(hlt_open_options** out);
+HALITE_EXPORT void hlt_open_options_free(hlt_open_options* options);
+HALITE_EXPORT int hlt_open_options_set_param(hlt_open_options* options, hlt_open_param param, int64_t value);
+/* Files named are read here (errors name them); the block cache is opened at each open. */
+HALITE_EXPORT int hlt_open_options_set_string(hlt_open_options* options, hlt_open_string option, const char* value);
+/* Keys looked up before the files' and the environment's. The keyring may be freed after. */
+HALITE_EXPORT int hlt_open_options_set_keyring(hlt_open_options* options, const hlt_keyring* keyring);
+/* Opens a checkpoint with `options` (NULL: as hlt_reader_open). */
+HALITE_EXPORT int hlt_reader_open_with(const char* path, const hlt_open_options* options, hlt_reader** out);
 
-/* With HALITE_ENCRYPT_KEY (64 hex digits) in the environment, the checkpoint is encrypted with that key. */
-HALITE_EXPORT int hlt_writer_create(const char* path, const hlt_writer_options* options, hlt_writer** out);
+/* --- info (hlt-restore info) --- */
+typedef enum hlt_info {
+  HLT_INFO_FORMAT_MAJOR = 1,
+  HLT_INFO_FORMAT_MINOR = 2,
+  HLT_INFO_FILE_SIZE = 3,         /* bytes of this file (not its parents) */
+  HLT_INFO_PAGES = 4,             /* pages of the regions */
+  HLT_INFO_STORED_PAGES = 5,      /* the page counts are 0 on a reader opened without its key */
+  HLT_INFO_DUPLICATE_PAGES = 6,
+  HLT_INFO_ZERO_PAGES = 7,
+  HLT_INFO_ABSENT_PAGES = 8,
+  HLT_INFO_RAW_BYTES = 9,
+  HLT_INFO_BLOCKS = 10,
+  HLT_INFO_COMPRESSED_BLOCKS = 11,
+  HLT_INFO_FRAMED_BLOCKS = 12,
+  HLT_INFO_DICTIONARY_BLOCKS = 13,
+  HLT_INFO_HOT_BLOCKS = 14,
+  HLT_INFO_BLOCK_BYTES = 15,
+  HLT_INFO_BLOBS = 16,
+  HLT_INFO_BLOB_BYTES = 17,
+  HLT_INFO_DICTIONARY_BYTES = 18,
+  HLT_INFO_INDEX_BYTES = 19,
+  HLT_INFO_RESTORE_ORDER_BLOCKS = 20,
+  HLT_INFO_WORKING_SET_BLOCKS = 21,
+  HLT_INFO_CHAIN_DEPTH = 22,      /* parent links below this file; 0 for a full checkpoint */
+  HLT_INFO_AUTHENTICATED = 23,
+  HLT_INFO_ENCRYPTED = 24,
+  HLT_INFO_SEALED = 25,           /* opened without its key */
+  HLT_INFO_PAGE_HASHES = 26,
+  HLT_INFO_VMM_KIND = 27,         /* 0 raw, 1 QEMU, 2 Xen, 3 other */
+  HLT_INFO_CREATED_UNIX_NS = 28
+} hlt_info;
+/* One figure. The page counts take one pass over the page map, made at the first call that needs them. */
+HALITE_EXPORT int hlt_reader_get_info(const hlt_reader* r, hlt_info what, uint64_t* value);
+/* The JSON document `hlt-restore info --json` prints, NUL-terminated, into *json (free with hlt_free). */
+HALITE_EXPORT int hlt_reader_info_json(const hlt_reader* r, char** json);
+/* Frees what the library malloc'ed for the caller (hlt_reader_info_json, hlt_reader_read_blob). NULL is ignored. */
+HALITE_EXPORT void hlt_free(void* p);
+
+/* --- parents: the files of an incremental chain (format-spec 12), level 0 being the file opened --- */
+typedef enum hlt_chain_info {
+  HLT_CHAIN_FILE_SIZE = 1,
+  HLT_CHAIN_FORMAT_MINOR = 2,
+  HLT_CHAIN_DEPTH = 3,            /* parent links below this file */
+  HLT_CHAIN_BLOCKS = 4,
+  HLT_CHAIN_BLOCK_BYTES = 5,
+  HLT_CHAIN_LIVE_BLOCKS = 6,      /* blocks of this file the checkpoint takes pages from */
+  HLT_CHAIN_PAGES = 7,            /* pages of the checkpoint this file serves */
+  HLT_CHAIN_BASED_BLOCKS = 8,
+  HLT_CHAIN_DICTIONARY_BYTES = 9
+} hlt_chain_info;
+/* Files of the chain: 1 for a full checkpoint. */
+HALITE_EXPORT uint32_t hlt_reader_chain_length(const hlt_reader* r);
+/* Level `level`'s name (the path it was opened at; owned by the reader), how it names its parent ("" for the last
+ * file, a full checkpoint) and its file id (file_id[16]); each out pointer may be NULL. */
+HALITE_EXPORT int hlt_reader_chain_file(const hlt_reader* r, uint32_t level, const char** name,
+                                        const char** parent_path_hint, uint8_t* file_id);
+HALITE_EXPORT int hlt_reader_chain_get(const hlt_reader* r, uint32_t level, hlt_chain_info what, uint64_t* value);
+
+/* --- verify (hlt-restore verify) and storage statistics --- */
+/* Called from the verifying thread now and then with the blocks done and the total. */
+typedef void (*hlt_progress_fn)(void* ctx, uint64_t done, uint64_t total);
+/* Reads and checks every block and blob of every file of the chain, every rule and every page hash (on a reader
+ * opened without its key: the structure and every payload's checksum). progress may be NULL. 0, or the first
+ * failure (HLT_ECORRUPT, HLT_EAUTH, HLT_EIO) with hlt_last_error naming the file, the offset and what was expected. */
+HALITE_EXPORT int hlt_reader_verify(const hlt_reader* r, hlt_progress_fn progress, void* ctx);
+typedef enum hlt_reader_stat {
+  HLT_READER_STAT_STORAGE_REQUESTS = 1,  /* requests sent to storage since open */
+  HLT_READER_STAT_STORAGE_BYTES = 2,
+  HLT_READER_STAT_BLOCKS_FETCHED = 3,    /* block payloads read from storage */
+  HLT_READER_STAT_BLOCK_BYTES_FETCHED = 4,
+  HLT_READER_STAT_CACHE_HITS = 5,        /* block payloads the block cache served */
+  HLT_READER_STAT_CACHE_MISSES = 6,
+  HLT_READER_STAT_CACHE_DROPPED = 7,     /* damaged cache entries dropped */
+  HLT_READER_STAT_CACHE_INSERTS = 8
+} hlt_reader_stat;
+/* One storage statistic; any thread, any time. */
+HALITE_EXPORT int hlt_reader_get_stat(const hlt_reader* r, hlt_reader_stat stat, uint64_t* value);
+
+/* --- writing ---
+ * A writer is made with its defaults, set one option at a time (hlt_writer_set_param, hlt_writer_set_string), and
+ * then given regions, pages, hints and blobs. Options are accepted until the first region is added (HLT_EINVAL
+ * after). The same options as hlt-save's writer flags, named after them. Thread-safety: one thread per writer. */
+typedef enum hlt_writer_param {
+  HLT_WRITER_BLOCK_PAGES = 1,          /* --block-pages: pages per locality block, 1..4096; default 64 */
+  HLT_WRITER_LEVEL = 2,                /* --level: zstd level; default 3 */
+  HLT_WRITER_THREADS = 3,              /* --threads: compression workers, 0 (default) = one per CPU, ..1024 */
+  HLT_WRITER_RATE_LIMIT = 4,           /* --rate-limit: raw bytes compressed per second; 0 (default) = unlimited */
+  HLT_WRITER_VMM_KIND = 5,             /* 0 raw (default), 1 QEMU, 2 Xen, 3 other */
+  HLT_WRITER_FRAME_PAGES = 6,          /* --frame-pages: pages per independent frame, 0..4096; -1 (default) = auto */
+  HLT_WRITER_PAGE_HASHES = 7,          /* --page-hashes: 1 writes PAGE_HASHES (children compare cheaply); default 0 */
+  HLT_WRITER_PARENT_CODING = 8,        /* --parent-coding: 1 (default) based, 0 plain */
+  HLT_WRITER_REWRITE_PERMILLE = 9,     /* --rewrite-fraction x 1000: default 250 */
+  HLT_WRITER_SYNC = 10,                /* 0 = --no-sync (no fsync before the rename); default 1 */
+  HLT_WRITER_LOW_PRIORITY = 11,        /* 1: compression workers at nice 10 (a guest keeps running); default 0 */
+  HLT_WRITER_CIPHER = 12,              /* --cipher: HLT_CIPHER_*; default HLT_CIPHER_AUTO */
+  HLT_WRITER_ENCRYPTION = 13           /* 0 = --no-encryption: ignore HALITE_ENCRYPT_KEY; default 1 */
+} hlt_writer_param;
+
+typedef enum hlt_writer_string {
+  HLT_WRITER_POLICY = 1,               /* --policy: halite (default), access, va, physical */
+  HLT_WRITER_DICTIONARY = 2,           /* --dictionary: auto (default), on, off */
+  HLT_WRITER_MACHINE_TYPE = 3,         /* recorded in the metadata */
+  HLT_WRITER_CREATOR = 4,              /* recorded in the metadata; default "libhalite C API" */
+  HLT_WRITER_STAGING_DIR = 5,          /* where pages are staged; default the output's directory */
+  HLT_WRITER_MAC_KEY_FILE = 6,         /* --key-file: authenticate with the 32-byte key of this file */
+  HLT_WRITER_ENCRYPT_KEY_FILE = 7,     /* --encrypt-key-file: encrypt with the key of this file */
+  HLT_WRITER_PARENT = 8,               /* --parent: an incremental checkpoint of this one (path or URI) */
+  HLT_WRITER_PARENT_DIR = 9,           /* --parent-dir: where the parent's own parents are looked for (appends) */
+  HLT_WRITER_ACCESS_TRACE = 10,        /* --access-trace: a trace file, applied at finish */
+  HLT_WRITER_VA_HINTS = 11             /* --va-hints: a VA hints file, applied at finish */
+} hlt_writer_string;
+
+typedef enum hlt_writer_stat {         /* after hlt_writer_commit; what hlt-save prints */
+  HLT_WRITER_STAT_PAGES = 1,
+  HLT_WRITER_STAT_ZERO_PAGES = 2,
+  HLT_WRITER_STAT_ABSENT_PAGES = 3,
+  HLT_WRITER_STAT_DUPLICATE_PAGES = 4,
+  HLT_WRITER_STAT_STORED_PAGES = 5,
+  HLT_WRITER_STAT_BLOCKS = 6,
+  HLT_WRITER_STAT_HOT_BLOCKS = 7,
+  HLT_WRITER_STAT_ACCESSED_PAGES = 8,
+  HLT_WRITER_STAT_RAW_BYTES = 9,
+  HLT_WRITER_STAT_FILE_BYTES = 10,
+  HLT_WRITER_STAT_BLOCK_BYTES = 11,
+  HLT_WRITER_STAT_BLOB_BYTES = 12,
+  HLT_WRITER_STAT_INDEX_BYTES = 13,
+  HLT_WRITER_STAT_DICTIONARY_BYTES = 14,
+  HLT_WRITER_STAT_IN_PARENT_PAGES = 15,
+  HLT_WRITER_STAT_FRAME_PAGES = 16,
+  HLT_WRITER_STAT_ENCRYPTED = 17,
+  HLT_WRITER_STAT_MICROSECONDS = 18
+} hlt_writer_stat;
+
+/* A writer of `path` (a file, s3://BUCKET/KEY or rados://POOL/NAME) with default options. Nothing is created
+ * before the first region is added. With HALITE_ENCRYPT_KEY (64 hex digits) in the environment, the checkpoint is
+ * encrypted with that key unless HLT_WRITER_ENCRYPTION is 0 or a key is set. */
+HALITE_EXPORT int hlt_writer_create(const char* path, hlt_writer** out);
+/* Sets one option; HLT_EINVAL for an unknown option, a value out of range, or after the first region. */
+HALITE_EXPORT int hlt_writer_set_param(hlt_writer* w, hlt_writer_param param, int64_t value);
+/* Sets one string option (copied); files named are read here, so errors name them. */
+HALITE_EXPORT int hlt_writer_set_string(hlt_writer* w, hlt_writer_string option, const char* value);
+/* Keys of the parent's chain (HLT_WRITER_PARENT), besides the environment's. The keyring may be freed after. */
+HALITE_EXPORT int hlt_writer_set_keyring(hlt_writer* w, const hlt_keyring* keyring);
 /* Encrypts the checkpoint with `key` (key_len 32) and `cipher` (HLT_CIPHER_*): every page, blob and content-revealing
  * index section, and the pages staged before finish (format-spec 13). Only before the first region is added. */
 HALITE_EXPORT int hlt_writer_set_encryption_key(hlt_writer* w, const void* key, size_t key_len, int cipher);
@@ -111,13 +269,27 @@ HALITE_EXPORT int hlt_writer_set_encryption_key(hlt_writer* w, const void* key, 
 HALITE_EXPORT int hlt_writer_add_region(hlt_writer* w, const char* name, uint64_t base, uint64_t size, uint32_t* region_out);
 HALITE_EXPORT int hlt_writer_put_page(hlt_writer* w, uint32_t region, uint64_t page, const void* data);
 HALITE_EXPORT int hlt_writer_put_zero_pages(hlt_writer* w, uint32_t region, uint64_t first, uint64_t count);
+/* Uses the file `image_path` as the whole content of `region` (page p at offset p*4096; its size must equal the
+ * region's), read in place at commit: hlt-save raw. The file must stay unchanged until commit returns. */
+HALITE_EXPORT int hlt_writer_attach_image(hlt_writer* w, uint32_t region, const char* image_path);
 /* Save-time access hint: pages in the order the guest touched them. */
 HALITE_EXPORT int hlt_writer_add_accessed(hlt_writer* w, uint32_t region, uint64_t first, uint64_t count);
 HALITE_EXPORT int hlt_writer_add_blob(hlt_writer* w, const char* name, const void* data, size_t len);
-/* Writes everything and puts the file in place. The writer is freed whatever the result. */
+/* Writes everything and puts the file in place; the writer stays for hlt_writer_get_stat and must be freed
+ * (hlt_writer_free). A writer commits once; after a failure nothing is left under the name. */
+HALITE_EXPORT int hlt_writer_commit(hlt_writer* w);
+/* One figure of the committed checkpoint (HLT_EINVAL before a successful commit). */
+HALITE_EXPORT int hlt_writer_get_stat(const hlt_writer* w, hlt_writer_stat stat, uint64_t* value);
+/* Frees a writer; an uncommitted one leaves nothing behind. NULL is ignored. */
+HALITE_EXPORT void hlt_writer_free(hlt_writer* w);
+/* hlt_writer_commit then hlt_writer_free: the writer is freed whatever the result. */
 HALITE_EXPORT int hlt_writer_finish(hlt_writer* w);
-/* Discards everything (no file is left). */
+/* Discards everything (no file is left); same as hlt_writer_free. */
 HALITE_EXPORT void hlt_writer_abort(hlt_writer* w);
+
+/* hlt-save raw: adds the region "ram" (base 0) of the size of the raw memory image `image_path` (a non-zero multiple
+ * of 4096 bytes) and attaches the image to it; then commit. */
+HALITE_EXPORT int hlt_writer_add_raw_image(hlt_writer* w, const char* image_path, uint32_t* region_out);
 
 /* --- lazy restore into the caller's memory (userfaultfd) ---
  *

@@ -1,11 +1,15 @@
-// What the C API's files share: the handle types they both see, and the mapping of Status to C error codes with
+// What the C API's files share: the handle types they all see, and the mapping of Status to C error codes with
 // the calling thread's last message.
 #ifndef HALITE_CAPI_CAPI_INTERNAL_H_
 #define HALITE_CAPI_CAPI_INTERNAL_H_
 
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
+#include <vector>
 
+#include "halite/checkpoint_info.h"
 #include "halite/checkpoint_reader.h"
 #include "halite/checkpoint_writer.h"
 #include "halite/encryption.h"
@@ -14,18 +18,38 @@
 
 struct hlt_reader {
   std::unique_ptr<halite::CheckpointReader> reader;
+  // hlt_reader_get_info's page counts: one pass over the page map, at the first call that needs them.
+  mutable std::once_flag counted;
+  mutable halite::CheckpointCounts counts;
 };
 
-// The writer and how it was made: hlt_writer_set_encryption_key makes it again with a key, before any region.
+// The writer's options until the first region; the CheckpointWriter is made then (capi::MakeWriter), so that
+// every option may be set in any order before.
 struct hlt_writer {
-  std::unique_ptr<halite::CheckpointWriter> writer;
   std::string path;
   halite::WriterOptions options;
-  bool regions_added = false;
+  bool encryption_from_environment = true;  // HALITE_ENCRYPT_KEY, unless a key is set or encryption is off
+  bool encryption_off = false;
+  std::string parent;  // an incremental checkpoint of this one
+  std::vector<std::string> parent_dirs;
+  std::shared_ptr<halite::Keyring> keyring;  // for the parent's chain
+  std::string access_trace, va_hints;        // hint files applied at commit
+  std::unique_ptr<halite::CheckpointWriter> writer;
+  std::optional<halite::WriteSummary> summary;  // after a successful commit
+  bool commit_tried = false;
 };
 
 struct hlt_keyring {
   std::shared_ptr<halite::Keyring> keyring;
+};
+
+struct hlt_open_options {
+  halite::ReaderOptions reader;  // parent_dirs, mac_key, open_without_key, max_chain_depth
+  std::string block_cache_dir;
+  uint64_t block_cache_size = 0;
+  bool environment = true;
+  std::shared_ptr<halite::Keyring> file_keys = std::make_shared<halite::Keyring>();  // key and keyring files
+  std::shared_ptr<halite::Keyring> caller_keys;                                      // hlt_open_options_set_keyring
 };
 
 namespace halite::capi {
@@ -36,9 +60,12 @@ std::string& LastError();
 int Code(const Status& s);
 // Records "invalid-argument: what" and returns HLT_EINVAL.
 int Invalid(const char* what);
-// Opens `path` with the environment's block cache and keys, plus `keyring` (may be null) and parent directories.
-int OpenReader(const char* path, const char* const* parent_dirs, size_t parent_dir_count,
-               const std::shared_ptr<Keyring>& keyring, hlt_reader** out);
+// Opens `path` as hlt_reader_open_with does.
+int OpenReader(const char* path, const hlt_open_options& options, hlt_reader** out);
+// The keyring that looks in each of `rings` (null ones skipped) in order; null when all are null.
+std::shared_ptr<Keyring> Chain(std::vector<std::shared_ptr<Keyring>> rings);
+// The writer's CheckpointWriter, made from its options at the first call.
+Status MakeWriter(hlt_writer& w);
 
 }  // namespace halite::capi
 

@@ -34,13 +34,13 @@ const char* hlt_last_error(void) { return halite::capi::LastError().c_str(); }
 
 int hlt_reader_open(const char* path, hlt_reader** out) {
   if (!path || !out) return Invalid("hlt_reader_open: NULL argument");
-  return halite::capi::OpenReader(path, nullptr, 0, nullptr, out);
+  return halite::capi::OpenReader(path, hlt_open_options{}, out);
 }
 
 int hlt_reader_open_chain(const char* path, const char* const* parent_dirs, size_t parent_dir_count,
                           hlt_reader** out) {
   if (!path || !out || (parent_dir_count > 0 && !parent_dirs)) return Invalid("hlt_reader_open_chain: NULL argument");
-  return halite::capi::OpenReader(path, parent_dirs, parent_dir_count, nullptr, out);
+  return hlt_reader_open_keyed(path, parent_dirs, parent_dir_count, nullptr, out);
 }
 
 void hlt_reader_close(hlt_reader* r) { delete r; }
@@ -98,74 +98,5 @@ int hlt_reader_read_blob(const hlt_reader* r, const char* name, void** data, siz
   *len = b->size();
   return HLT_OK;
 }
-
-int hlt_writer_create(const char* path, const hlt_writer_options* options, hlt_writer** out) {
-  if (!path || !out) return Invalid("hlt_writer_create: NULL argument");
-  halite::WriterOptions o;
-  o.metadata.creator = "libhalite C API";
-  if (options) {
-    if (options->block_pages) o.block_pages = options->block_pages;
-    if (options->level) o.level = options->level;
-    o.threads = options->threads;
-    o.rate_limit_bytes_per_s = options->rate_limit_bytes_per_s;
-    if (options->policy) {
-      auto p = halite::ParseLayoutPolicy(options->policy);
-      if (!p) return Code(p.error());
-      o.policy = *p;
-    }
-    if (options->machine_type) o.metadata.machine_type = options->machine_type;
-    if (options->vmm_kind > 3) return Invalid("hlt_writer_create: vmm_kind must be 0..3");
-    o.metadata.vmm_kind = static_cast<halite::VmmKind>(options->vmm_kind);
-  }
-  // A C VMM gets encryption the way the tools do: HALITE_ENCRYPT_KEY (format-spec 13).
-  if (const char* env = std::getenv("HALITE_ENCRYPT_KEY"); env && *env) {
-    auto key = halite::ParseKey(env, "HALITE_ENCRYPT_KEY");
-    if (!key) return Code(key.error());
-    o.encryption_key = *key;
-  }
-  auto w = halite::CheckpointWriter::Create(path, o);
-  if (!w) return Code(w.error());
-  *out = new hlt_writer{std::move(*w), path, std::move(o), false};
-  return HLT_OK;
-}
-
-int hlt_writer_add_region(hlt_writer* w, const char* name, uint64_t base, uint64_t size, uint32_t* region_out) {
-  if (!w || !name) return Invalid("hlt_writer_add_region: NULL argument");
-  auto r = w->writer->AddRegion(name, base, size);
-  if (!r) return Code(r.error());
-  w->regions_added = true;
-  if (region_out) *region_out = *r;
-  return HLT_OK;
-}
-
-int hlt_writer_put_page(hlt_writer* w, uint32_t region, uint64_t page, const void* data) {
-  if (!w || !data) return Invalid("hlt_writer_put_page: NULL argument");
-  return Code(w->writer->PutPage(region, page, std::span(static_cast<const uint8_t*>(data), HLT_PAGE_SIZE)));
-}
-
-int hlt_writer_put_zero_pages(hlt_writer* w, uint32_t region, uint64_t first, uint64_t count) {
-  if (!w) return Invalid("hlt_writer_put_zero_pages: NULL writer");
-  return Code(w->writer->PutZeroPages(region, first, count));
-}
-
-int hlt_writer_add_accessed(hlt_writer* w, uint32_t region, uint64_t first, uint64_t count) {
-  if (!w) return Invalid("hlt_writer_add_accessed: NULL writer");
-  halite::PageRun run{{region, first}, count, 0};
-  return Code(w->writer->AddAccessedPages(std::span(&run, 1)));
-}
-
-int hlt_writer_add_blob(hlt_writer* w, const char* name, const void* data, size_t len) {
-  if (!w || !name || (!data && len)) return Invalid("hlt_writer_add_blob: NULL argument");
-  return Code(w->writer->AddBlob(name, std::span(static_cast<const uint8_t*>(data), len)));
-}
-
-int hlt_writer_finish(hlt_writer* w) {
-  if (!w) return Invalid("hlt_writer_finish: NULL writer");
-  auto s = w->writer->Finish();
-  delete w;
-  return s ? HLT_OK : Code(s.error());
-}
-
-void hlt_writer_abort(hlt_writer* w) { delete w; }
 
 }  // extern "C"

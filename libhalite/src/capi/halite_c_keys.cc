@@ -8,45 +8,6 @@
 using halite::capi::Code;
 using halite::capi::Invalid;
 
-namespace halite::capi {
-
-int OpenReader(const char* path, const char* const* parent_dirs, size_t parent_dir_count,
-               const std::shared_ptr<Keyring>& keyring, hlt_reader** out) {
-  ReaderOptions options;
-  for (size_t i = 0; i < parent_dir_count; ++i) {
-    if (!parent_dirs[i]) return Invalid("a NULL entry in parent_dirs");
-    options.parent_dirs.push_back(parent_dirs[i]);
-  }
-  // A C VMM gets the host block cache and the keys the way the tools do: HALITE_BLOCK_CACHE, HALITE_ENCRYPT_KEY,
-  // HALITE_KEYRING.
-  auto cache = BlockCache::FromEnvironment();
-  if (!cache) return Code(cache.error());
-  options.block_cache = *cache;
-  auto env = Keyring::FromEnvironment();
-  if (!env) return Code(env.error());
-  options.keyring = *env;
-  if (keyring) {
-    if (options.keyring) {
-      // Both: the caller's keyring first, then the environment's keys.
-      auto merged = std::make_shared<Keyring>();
-      std::shared_ptr<Keyring> caller = keyring, environment = options.keyring;
-      merged->SetFetch([caller, environment](const KeyId& id) -> Result<EncryptionKey> {
-        auto k = caller->Find(id);
-        return k ? k : environment->Find(id);
-      });
-      options.keyring = merged;
-    } else {
-      options.keyring = keyring;
-    }
-  }
-  auto r = CheckpointReader::Open(path, options);
-  if (!r) return Code(r.error());
-  *out = new hlt_reader{std::move(*r)};
-  return HLT_OK;
-}
-
-}  // namespace halite::capi
-
 namespace {
 
 bool KeyOf(const void* key, size_t key_len, halite::EncryptionKey* out) {
@@ -110,7 +71,13 @@ int hlt_key_id(const void* key, size_t key_len, uint8_t* key_id) {
 int hlt_reader_open_keyed(const char* path, const char* const* parent_dirs, size_t parent_dir_count,
                           const hlt_keyring* keyring, hlt_reader** out) {
   if (!path || !out || (parent_dir_count > 0 && !parent_dirs)) return Invalid("hlt_reader_open_keyed: NULL argument");
-  return halite::capi::OpenReader(path, parent_dirs, parent_dir_count, keyring ? keyring->keyring : nullptr, out);
+  hlt_open_options options;
+  for (size_t i = 0; i < parent_dir_count; ++i) {
+    if (!parent_dirs[i]) return Invalid("hlt_reader_open_keyed: a NULL entry in parent_dirs");
+    options.reader.parent_dirs.push_back(parent_dirs[i]);
+  }
+  options.caller_keys = keyring ? keyring->keyring : nullptr;
+  return halite::capi::OpenReader(path, options, out);
 }
 
 int hlt_reader_encryption(const hlt_reader* r, int* cipher, uint8_t* key_id) {
@@ -123,19 +90,12 @@ int hlt_reader_encryption(const hlt_reader* r, int* cipher, uint8_t* key_id) {
 int hlt_writer_set_encryption_key(hlt_writer* w, const void* key, size_t key_len, int cipher) {
   halite::EncryptionKey k;
   if (!w || !KeyOf(key, key_len, &k)) return Invalid("hlt_writer_set_encryption_key: NULL argument or key_len not 32");
-  if (w->regions_added) return Invalid("hlt_writer_set_encryption_key: after a region was added");
+  if (w->writer) return Invalid("hlt_writer_set_encryption_key: after a region was added");
   if (cipher < HLT_CIPHER_AUTO || cipher > HLT_CIPHER_XCHACHA20POLY1305) {
     return Invalid("hlt_writer_set_encryption_key: cipher is not an HLT_CIPHER_* value");
   }
-  // Nothing was given yet: the writer is made again with the key (its staging encrypted from the first page on);
-  // the first one, replaced, leaves nothing behind. On failure the first one stays.
-  halite::WriterOptions o = w->options;
-  o.encryption_key = k;
-  o.cipher = static_cast<halite::Cipher>(cipher);
-  auto made = halite::CheckpointWriter::Create(w->path, o);
-  if (!made) return Code(made.error());
-  w->writer = std::move(*made);
-  w->options = std::move(o);
+  w->options.encryption_key = k;
+  w->options.cipher = static_cast<halite::Cipher>(cipher);
   return HLT_OK;
 }
 
