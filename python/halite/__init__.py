@@ -14,15 +14,16 @@ from __future__ import annotations
 __version__ = "0.1.0"
 
 from ._lib import library_path
-from .checkpoint import (PAGE_SIZE, Checkpoint, CheckpointInfo, Encryption, PageLocation, Region, VerifyReport)
+from .checkpoint import (PAGE_SIZE, READER_STATS, ChainFile, Checkpoint, CheckpointInfo, Encryption, PageLocation,
+                         Region, VerifyReport)
 from .errors import (AbortedError, AuthenticationError, CorruptCheckpointError, HaliteError, HaliteIOError,
                      InternalError, InvalidArgumentError, NotFoundError, UnsupportedError)
 from .keyring import Keyring, generate_key, key_id
 from .memory_restore import MemoryRestore, probe
-from .writer import Writer
+from .writer import WriteStats, Writer
 
 __all__ = [
-    "PAGE_SIZE", "Checkpoint", "CheckpointInfo", "Encryption", "PageLocation", "Region", "VerifyReport",
+    "PAGE_SIZE", "READER_STATS", "ChainFile", "WriteStats", "Checkpoint", "CheckpointInfo", "Encryption", "PageLocation", "Region", "VerifyReport",
     "AbortedError", "AuthenticationError", "CorruptCheckpointError", "HaliteError", "HaliteIOError", "InternalError",
     "InvalidArgumentError", "NotFoundError", "UnsupportedError", "Keyring", "generate_key", "key_id",
     "MemoryRestore", "probe", "Writer", "library_path", "__version__",

@@ -66,17 +66,159 @@ int hlt_reader_read_page(const hlt_reader* r, uint32_t region, uint64_t page, vo
 
 int hlt_reader_read_blob(const hlt_reader* r, const char* name, void** data, size_t* len);
 
-typedef struct hlt_writer_options {
-  uint32_t block_pages;
-  int level;
-  uint32_t threads;
-  uint64_t rate_limit_bytes_per_s;
-  const char* policy;
-  const char* machine_type;
-  uint32_t vmm_kind;
-} hlt_writer_options;
+typedef struct hlt_open_options hlt_open_options;
+typedef enum hlt_open_param {
+  HLT_OPEN_BLOCK_CACHE_SIZE = 1,
+  HLT_OPEN_WITHOUT_KEY = 2,
+  HLT_OPEN_MAX_CHAIN_DEPTH = 3,
+  HLT_OPEN_ENVIRONMENT = 4
+} hlt_open_param;
+typedef enum hlt_open_string {
+  HLT_OPEN_BLOCK_CACHE_DIR = 1,
+  HLT_OPEN_PARENT_DIR = 2,
+  HLT_OPEN_MAC_KEY_FILE = 3,
+  HLT_OPEN_KEY_FILE = 4,
+  HLT_OPEN_KEYRING_FILE = 5
+} hlt_open_string;
+int hlt_open_options_create(hlt_open_options** out);
+void hlt_open_options_free(hlt_open_options* options);
+int hlt_open_options_set_param(hlt_open_options* options, hlt_open_param param, int64_t value);
 
-int hlt_writer_create(const char* path, const hlt_writer_options* options, hlt_writer** out);
+int hlt_open_options_set_string(hlt_open_options* options, hlt_open_string option, const char* value);
+
+int hlt_open_options_set_keyring(hlt_open_options* options, const hlt_keyring* keyring);
+
+int hlt_reader_open_with(const char* path, const hlt_open_options* options, hlt_reader** out);
+
+typedef enum hlt_info {
+  HLT_INFO_FORMAT_MAJOR = 1,
+  HLT_INFO_FORMAT_MINOR = 2,
+  HLT_INFO_FILE_SIZE = 3,
+  HLT_INFO_PAGES = 4,
+  HLT_INFO_STORED_PAGES = 5,
+  HLT_INFO_DUPLICATE_PAGES = 6,
+  HLT_INFO_ZERO_PAGES = 7,
+  HLT_INFO_ABSENT_PAGES = 8,
+  HLT_INFO_RAW_BYTES = 9,
+  HLT_INFO_BLOCKS = 10,
+  HLT_INFO_COMPRESSED_BLOCKS = 11,
+  HLT_INFO_FRAMED_BLOCKS = 12,
+  HLT_INFO_DICTIONARY_BLOCKS = 13,
+  HLT_INFO_HOT_BLOCKS = 14,
+  HLT_INFO_BLOCK_BYTES = 15,
+  HLT_INFO_BLOBS = 16,
+  HLT_INFO_BLOB_BYTES = 17,
+  HLT_INFO_DICTIONARY_BYTES = 18,
+  HLT_INFO_INDEX_BYTES = 19,
+  HLT_INFO_RESTORE_ORDER_BLOCKS = 20,
+  HLT_INFO_WORKING_SET_BLOCKS = 21,
+  HLT_INFO_CHAIN_DEPTH = 22,
+  HLT_INFO_AUTHENTICATED = 23,
+  HLT_INFO_ENCRYPTED = 24,
+  HLT_INFO_SEALED = 25,
+  HLT_INFO_PAGE_HASHES = 26,
+  HLT_INFO_VMM_KIND = 27,
+  HLT_INFO_CREATED_UNIX_NS = 28
+} hlt_info;
+
+int hlt_reader_get_info(const hlt_reader* r, hlt_info what, uint64_t* value);
+
+int hlt_reader_info_json(const hlt_reader* r, char** json);
+
+void hlt_free(void* p);
+
+typedef enum hlt_chain_info {
+  HLT_CHAIN_FILE_SIZE = 1,
+  HLT_CHAIN_FORMAT_MINOR = 2,
+  HLT_CHAIN_DEPTH = 3,
+  HLT_CHAIN_BLOCKS = 4,
+  HLT_CHAIN_BLOCK_BYTES = 5,
+  HLT_CHAIN_LIVE_BLOCKS = 6,
+  HLT_CHAIN_PAGES = 7,
+  HLT_CHAIN_BASED_BLOCKS = 8,
+  HLT_CHAIN_DICTIONARY_BYTES = 9
+} hlt_chain_info;
+
+uint32_t hlt_reader_chain_length(const hlt_reader* r);
+
+int hlt_reader_chain_file(const hlt_reader* r, uint32_t level, const char** name,
+                                        const char** parent_path_hint, uint8_t* file_id);
+int hlt_reader_chain_get(const hlt_reader* r, uint32_t level, hlt_chain_info what, uint64_t* value);
+
+typedef void (*hlt_progress_fn)(void* ctx, uint64_t done, uint64_t total);
+
+int hlt_reader_verify(const hlt_reader* r, hlt_progress_fn progress, void* ctx);
+typedef enum hlt_reader_stat {
+  HLT_READER_STAT_STORAGE_REQUESTS = 1,
+  HLT_READER_STAT_STORAGE_BYTES = 2,
+  HLT_READER_STAT_BLOCKS_FETCHED = 3,
+  HLT_READER_STAT_BLOCK_BYTES_FETCHED = 4,
+  HLT_READER_STAT_CACHE_HITS = 5,
+  HLT_READER_STAT_CACHE_MISSES = 6,
+  HLT_READER_STAT_CACHE_DROPPED = 7,
+  HLT_READER_STAT_CACHE_INSERTS = 8
+} hlt_reader_stat;
+
+int hlt_reader_get_stat(const hlt_reader* r, hlt_reader_stat stat, uint64_t* value);
+
+typedef enum hlt_writer_param {
+  HLT_WRITER_BLOCK_PAGES = 1,
+  HLT_WRITER_LEVEL = 2,
+  HLT_WRITER_THREADS = 3,
+  HLT_WRITER_RATE_LIMIT = 4,
+  HLT_WRITER_VMM_KIND = 5,
+  HLT_WRITER_FRAME_PAGES = 6,
+  HLT_WRITER_PAGE_HASHES = 7,
+  HLT_WRITER_PARENT_CODING = 8,
+  HLT_WRITER_REWRITE_PERMILLE = 9,
+  HLT_WRITER_SYNC = 10,
+  HLT_WRITER_LOW_PRIORITY = 11,
+  HLT_WRITER_CIPHER = 12,
+  HLT_WRITER_ENCRYPTION = 13
+} hlt_writer_param;
+
+typedef enum hlt_writer_string {
+  HLT_WRITER_POLICY = 1,
+  HLT_WRITER_DICTIONARY = 2,
+  HLT_WRITER_MACHINE_TYPE = 3,
+  HLT_WRITER_CREATOR = 4,
+  HLT_WRITER_STAGING_DIR = 5,
+  HLT_WRITER_MAC_KEY_FILE = 6,
+  HLT_WRITER_ENCRYPT_KEY_FILE = 7,
+  HLT_WRITER_PARENT = 8,
+  HLT_WRITER_PARENT_DIR = 9,
+  HLT_WRITER_ACCESS_TRACE = 10,
+  HLT_WRITER_VA_HINTS = 11
+} hlt_writer_string;
+
+typedef enum hlt_writer_stat {
+  HLT_WRITER_STAT_PAGES = 1,
+  HLT_WRITER_STAT_ZERO_PAGES = 2,
+  HLT_WRITER_STAT_ABSENT_PAGES = 3,
+  HLT_WRITER_STAT_DUPLICATE_PAGES = 4,
+  HLT_WRITER_STAT_STORED_PAGES = 5,
+  HLT_WRITER_STAT_BLOCKS = 6,
+  HLT_WRITER_STAT_HOT_BLOCKS = 7,
+  HLT_WRITER_STAT_ACCESSED_PAGES = 8,
+  HLT_WRITER_STAT_RAW_BYTES = 9,
+  HLT_WRITER_STAT_FILE_BYTES = 10,
+  HLT_WRITER_STAT_BLOCK_BYTES = 11,
+  HLT_WRITER_STAT_BLOB_BYTES = 12,
+  HLT_WRITER_STAT_INDEX_BYTES = 13,
+  HLT_WRITER_STAT_DICTIONARY_BYTES = 14,
+  HLT_WRITER_STAT_IN_PARENT_PAGES = 15,
+  HLT_WRITER_STAT_FRAME_PAGES = 16,
+  HLT_WRITER_STAT_ENCRYPTED = 17,
+  HLT_WRITER_STAT_MICROSECONDS = 18
+} hlt_writer_stat;
+
+int hlt_writer_create(const char* path, hlt_writer** out);
+
+int hlt_writer_set_param(hlt_writer* w, hlt_writer_param param, int64_t value);
+
+int hlt_writer_set_string(hlt_writer* w, hlt_writer_string option, const char* value);
+
+int hlt_writer_set_keyring(hlt_writer* w, const hlt_keyring* keyring);
 
 int hlt_writer_set_encryption_key(hlt_writer* w, const void* key, size_t key_len, int cipher);
 
@@ -84,12 +226,22 @@ int hlt_writer_add_region(hlt_writer* w, const char* name, uint64_t base, uint64
 int hlt_writer_put_page(hlt_writer* w, uint32_t region, uint64_t page, const void* data);
 int hlt_writer_put_zero_pages(hlt_writer* w, uint32_t region, uint64_t first, uint64_t count);
 
+int hlt_writer_attach_image(hlt_writer* w, uint32_t region, const char* image_path);
+
 int hlt_writer_add_accessed(hlt_writer* w, uint32_t region, uint64_t first, uint64_t count);
 int hlt_writer_add_blob(hlt_writer* w, const char* name, const void* data, size_t len);
+
+int hlt_writer_commit(hlt_writer* w);
+
+int hlt_writer_get_stat(const hlt_writer* w, hlt_writer_stat stat, uint64_t* value);
+
+void hlt_writer_free(hlt_writer* w);
 
 int hlt_writer_finish(hlt_writer* w);
 
 void hlt_writer_abort(hlt_writer* w);
+
+int hlt_writer_add_raw_image(hlt_writer* w, const char* image_path, uint32_t* region_out);
 
 typedef struct hlt_restore hlt_restore;
 

@@ -3,7 +3,7 @@
 Where the library comes from, first found wins:
   1. HALITE_LIBRARY: a path to libhalite.so (a build, an ASan build, a test's copy);
   2. the build tree this package sits in (python/ beside build/libhalite/ in a checkout, or an editable install);
-  3. the system's libhalite by SONAME (libhalite.so.1, then libhalite.so.0), as the libhaliteN package installs it.
+  3. the system's libhalite by SONAME (libhalite.so.1), as the libhalite1 package installs it.
 """
 from __future__ import annotations
 
@@ -18,13 +18,11 @@ from . import errors
 
 ffi = FFI()
 ffi.cdef(CDEF)
-# The C library's free(), for buffers libhalite malloc()s and hands over (hlt_reader_read_blob).
-ffi.cdef("void free(void*);")
-libc: Any = ffi.dlopen(None)
 
-# SONAMEs this package speaks, newest first: 1 is the C API at parity with the tools (setters, save/restore of
-# VMs), 0 the reader/writer/keyring/lazy-restore API of the first packages.
-SONAMES = ("libhalite.so.1", "libhalite.so.0")
+# The SONAME whose C API the declarations (_cdef.py, from halite_c.h) describe. In ABI mode nothing checks a
+# signature against the library at run time, so a library of another SONAME (libhalite.so.0's writer took an
+# options struct) is never loaded by name.
+SONAMES = ("libhalite.so.1",)
 
 
 def _build_tree_candidates() -> list[Path]:

@@ -48,8 +48,8 @@ with halite.Writer(sys.argv[1], block_pages=4) as w:
 with halite.Checkpoint(sys.argv[1]) as ckpt:
     info: halite.CheckpointInfo = ckpt.info()
     assert ckpt.read_pages(0) == b"".join(page if p % 2 else bytes(halite.PAGE_SIZE) for p in range(8))
-    assert ckpt.verify().blocks == info.block_count
-    print(f"halite {halite.__version__} from {halite.library_path}: {info.block_count} block(s), read back equal")
+    assert ckpt.verify().blocks == info.blocks
+    print(f"halite {halite.__version__} from {halite.library_path}: {info.blocks} block(s), read back equal")
 PY
 "$py" roundtrip.py "$scratch/ckpt.hlt"
 if command -v mypy >/dev/null; then

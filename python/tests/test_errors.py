@@ -94,6 +94,17 @@ def test_bad_arguments(checkpoint_path: Path, tmp_path: Path) -> None:
         w.put_page(r, 0, bytes(PAGE))
     with pytest.raises(halite.InvalidArgumentError):
         halite.Writer(tmp_path / "x.hlt", vmm="bochs")
+    with pytest.raises(halite.InvalidArgumentError):
+        halite.Writer(tmp_path / "x.hlt", no_such_option=1)
+    with pytest.raises(halite.InvalidArgumentError) as e:
+        halite.Writer(tmp_path / "x.hlt", block_pages=100000)  # the C API refuses it
+    assert "block" in str(e.value).lower()
+    with pytest.raises(halite.HaliteError) as f:
+        halite.Writer(tmp_path / "x.hlt", mac_key_file=tmp_path / "no-key")  # files named are read at once
+    assert "no-key" in str(f.value)
+    with pytest.raises(halite.HaliteError):
+        halite.Checkpoint(checkpoint_path, max_chain_depth=99)
+    assert list(tmp_path.glob("x.hlt*")) == []
 
 
 def test_c_rejection_becomes_exception_and_aborts_the_writer(tmp_path: Path) -> None:

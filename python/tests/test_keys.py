@@ -46,6 +46,25 @@ def test_without_the_key_names_its_id(encrypted: tuple[Path, bytes, str], monkey
             halite.Checkpoint(path, keyring=wrong)
 
 
+def test_without_key(encrypted: tuple[Path, bytes, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    path, key, _ = encrypted
+    monkeypatch.delenv("HALITE_ENCRYPT_KEY", raising=False)
+    with halite.Checkpoint(path, without_key=True) as ckpt:
+        info = ckpt.info()
+        assert info.sealed and info.encrypted and info.stored_pages == 0
+        assert ckpt.verify().blocks == info.blocks  # every payload's checksum, no key needed
+        with pytest.raises(halite.HaliteError):
+            ckpt.read_page(0, 0)
+
+
+def test_key_file(encrypted: tuple[Path, bytes, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path, key, _ = encrypted
+    monkeypatch.delenv("HALITE_ENCRYPT_KEY", raising=False)
+    (tmp_path / "key").write_text(key.hex() + "\n")
+    with halite.Checkpoint(path, key_files=[tmp_path / "key"]) as ckpt:
+        assert ckpt.read_pages(0) == MEMORY
+
+
 def test_fetch_callback(encrypted: tuple[Path, bytes, str]) -> None:
     path, key, _ = encrypted
     asked: list[bytes] = []
