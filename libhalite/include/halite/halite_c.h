@@ -2,7 +2,15 @@
  *
  * Opaque handles; every call returns 0 or a negative error code (HLT_E*); hlt_strerror() turns a code into text
  * and hlt_last_error() gives the detailed message of the calling thread's last failure (file, offset, what was
- * expected). A reader handle may be used from several threads at once; a writer handle from one thread. */
+ * expected): the message the tools print after "hlt-restore info: " and the like. A reader handle may be used from
+ * several threads at once; a writer handle from one thread. Options are set one at a time by enum (hlt_*_set_param,
+ * hlt_*_set_string) and figures read the same way (hlt_*_get_stat, hlt_reader_get_info): no public structure, so
+ * later versions add values without breaking the ABI (libhalite.so.1).
+ *
+ * This header is libhalite.so's: checkpoints (files, s3://, rados://), keys, the block cache, info, verify,
+ * parents, raw saves and lazy restore into the caller's memory. Saving and restoring QEMU and libvirt guests and
+ * the image server need libvirt0 and libfuse3 and go in a second library, libhalite-vmm.so (halite_vmm.h, a design
+ * not built yet). Clean C99 for cffi: no macro in a declaration besides HALITE_EXPORT. */
 #ifndef HALITE_HALITE_C_H_
 #define HALITE_HALITE_C_H_
 
