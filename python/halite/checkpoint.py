@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import weakref
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Optional, Sequence
 
@@ -159,6 +160,7 @@ class Checkpoint:
                  without_key: bool = False, max_chain_depth: Optional[int] = None, environment: bool = True) -> None:
         self.uri = os.fspath(uri)
         self._handle: Any = None
+        self._restores: weakref.WeakSet[Any] = weakref.WeakSet()  # MemoryRestores reading through this reader
         self._keyring = keyring  # keeps a key-fetch callback alive while the reader may call it
         strings: list[tuple[int, str | os.PathLike[str]]] = [(2, d) for d in parent_dirs]
         strings += [(4, f) for f in key_files]
@@ -195,7 +197,10 @@ class Checkpoint:
         return self._handle
 
     def close(self) -> None:
-        """Closes the checkpoint (idempotent). A MemoryRestore of it must be closed first."""
+        """Closes the checkpoint (idempotent). InvalidArgumentError while a MemoryRestore of it is open."""
+        if getattr(self, "_restores", None):
+            raise errors.InvalidArgumentError(errors.HLT_EINVAL,
+                                              f"{self.uri}: close its MemoryRestore first (it reads through it)")
         if getattr(self, "_handle", None) is not None:
             lib.hlt_reader_close(self._handle)
             self._handle = None

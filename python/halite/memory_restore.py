@@ -1,11 +1,12 @@
 """Lazy restore of a checkpoint into memory of this process (userfaultfd): what a VMM written in Python does."""
 from __future__ import annotations
 
+import mmap
 from typing import Any, Optional
 
 from . import errors
 from ._lib import check, ffi, lib
-from .checkpoint import Checkpoint
+from .checkpoint import PAGE_SIZE, Checkpoint
 
 _PARAMS = {
     "background_loader": 1,
@@ -32,9 +33,11 @@ def probe() -> None:
 
 
 class MemoryRestore:
-    """Restores `checkpoint`'s memory lazily into mappings the library makes: each region's memory is readable at
-    once (memory(i)), a first touch of a page brings in its locality block, and a background loader streams the
-    rest in the checkpoint's restore order.
+    """Restores `checkpoint`'s memory lazily into anonymous mappings of this process (Python mmap objects): each
+    region's memory is readable at once (memory(i)), a first touch of a page brings in its locality block, and a
+    background loader streams the rest in the checkpoint's restore order. The mappings belong to Python: after
+    close() they stay valid as ordinary memory (pages never restored read as zeros) for as long as a memoryview of
+    them lives.
 
     Parameters (None: libhalite's default): background_loader, loader_rate (bytes/s of stored payload, 0 unlimited),
     preload_working_set, preload_all (eager), handler_threads (1..64), zero_window_pages, predict_segment_pages,
@@ -43,10 +46,14 @@ class MemoryRestore:
 
     def __init__(self, checkpoint: Checkpoint, **params: Optional[int]) -> None:
         self.checkpoint = checkpoint
+        self._handle: Any = None
         out = ffi.new("hlt_restore**")
         check(lib.hlt_restore_create(checkpoint.handle, out))
-        self._handle: Any = out[0]
+        self._handle = out[0]
+        checkpoint._restores.add(self)  # the reader must outlive the restore: Checkpoint.close() checks
         self._regions = checkpoint.regions
+        self._maps: list[mmap.mmap] = []
+        self._bases: list[Any] = []
         self._started = False
         for name, value in params.items():
             if name not in _PARAMS:
@@ -69,7 +76,11 @@ class MemoryRestore:
 
     def start(self) -> "MemoryRestore":
         """Maps each region's memory and starts serving it; runs a requested preload first. Releases the GIL."""
-        check(lib.hlt_restore_start(self.handle, ffi.NULL, 0))
+        flags = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS
+        self._maps = [mmap.mmap(-1, max(r.size, PAGE_SIZE), flags=flags) for r in self._regions]
+        self._bases = [ffi.from_buffer(m) for m in self._maps]  # held: the mmaps cannot be closed under the C code
+        bases = ffi.new("void*[]", [ffi.cast("void*", b) for b in self._bases])
+        check(lib.hlt_restore_start(self.handle, bases, len(self._maps)))
         self._started = True
         return self
 
@@ -79,8 +90,7 @@ class MemoryRestore:
             raise errors.InvalidArgumentError(errors.HLT_EINVAL, "memory() before start()")
         if not 0 <= region < len(self._regions):
             raise errors.InvalidArgumentError(errors.HLT_EINVAL, f"region {region} out of range")
-        base = lib.hlt_restore_region_base(self.handle, region)
-        return memoryview(ffi.buffer(base, self._regions[region].size))
+        return memoryview(self._maps[region])[:self._regions[region].size]
 
     def wait(self) -> None:
         """Blocks, without the GIL, until every stored page is in; raises the first error the loader met."""
@@ -99,10 +109,11 @@ class MemoryRestore:
         return {name: self.stat(name) for name in STATS}
 
     def close(self) -> None:
-        """Stops serving and frees the mappings (idempotent); memoryviews from memory() must not be used after."""
+        """Stops serving (idempotent); the memory stays, as ordinary memory, while memoryviews of it live."""
         if getattr(self, "_handle", None) is not None:
             lib.hlt_restore_destroy(self._handle)
             self._handle = None
+            self.checkpoint._restores.discard(self)
 
     def __enter__(self) -> "MemoryRestore":
         return self.start() if not self._started else self

@@ -83,6 +83,17 @@ def test_wait_releases_the_gil(tmp_path: Path) -> None:
             assert bytes(rs.memory(0)) == bytes(data)
 
 
+def test_memory_outlives_the_restore(checkpoint_path: Path, memory: bytearray) -> None:
+    with halite.Checkpoint(checkpoint_path) as ckpt:
+        rs = halite.MemoryRestore(ckpt).start()
+        ram = rs.memory(0)
+        with pytest.raises(halite.InvalidArgumentError):
+            ckpt.close()  # the restore reads through it
+        rs.wait()
+        rs.close()
+    assert bytes(ram) == bytes(memory)  # ordinary memory now, still mapped
+
+
 def test_unknown_parameter_and_stat(checkpoint_path: Path) -> None:
     with halite.Checkpoint(checkpoint_path) as ckpt:
         with pytest.raises(halite.InvalidArgumentError):

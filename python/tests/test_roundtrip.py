@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import threading
 from pathlib import Path
 
 import pytest
@@ -185,3 +186,25 @@ def test_abort_leaves_no_file(tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == []
     with pytest.raises(halite.InvalidArgumentError):
         w.add_region("more", 0, PAGE)
+
+
+def test_threads_share_a_checkpoint(checkpoint_path: Path, memory: bytearray) -> None:
+    """A reader serves several threads at once (the C API allows it; each call runs without the GIL)."""
+    results: list[bool] = []
+    errors: list[BaseException] = []
+    with halite.Checkpoint(checkpoint_path) as ckpt:
+        def read_all(offset: int) -> None:
+            try:
+                for round_ in range(5):
+                    order = [(offset + round_ + p) % 300 for p in range(300)]
+                    results.append(all(ckpt.read_page(0, p) == memory[p * PAGE:(p + 1) * PAGE] for p in order))
+            except BaseException as e:
+                errors.append(e)
+
+        threads = [threading.Thread(target=read_all, args=(i * 75,)) for i in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert errors == []
+    assert results == [True] * 20
