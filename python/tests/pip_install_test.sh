@@ -4,12 +4,13 @@
 # sees the system's site-packages), --no-index forbids downloads. Then, from another directory: the installed copy
 # is the one imported, it is typed (py.typed installed; mypy takes a consumer's correct use and rejects a wrong
 # one through the installed package's hints), and it writes and reads a checkpoint with the build's libhalite.
-#   pip_install_test.sh LIBHALITE_SO SCRATCH_DIR
+#   pip_install_test.sh LIBHALITE_SO SCRATCH_DIR [SANITIZE]
+# Under an ASan build, the runs that load the library preload libasan (as run_pytest.sh does).
 set -euo pipefail
 # Debian's interpreter, whose site-packages hold python3-cffi and python3-pytest (not a python3 of pyenv or a venv
 # that happens to come first on PATH); HALITE_PYTHON overrides it.
 python=${HALITE_PYTHON:-/usr/bin/python3}
-lib=$1 scratch=$2
+lib=$1 scratch=$2 sanitize=${3:-}
 here=$(cd "$(dirname "$0")/.." && pwd)
 skip() { echo "SKIPPED: pip install test: $*" >&2; exit 77; }
 fail() { echo "FAILED: pip install test: $*" >&2; exit 1; }
@@ -30,11 +31,17 @@ py=$scratch/venv/bin/python
 say "$("$py" -m pip show halite | grep -E '^(Name|Version|Requires):' | tr '\n' ' ')"
 cd "$scratch"
 export HALITE_LIBRARY=$lib
+preload=()
+if [[ $sanitize == address ]]; then
+  preload=(env "LD_PRELOAD=$(${CC:-gcc} -print-file-name=libasan.so)" ASAN_OPTIONS=detect_leaks=0:abort_on_error=1)
+elif [[ -n $sanitize ]]; then
+  skip "a $sanitize build: its library needs its sanitizer's runtime loaded first into an uninstrumented python"
+fi
 site=$("$py" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
-where=$("$py" -c 'import halite; print(halite.__file__)')
+where=$("${preload[@]}" "$py" -c 'import halite; print(halite.__file__)')
 [[ $where == "$site/halite/__init__.py" ]] || fail "imported $where, not the installed copy under $site"
 [[ -e $site/halite/py.typed ]] || fail "py.typed is not installed (the package would not count as typed)"
-version=$("$py" -c 'import halite; print(halite.__version__)')
+version=$("${preload[@]}" "$py" -c 'import halite; print(halite.__version__)')
 [[ $version == "$("$py" -m pip show halite | sed -n 's/^Version: //p')" ]] || fail "halite.__version__ $version differs"
 cat >roundtrip.py <<'PY'
 import sys
@@ -51,7 +58,7 @@ with halite.Checkpoint(sys.argv[1]) as ckpt:
     assert ckpt.verify().blocks == info.blocks
     print(f"halite {halite.__version__} from {halite.library_path}: {info.blocks} block(s), read back equal")
 PY
-"$py" roundtrip.py "$scratch/ckpt.hlt"
+"${preload[@]}" "$py" roundtrip.py "$scratch/ckpt.hlt"
 if command -v mypy >/dev/null; then
   mypy --strict --no-incremental --python-executable "$py" roundtrip.py >mypy.log 2>&1 ||
     { cat mypy.log; fail "mypy --strict rejects a correct use of the installed package"; }
