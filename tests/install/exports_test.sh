@@ -16,6 +16,8 @@ if [[ -n $bad || -n $internal ]]; then
   printf '%s\n' "$bad" "$internal" | grep -v '^$' | head -50
   exit 1
 fi
-grep -q '^hlt_restore_start$' <<<"$symbols" || { echo "FAIL: the C API is not exported (hlt_restore_start)"; exit 1; }
+for f in hlt_restore_start hlt_writer_set_param hlt_reader_info_json hlt_reader_verify hlt_open_options_set_string; do
+  grep -q "^$f\$" <<<"$symbols" || { echo "FAIL: the C API is not exported ($f)"; exit 1; }
+done
 grep -q '^halite::CheckpointReader::Open' <<<"$symbols" || { echo "FAIL: CheckpointReader::Open is not exported"; exit 1; }
 echo "exports: OK (public API only)"

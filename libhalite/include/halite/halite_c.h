@@ -8,9 +8,10 @@
  * later versions add values without breaking the ABI (libhalite.so.1).
  *
  * This header is libhalite.so's: checkpoints (files, s3://, rados://), keys, the block cache, info, verify,
- * parents, raw saves and lazy restore into the caller's memory. Saving and restoring QEMU and libvirt guests and
- * the image server need libvirt0 and libfuse3 and go in a second library, libhalite-vmm.so (halite_vmm.h, a design
- * not built yet). Clean C99 for cffi: no macro in a declaration besides HALITE_EXPORT. */
+ * parents, raw saves, QEMU saves and lazy restore into the caller's memory. Saving libvirt domains, restore
+ * sessions (QEMU and libvirt: lazy, eager, shared, clone, detach, resume) and the image server are designed in
+ * halite_vmm.h, not built yet (that header says why they will go into this library too). Clean C99 for cffi: no
+ * macro in a declaration besides HALITE_EXPORT. */
 #ifndef HALITE_HALITE_C_H_
 #define HALITE_HALITE_C_H_
 
@@ -298,6 +299,46 @@ HALITE_EXPORT void hlt_writer_abort(hlt_writer* w);
 /* hlt-save raw: adds the region "ram" (base 0) of the size of the raw memory image `image_path` (a non-zero multiple
  * of 4096 bytes) and attaches the image to it; then commit. */
 HALITE_EXPORT int hlt_writer_add_raw_image(hlt_writer* w, const char* image_path, uint32_t* region_out);
+
+/* --- saving a running QEMU guest (hlt-save qemu) ---
+ * Built into libhalite.so with the QEMU integration (it needs no library beyond libhalite's own). `writer` is a
+ * writer made by hlt_writer_create for the output, options set, no region added: the save adds the regions, pages,
+ * hints and the device-state blob "qemu.state", commits it and leaves it for hlt_writer_get_stat and
+ * hlt_writer_free (the caller still owns it). Thread-safety: one thread per save.
+ *
+ *   hlt_writer_create("vm.hlt", &w);
+ *   hlt_qemu_save_create(w, "/run/vm/qmp.sock", &s);
+ *   hlt_save_set_param(s, HLT_SAVE_THEN, HLT_SAVE_THEN_QUIT);
+ *   hlt_save_run(s);                     // 0, or hlt_last_error says what hlt-save qemu would have printed
+ *   hlt_save_free(s); hlt_writer_free(w); */
+typedef struct hlt_save hlt_save;
+typedef enum hlt_save_param {
+  HLT_SAVE_LIVE = 1,        /* --live: background snapshot, the guest keeps running; default 0 */
+  HLT_SAVE_THEN = 2,        /* --then: HLT_SAVE_THEN_*; default HLT_SAVE_THEN_CONT */
+  HLT_SAVE_VA_WALK = 3,     /* 0 = --no-va: no page-table walk; default 1 */
+  HLT_SAVE_TIMEOUT_MS = 4   /* connecting to QMP, and the whole stream; defaults 5000 and 600000 */
+} hlt_save_param;
+enum { HLT_SAVE_THEN_CONT = 0, HLT_SAVE_THEN_STOP = 1, HLT_SAVE_THEN_QUIT = 2 };
+typedef enum hlt_save_stat {
+  HLT_SAVE_STAT_RAMBLOCKS = 1,        /* regions */
+  HLT_SAVE_STAT_DATA_PAGES = 2,       /* pages QEMU sent with content */
+  HLT_SAVE_STAT_ZERO_PAGES = 3,
+  HLT_SAVE_STAT_STREAM_BYTES = 4,
+  HLT_SAVE_STAT_STREAM_US = 5,
+  HLT_SAVE_STAT_GUEST_STOPPED_US = 6, /* stop to cont of a stopped-guest save (0 if it stays stopped) */
+  HLT_SAVE_STAT_STATE_BLOB_BYTES = 7,
+  HLT_SAVE_STAT_LIVE = 8,             /* 1: saved live */
+  HLT_SAVE_STAT_TOTAL_US = 9
+} hlt_save_stat;
+/* A save of the QEMU whose QMP unix socket is `qmp_socket` into `writer` (borrowed: it must outlive the save). */
+HALITE_EXPORT int hlt_qemu_save_create(hlt_writer* writer, const char* qmp_socket, hlt_save** out);
+HALITE_EXPORT int hlt_save_set_param(hlt_save* s, hlt_save_param param, int64_t value);
+/* Saves; blocks until the checkpoint is committed (or nothing is left under its name). Once per save. */
+HALITE_EXPORT int hlt_save_run(hlt_save* s);
+/* One figure of a successful run (HLT_EINVAL before). */
+HALITE_EXPORT int hlt_save_get_stat(const hlt_save* s, hlt_save_stat stat, uint64_t* value);
+/* NULL is ignored. */
+HALITE_EXPORT void hlt_save_free(hlt_save* s);
 
 /* --- lazy restore into the caller's memory (userfaultfd) ---
  *

@@ -1,15 +1,18 @@
 /* libhalite C API, VMM part: saving and restoring QEMU and libvirt guests, and the host image server.
  *
- * STATUS (issue 25 item 2): DESIGN ONLY. Nothing declared here is built yet: the library that will carry it,
- * libhalite-vmm.so.1, is not in the tree, and this header is not installed. It is committed so that the Python
- * bindings and the restore-orchestration work can see the shape of the API. The core C API (halite_c.h, in
- * libhalite.so) is built and tested.
+ * STATUS (issue 25 item 2): DESIGN ONLY. Nothing declared here is built yet, and this header is not installed. It
+ * is committed so that the Python bindings and the restore-orchestration work can see the shape of the API. What
+ * is built is in halite_c.h (libhalite.so): reader, writer, info, verify, parents, keys, block cache, s3:// and
+ * rados://, lazy restore into the caller's memory, raw saves, and QEMU saves (hlt_qemu_save_create).
  *
- * Where it lives: the QEMU, libvirt and image-server parts need libvirt0, libxml2 and libfuse3. libhalite.so keeps
- * the core (reader, writer, info, verify, parents, keys, block cache, s3:// and rados://, lazy restore into the
- * caller's memory, raw save); libhalite-vmm.so.1 (Debian package libhalite-vmm1) carries hlt_qemu_*, hlt_libvirt_*,
- * hlt_session_* and hlt_server_*, links libhalite.so.1 and the integrations, and shares its handle types
- * (hlt_writer, hlt_keyring, hlt_open_options) and error reporting (hlt_last_error) with it.
+ * Where it will live: in libhalite.so too, one library (Debian package libhalite1), not a second one. The
+ * integrations use the core's internals (the static libhalite.a they link exports everything), which libhalite.so
+ * hides (-fvisibility=hidden, libhalite.map); a second shared library would need its own copy of the core, and
+ * with it its own thread-local error (hlt_last_error) and its own idea of an hlt_writer or hlt_keyring handed
+ * across. The QEMU save already works this way: the QEMU integration's objects are compiled into libhalite.so
+ * with hidden visibility. The cost: libhalite1 gains libvirt0 and libxml2 (libvirt) and libfuse3-3 (the image
+ * server) as Depends, found by dpkg-shlibdeps; the issue's package list (libhalite1, libhalite-dev, halite-tools,
+ * python3-halite) has no room for a second library package either.
  *
  * Same conventions as halite_c.h: opaque handles, 0 or a negative HLT_E* code, options by enum setters (no public
  * structs), hlt_last_error() the message the tools print after "hlt-save qemu: " and the like. */
@@ -26,29 +29,15 @@
 extern "C" {
 #endif
 
-/* --- saving a running guest (hlt-save qemu, hlt-save libvirt) ---
- * `writer` is a writer made by hlt_writer_create for the output (its options and keys apply; no region added yet);
- * the save adds the regions, pages, hints and the device state blob, commits it, and leaves it for
- * hlt_writer_get_stat and hlt_writer_free. */
-typedef struct hlt_save hlt_save;
-typedef enum hlt_save_param {
-  HLT_SAVE_LIVE = 1,        /* --live: background snapshot, the guest keeps running; default 0 */
-  HLT_SAVE_THEN = 2,        /* --then: 0 cont (default), 1 stop, 2 quit */
-  HLT_SAVE_VA_WALK = 3,     /* 0 = --no-va; default 1 */
-  HLT_SAVE_TIMEOUT_MS = 4   /* connecting to QMP or libvirt; default 5000 */
-} hlt_save_param;
+/* --- saving a libvirt domain (hlt-save libvirt) ---
+ * The save handle of halite_c.h (hlt_save: hlt_save_set_param, hlt_save_run, hlt_save_get_stat, hlt_save_free),
+ * made for a domain; the QEMU save (hlt_qemu_save_create) is built, in libhalite.so. */
 typedef enum hlt_save_string {
-  HLT_SAVE_QMP_SOCKET = 1,  /* hlt_qemu: QEMU's QMP unix socket */
-  HLT_SAVE_DOMAIN = 2,      /* hlt_libvirt: the domain's name */
-  HLT_SAVE_CONNECT = 3      /* hlt_libvirt: the connect URI (default: libvirt's) */
+  HLT_SAVE_DOMAIN = 1,      /* the domain's name */
+  HLT_SAVE_CONNECT = 2      /* the connect URI (default: libvirt's) */
 } hlt_save_string;
-HALITE_EXPORT int hlt_qemu_save_create(hlt_writer* writer, hlt_save** out);
 HALITE_EXPORT int hlt_libvirt_save_create(hlt_writer* writer, hlt_save** out);
-HALITE_EXPORT int hlt_save_set_param(hlt_save* s, hlt_save_param param, int64_t value);
 HALITE_EXPORT int hlt_save_set_string(hlt_save* s, hlt_save_string option, const char* value);
-/* Saves; blocks until the checkpoint is committed. */
-HALITE_EXPORT int hlt_save_run(hlt_save* s);
-HALITE_EXPORT void hlt_save_free(hlt_save* s);
 
 /* --- restore sessions (hlt-restore qemu, hlt-restore libvirt) ---
  * Built on the integrations' restore sessions (halite::qemu::RestoreSession, the libvirt one). A session is set up

@@ -66,6 +66,11 @@ int OpenReader(const char* path, const hlt_open_options& options, hlt_reader** o
 std::shared_ptr<Keyring> Chain(std::vector<std::shared_ptr<Keyring>> rings);
 // The writer's CheckpointWriter, made from its options at the first call.
 Status MakeWriter(hlt_writer& w);
+// The options MakeWriter makes it with (the environment's key, the parent opened), for a writer given no content
+// yet: what a save that makes its own CheckpointWriter (hlt_qemu_save_create) writes with.
+Result<WriterOptions> PrepareWriterOptions(hlt_writer& w);
+// The hint files set (HLT_WRITER_ACCESS_TRACE, HLT_WRITER_VA_HINTS), given to `writer` before it finishes.
+Status ApplyHintFiles(const hlt_writer& w, CheckpointWriter& writer);
 
 }  // namespace halite::capi
 

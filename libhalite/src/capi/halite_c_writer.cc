@@ -36,8 +36,9 @@ Status OpenParent(hlt_writer& w) {
   return Status::Ok();
 }
 
-Status ApplyHintFiles(hlt_writer& w) {
-  CheckpointWriter& writer = *w.writer;
+}  // namespace
+
+Status ApplyHintFiles(const hlt_writer& w, CheckpointWriter& writer) {
   if (!w.access_trace.empty()) {
     HLT_ASSIGN_OR_RETURN(std::string text, ReadTextFile(w.access_trace));
     HLT_ASSIGN_OR_RETURN(auto runs, ParseAccessTrace(text, w.access_trace, writer.regions()));
@@ -51,10 +52,8 @@ Status ApplyHintFiles(hlt_writer& w) {
   return Status::Ok();
 }
 
-}  // namespace
-
-Status MakeWriter(hlt_writer& w) {
-  if (w.writer) return Status::Ok();
+Result<WriterOptions> PrepareWriterOptions(hlt_writer& w) {
+  if (w.writer) return Status::InvalidArgument(w.path + ": the writer was given content already");
   if (w.commit_tried) return Status::InvalidArgument(w.path + ": this writer has committed (or tried to) already");
   WriterOptions options = w.options;
   if (w.encryption_off) {
@@ -65,11 +64,17 @@ Status MakeWriter(hlt_writer& w) {
       HLT_ASSIGN_OR_RETURN(options.encryption_key, ParseKey(env, "HALITE_ENCRYPT_KEY"));
     }
   }
-  if (!w.parent.empty() && !w.options.parent) {
-    HLT_RETURN_IF_ERROR(OpenParent(w));
+  if (!w.parent.empty() && !w.options.parent) HLT_RETURN_IF_ERROR(OpenParent(w));
+  if (w.options.parent) {
     options.parent = w.options.parent;
     options.page_hashes = true;
   }
+  return options;
+}
+
+Status MakeWriter(hlt_writer& w) {
+  if (w.writer) return Status::Ok();
+  HLT_ASSIGN_OR_RETURN(WriterOptions options, PrepareWriterOptions(w));
   HLT_ASSIGN_OR_RETURN(w.writer, CheckpointWriter::Create(w.path, std::move(options)));
   return Status::Ok();
 }
@@ -310,7 +315,7 @@ int hlt_writer_commit(hlt_writer* w) {
   halite::CheckpointWriter* writer = Ready(w, &rc);
   if (!writer) return rc;
   w->commit_tried = true;
-  halite::Status hints = halite::capi::ApplyHintFiles(*w);
+  halite::Status hints = halite::capi::ApplyHintFiles(*w, *writer);
   auto summary = hints.ok() ? writer->Finish() : halite::Result<halite::WriteSummary>(hints);
   w->writer.reset();  // a failed one leaves nothing behind
   if (!summary) return Code(summary.error());
