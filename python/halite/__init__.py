@@ -21,10 +21,11 @@ from .errors import (AbortedError, AuthenticationError, CorruptCheckpointError, 
 from .keyring import Keyring, generate_key, key_id
 from .memory_restore import MemoryRestore, probe
 from .writer import WriteStats, Writer
+from . import qemu
 
 __all__ = [
     "PAGE_SIZE", "READER_STATS", "ChainFile", "WriteStats", "Checkpoint", "CheckpointInfo", "Encryption", "PageLocation", "Region", "VerifyReport",
     "AbortedError", "AuthenticationError", "CorruptCheckpointError", "HaliteError", "HaliteIOError", "InternalError",
     "InvalidArgumentError", "NotFoundError", "UnsupportedError", "Keyring", "generate_key", "key_id",
-    "MemoryRestore", "probe", "Writer", "library_path", "__version__",
+    "MemoryRestore", "probe", "Writer", "qemu", "library_path", "__version__",
 ]

@@ -243,6 +243,35 @@ void hlt_writer_abort(hlt_writer* w);
 
 int hlt_writer_add_raw_image(hlt_writer* w, const char* image_path, uint32_t* region_out);
 
+typedef struct hlt_save hlt_save;
+typedef enum hlt_save_param {
+  HLT_SAVE_LIVE = 1,
+  HLT_SAVE_THEN = 2,
+  HLT_SAVE_VA_WALK = 3,
+  HLT_SAVE_TIMEOUT_MS = 4
+} hlt_save_param;
+enum { HLT_SAVE_THEN_CONT = 0, HLT_SAVE_THEN_STOP = 1, HLT_SAVE_THEN_QUIT = 2 };
+typedef enum hlt_save_stat {
+  HLT_SAVE_STAT_RAMBLOCKS = 1,
+  HLT_SAVE_STAT_DATA_PAGES = 2,
+  HLT_SAVE_STAT_ZERO_PAGES = 3,
+  HLT_SAVE_STAT_STREAM_BYTES = 4,
+  HLT_SAVE_STAT_STREAM_US = 5,
+  HLT_SAVE_STAT_GUEST_STOPPED_US = 6,
+  HLT_SAVE_STAT_STATE_BLOB_BYTES = 7,
+  HLT_SAVE_STAT_LIVE = 8,
+  HLT_SAVE_STAT_TOTAL_US = 9
+} hlt_save_stat;
+
+int hlt_qemu_save_create(hlt_writer* writer, const char* qmp_socket, hlt_save** out);
+int hlt_save_set_param(hlt_save* s, hlt_save_param param, int64_t value);
+
+int hlt_save_run(hlt_save* s);
+
+int hlt_save_get_stat(const hlt_save* s, hlt_save_stat stat, uint64_t* value);
+
+void hlt_save_free(hlt_save* s);
+
 typedef struct hlt_restore hlt_restore;
 
 typedef enum hlt_restore_param {

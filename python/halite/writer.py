@@ -71,6 +71,16 @@ def _int_value(name: str, value: object) -> int:
     return value
 
 
+def _committed_stats(handle: Any) -> WriteStats:
+    value = ffi.new("uint64_t*")
+    figures: dict[str, Any] = {}
+    for stat, field in enumerate(fields(WriteStats), start=1):  # hlt_writer_stat's order
+        check(lib.hlt_writer_get_stat(handle, stat, value))
+        figures[field.name] = int(value[0])
+    figures["encrypted"] = bool(figures["encrypted"])
+    return WriteStats(**figures)
+
+
 class Writer:
     """Writes a checkpoint to `path` (a file, s3://BUCKET/KEY or rados://POOL/NAME): regions, pages, access hints
     and blobs, then finish() commits it and returns its WriteStats.
@@ -187,15 +197,18 @@ class Writer:
         handle, self._handle = self.handle, None
         try:
             check(lib.hlt_writer_commit(handle))
-            value = ffi.new("uint64_t*")
-            figures: dict[str, Any] = {}
-            for stat, field in enumerate(fields(WriteStats), start=1):  # hlt_writer_stat's order
-                check(lib.hlt_writer_get_stat(handle, stat, value))
-                figures[field.name] = int(value[0])
+            self._stats = _committed_stats(handle)
         finally:
             lib.hlt_writer_free(handle)
-        figures["encrypted"] = bool(figures["encrypted"])
-        self._stats = WriteStats(**figures)
+        return self._stats
+
+    def _committed_by_save(self) -> WriteStats:
+        """After a save (halite.qemu.save) committed this writer's handle: its stats; the writer is then done."""
+        handle, self._handle = self.handle, None
+        try:
+            self._stats = _committed_stats(handle)
+        finally:
+            lib.hlt_writer_free(handle)
         return self._stats
 
     @property
