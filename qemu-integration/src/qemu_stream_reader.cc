@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "halite/bytes.h"
 #include "halite/qemu/qmp_json.h"
 
 namespace halite::qemu {

@@ -4,7 +4,7 @@
 
 #include <fmt/format.h>
 
-#include "format/byte_order.h"
+#include "halite/bytes.h"
 #include "halite/format_constants.h"
 
 namespace halite::format {
