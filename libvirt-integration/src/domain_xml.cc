@@ -380,9 +380,11 @@ int DomainXml::DropRestoreQemuArgs() {
     // hlt-restore's own pairs (AddQemuArgs in the restore): -incoming defer, and -qmp of its private socket.
     auto ours = [](const std::string& flag, const std::string& value) {
       if (flag == "-incoming") return value == "defer";
-      const std::string_view tail = "/qmp.sock,server=on,wait=off";
+      // DIR.qmp.sock (DIR/qmp.sock before): qemu_process_lookup.h.
+      const std::string_view tail = "qmp.sock,server=on,wait=off";
       return flag == "-qmp" && value.rfind("unix:", 0) == 0 && value.find("/hlt-libvirt-") != std::string::npos &&
-             value.size() > tail.size() && std::string_view(value).substr(value.size() - tail.size()) == tail;
+             value.size() > tail.size() + 1 && std::string_view(value).substr(value.size() - tail.size()) == tail &&
+             (value[value.size() - tail.size() - 1] == '/' || value[value.size() - tail.size() - 1] == '.');
     };
     for (size_t i = 0; i + 1 < args.size(); ++i) {
       if (!ours(Attr(args[i], "value"), Attr(args[i + 1], "value"))) continue;

@@ -88,7 +88,7 @@ struct Undo {
       if (!tpm_dir.empty()) std::filesystem::remove_all(tpm_dir, ec);
     }
     if (!runtime_dir.empty()) {
-      unlink((runtime_dir + "/qmp.sock").c_str());
+      unlink((runtime_dir + kPrivateQmpSocketSuffix).c_str());
       rmdir(runtime_dir.c_str());
     }
   }
@@ -343,13 +343,15 @@ Status RestoreLibvirtDomain(const Connection& connection, const CheckpointReader
       PlaceTpmState(xml, state, domain_uuid, options.clone, options.swtpm_storage_dir, &undo, result));
 
   // A QMP socket of our own: QEMU must be told to listen for the migration before libvirt lets anyone use its
-  // monitor (the domain is still "starting up"). QEMU may run as another user (libvirt-qemu): the directory is
-  // open to it; the socket is removed once the restore is done.
+  // monitor (the domain is still "starting up"). QEMU may run as another user (libvirt-qemu): the socket goes
+  // in the runtime directory itself (/tmp: open to it), named after a new scratch directory of this restore; it
+  // is removed once the restore is done. Not inside that directory: the domain keeps these arguments in its live
+  // XML, and a QEMU libvirt starts again from it (`virsh restore` of a `virsh save`) binds the socket anew, which
+  // works only where the directory still exists.
   std::string runtime = (options.runtime_dir.empty() ? std::string("/tmp") : options.runtime_dir) + "/hlt-libvirt-XXXXXX";
   if (mkdtemp(runtime.data()) == nullptr) return Status::IoError(runtime + ": cannot create a directory", errno);
   undo.runtime_dir = runtime;
-  chmod(runtime.c_str(), 0777);
-  const std::string qmp_path = runtime + "/qmp.sock";
+  const std::string qmp_path = runtime + kPrivateQmpSocketSuffix;
   if (qmp_path.find(',') != std::string::npos) {
     return Status::InvalidArgument(qmp_path + ": a QEMU socket path may not contain ','");
   }

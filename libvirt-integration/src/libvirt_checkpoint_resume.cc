@@ -1,6 +1,6 @@
 // Resuming the lazy restore of a libvirt domain whose hlt-restore died (halite/libvirt/libvirt_checkpoint.h).
-// The domain's QEMU was started with a private QMP socket of the restore's own (`-qmp unix:DIR/qmp.sock,...`
-// on its command line, DIR an hlt-libvirt-* directory): that is where the recovery is driven from, as the
+// The domain's QEMU was started with a private QMP socket of the restore's own (`-qmp unix:DIR.qmp.sock,...`,
+// or DIR/qmp.sock before, on its command line, DIR an hlt-libvirt-* directory): that is where the recovery is driven from, as the
 // restore was.
 #include <libvirt/libvirt.h>
 #include <unistd.h>
@@ -56,8 +56,7 @@ Status ResumeLibvirtDomain(const Connection& connection, const CheckpointReader&
   HLT_RETURN_IF_ERROR(qemu::MigrationBlocker::RemoveLeftOver(*qmp));
   qmp.reset();
   unlink(qmp_path.c_str());
-  const size_t slash = qmp_path.rfind('/');
-  if (slash != std::string::npos) rmdir(qmp_path.substr(0, slash).c_str());
+  RemovePrivateQmpSocketDir(qmp_path);
   return Status::Ok();
 }
 

@@ -1,5 +1,7 @@
 #include "qemu_process_lookup.h"
 
+#include <unistd.h>
+
 #include <dirent.h>
 
 #include <cerrno>
@@ -51,6 +53,16 @@ Result<int> FindProcessByArguments(const std::function<bool(const std::vector<st
   closedir(proc);
   if (found < 0) return Status::NotFound("no process has " + what + " on its command line (QEMU gone?)");
   return found;
+}
+
+void RemovePrivateQmpSocketDir(const std::string& socket_path) {
+  const std::string suffix = kPrivateQmpSocketSuffix;
+  if (socket_path.size() > suffix.size() && socket_path.compare(socket_path.size() - suffix.size(), suffix.size(), suffix) == 0) {
+    rmdir(socket_path.substr(0, socket_path.size() - suffix.size()).c_str());
+    return;
+  }
+  const size_t slash = socket_path.rfind("/qmp.sock");
+  if (slash != std::string::npos && slash + 9 == socket_path.size()) rmdir(socket_path.substr(0, slash).c_str());
 }
 
 }  // namespace halite::libvirt

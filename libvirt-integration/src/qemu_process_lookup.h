@@ -20,6 +20,11 @@ Result<int> FindProcessByArguments(const std::function<bool(const std::vector<st
 // `value` when flag is empty.
 bool HasArgument(const std::vector<std::string>& args, const std::string& flag, const std::string& value);
 
+// A restore's private QMP socket is DIR.qmp.sock, beside DIR, its scratch directory (/tmp/hlt-libvirt-XXXXXX);
+// before, DIR/qmp.sock. RemovePrivateQmpSocketDir removes DIR (empty by then) for either.
+inline constexpr const char* kPrivateQmpSocketSuffix = ".qmp.sock";
+void RemovePrivateQmpSocketDir(const std::string& socket_path);
+
 }  // namespace halite::libvirt
 
 #endif  // HALITE_LIBVIRT_QEMU_PROCESS_LOOKUP_H_

@@ -262,3 +262,14 @@ TEST_CASE("the QEMU arguments an earlier restore added are dropped, the domain's
   CHECK(text.find("/run/mine.sock") != std::string::npos);
   CHECK(text.find("value=\"x\"") != std::string::npos);
 }
+
+TEST_CASE("the private QMP socket beside its scratch directory is dropped too, a look-alike is kept") {
+  auto xml = DomainXml::Parse(kSaved, "saved").value();
+  xml.AddQemuArgs({"-incoming", "defer", "-qmp", "unix:/tmp/hlt-libvirt-Ab12Cd.qmp.sock,server=on,wait=off", "-qmp",
+                   "unix:/tmp/hlt-libvirt-Ab12Cd-qmp.sock,server=on,wait=off"});
+  auto saved = DomainXml::Parse(xml.Format(), "saved clone").value();
+  CHECK(saved.DropRestoreQemuArgs() == 2);
+  const std::string text = saved.Format();
+  CHECK(text.find("hlt-libvirt-Ab12Cd.qmp.sock") == std::string::npos);
+  CHECK(text.find("hlt-libvirt-Ab12Cd-qmp.sock") != std::string::npos);
+}

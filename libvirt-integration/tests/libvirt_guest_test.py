@@ -554,8 +554,17 @@ def scenario_daemon(env):
         raise Fail("the frozen base image changed")
     # Once every page is in the blocker is gone: the broker may save the clone.
     env.virsh("save", "c2", env.path("c2.libvirt-save"))
+    # libvirt starts the saved domain again from the XML in its save image: nothing the restore added to start its
+    # QEMU (-incoming defer, its private QMP socket, whose directory is gone) may stop that.
+    env.virsh("restore", env.path("c2.libvirt-save"))
+    state = env.virsh("domstate", "c2").strip()
+    if state != "running":
+        raise Fail(f"virsh restore of the saved clone c2: its state is {state!r}, not running")
+    env.destroy("c2")
+    os.remove(env.path("c2.libvirt-save"))
     log("PASS daemon: refused up front without userfaultfd; two clones restored at once under a private libvirtd; "
-        "save/snapshot/migrate refused during the restore, save accepted after it")
+        "save/snapshot/migrate refused during the restore, save accepted after it, and virsh restore of that save "
+        "runs the clone again")
 
 
 def find_pids(*needles):

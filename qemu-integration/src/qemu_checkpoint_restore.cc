@@ -223,6 +223,495 @@ void CollectStats(const RestoreEngine& engine, const PushRestoreChannel& channel
   result->sweep_blocks = result->engine_final.blocks_read_sweep;
 }
 
+// One restore into QEMU, phase by phase (RestoreCheckpointIntoQemu reads them top to bottom). Members are declared
+// in the order they must outlive each other: the channel outlives the sinks, the sinks outlive the engine, whose
+// threads install through them until it stops.
+class QemuRestoreRun {
+ public:
+  QemuRestoreRun(const CheckpointReader& reader, QmpClient& qmp, const CheckpointRestoreOptions& options,
+                 CheckpointRestoreResult* result, QemuProcess* process)
+      : reader_(reader), qmp_(qmp), options_(options), result_(result), process_(process), t0_(Clock::now()) {
+    result_->wall_start_us = WallMicros();
+    result_->lazy = options.lazy;
+  }
+  // No request worker is inside the engine when it goes.
+  ~QemuRestoreRun() {
+    if (channel_) channel_->StopThreads();
+    engine_.reset();
+  }
+
+  Status MatchRegionsToRamBlocks();
+  // Resume: true when the restore had finished already (nothing left to serve).
+  Result<bool> CheckDestination();
+  Status PlanPlacement();
+  Status OpenStream();
+  Status CreateEngine();
+  Status RunEagerDirect();
+  Status RunEagerStream();
+  Status RunLazy();
+  Status Complete();
+  bool eager_direct() const { return eager_direct_; }
+
+ private:
+  Status Fail(Status s);
+  void PollRunningEvent();
+  bool HeldBefore(PageRef p) const;
+  Status AllStoredSent() const;
+  Status PlaceDirectly();
+  Status StartGuest();
+  Status ResumeGuest();
+  Status EndPostcopyStream();
+  Status LoadWithProgress(const std::function<Status()>& load);
+  Status WaitForLoaderWhilePolling();
+
+  const CheckpointReader& reader_;
+  QmpClient& qmp_;
+  const CheckpointRestoreOptions& options_;
+  CheckpointRestoreResult* result_;
+  QemuProcess* process_;
+  const Clock::time_point t0_;
+
+  SavedVmState state_;
+  std::vector<uint32_t> block_of_region_;
+  std::vector<uint32_t> region_of_block_;
+  std::vector<bool> shared_;  // per region: mapped from the image server, never sent
+  std::vector<RamBlockInfo> dest_;
+  DirectPlan plan_;
+  bool eager_direct_ = false;
+  PushRestoreOptions copts_;
+  std::vector<std::vector<bool>> held_;  // resume: QEMU's page map of the big RAMBlocks
+  RestoreEngineOptions eo_;
+  UniqueFd fd_;
+  std::optional<PushRestoreChannel> channel_;
+  std::optional<ChannelSink> channel_sink_;
+  UniqueFd qemu_uffd_;
+  std::optional<DirectUffdSink> direct_sink_;
+  std::optional<RoutingSink> sink_;
+  std::unique_ptr<RestoreEngine> engine_;
+};
+
+// Region <-> RAMBlock by name; the sizes must agree (the state and the pages come from the same stream).
+Status QemuRestoreRun::MatchRegionsToRamBlocks() {
+  HLT_ASSIGN_OR_RETURN(state_, ReadSavedVmState(reader_));
+  block_of_region_.assign(reader_.regions().size(), UINT32_MAX);
+  region_of_block_.assign(state_.ram_blocks.size(), UINT32_MAX);
+  for (uint32_t b = 0; b < state_.ram_blocks.size(); ++b) {
+    auto r = reader_.FindRegion(state_.ram_blocks[b].name);
+    if (!r || reader_.regions()[*r].size != state_.ram_blocks[b].used_length) {
+      return Status::Corrupt(reader_.name() + ": RAMBlock " + state_.ram_blocks[b].name + " of the saved state " +
+                             (r ? "differs in size from its region" : "has no region"));
+    }
+    block_of_region_[*r] = b;
+    region_of_block_[b] = *r;
+  }
+  for (uint32_t r = 0; r < block_of_region_.size(); ++r) {
+    if (block_of_region_[r] == UINT32_MAX) {
+      return Status::Corrupt(reader_.name() + ": region " + reader_.regions()[r].name +
+                             " is not a RAMBlock of the saved state");
+    }
+  }
+  if (options_.resume && !options_.lazy) return Status::InvalidArgument("only a lazy restore can be resumed");
+  shared_.assign(reader_.regions().size(), false);
+  for (const std::string& name : options_.shared_regions) {
+    auto r = reader_.FindRegion(name);
+    if (!r) return Status::InvalidArgument(reader_.name() + ": no region " + name + " to map from the image server");
+    if (options_.lazy) return Status::InvalidArgument("shared regions are for an eager (precopy) restore");
+    shared_[*r] = true;
+  }
+  return Status::Ok();
+}
+
+// The destination: waiting for us (or paused, to resume), with the same RAMBlocks. Nothing is sent before these
+// checks.
+Result<bool> QemuRestoreRun::CheckDestination() {
+  if (options_.resume) {
+    HLT_ASSIGN_OR_RETURN(result_->resumed_from_status, WaitUntilPaused(qmp_, options_.resume_paused_wait_ms));
+    if (result_->resumed_from_status == "completed") {
+      result_->final_status = "completed";
+      result_->total_us = MicrosSince(t0_);
+      return true;
+    }
+  }
+  HLT_ASSIGN_OR_RETURN(Json qs, qmp_.Execute("query-status"));
+  const Json* st = FindMember(qs, "status");
+  const std::string run_state = st != nullptr ? AsString(*st) : "";
+  if (!options_.resume && run_state != "inmigrate") {
+    return Status::InvalidArgument(qmp_.name() + ": QEMU is not waiting for an incoming migration (its status is " +
+                                   run_state + "): start it with -incoming defer");
+  }
+  HLT_ASSIGN_OR_RETURN(dest_, QueryRamBlocks(qmp_));
+  if (options_.check_ram_blocks) HLT_RETURN_IF_ERROR(CheckRamBlocksCompatible(state_.ram_blocks, dest_));
+  return false;
+}
+
+// Direct placement is decided before anything is sent (so that --placement direct fails cleanly); only QEMU's
+// userfaultfd itself has to wait for LISTEN. Postcopy is switched on here when the restore needs it.
+Status QemuRestoreRun::PlanPlacement() {
+  plan_ = PlanDirectPlacement(reader_, qmp_, options_, block_of_region_, state_.ram_blocks.size(), process_, shared_);
+  if (!plan_.why_not.empty() && options_.placement == PagePlacement::kDirect) {
+    return Status::Unsupported("cannot place pages directly in QEMU's memory: " + plan_.why_not);
+  }
+  result_->placement_reason = plan_.why_not;
+  // Eager through QEMU's userfaultfd (qemu_checkpoint.h, PagePlacement): a postcopy stream whose guest is held
+  // paused until every page is in. The channel's precopy load is the fallback.
+  eager_direct_ = !options_.lazy && options_.shared_regions.empty() && plan_.why_not.empty();
+  if (!options_.lazy && !options_.shared_regions.empty()) {
+    // QEMU maps those regions itself; the rest (a few small RAMBlocks, in a clone) is not worth a postcopy.
+    if (options_.placement == PagePlacement::kDirect) {
+      return Status::Unsupported("cannot place pages directly in QEMU's memory: an eager restore with regions "
+                                 "mapped from the image server goes through the stream");
+    }
+    result_->placement_reason = "eager with regions mapped from the image server";
+  }
+  if ((options_.lazy || eager_direct_) && !options_.resume) {
+    Status s = SetMigrationCapabilities(qmp_, {{"postcopy-ram", true}});
+    if (s.code() == StatusCode::kInvalidArgument) {
+      const std::string why = s.message() + " (postcopy needs userfaultfd: run QEMU as root or set "
+                                            "vm.unprivileged_userfaultfd=1";
+      if (options_.lazy) return Status::Unsupported(why + ", or restore with --eager)");
+      if (options_.placement == PagePlacement::kDirect) {
+        return Status::Unsupported("cannot place pages directly in QEMU's memory: " + why + ")");
+      }
+      eager_direct_ = false;  // the precopy stream needs no userfaultfd
+      result_->placement_reason = why + ")";
+    } else {
+      HLT_RETURN_IF_ERROR(s);
+    }
+  }
+  return Status::Ok();
+}
+
+// The migration stream: a new incoming one, or (resume) the recovery of the paused one. QEMU's page requests
+// become engine faults.
+Status QemuRestoreRun::OpenStream() {
+  copts_ = options_.channel;
+  copts_.lazy = options_.lazy || eager_direct_;
+  if (copts_.pagesize_summary == 0) {
+    for (const auto& b : dest_) copts_.pagesize_summary |= b.page_size;  // ADVISE carries the destination's own
+  }
+  if (options_.resume) {
+    const pid_t pid = options_.qemu_pid > 0 ? options_.qemu_pid : process_ != nullptr ? process_->pid() : qmp_.PeerPid();
+    HLT_ASSIGN_OR_RETURN(held_, PagesQemuHolds(reader_, qmp_, pid));
+  }
+  const std::string& unix_path = options_.unix_socket_path;
+  Result<UniqueFd> fd = options_.resume ? (unix_path.empty() ? StartRecoveryOverFd(qmp_)
+                                                             : StartRecoveryOverUnix(qmp_, unix_path))
+                                        : unix_path.empty() ? StartIncomingOverFd(qmp_)
+                                                            : StartIncomingOverUnix(qmp_, unix_path);
+  if (!fd) return fd.error();
+  fd_ = std::move(*fd);
+  result_->start_to_connect_us = MicrosSince(t0_);
+  channel_.emplace(fd_.get(), state_, copts_, [this](PageId id) -> Status {
+    return engine_->HandleFault(PageRef{region_of_block_[id.block], id.page}).status();
+  });
+  channel_sink_.emplace(&*channel_, block_of_region_);
+  sink_.emplace(&*channel_, &*channel_sink_, block_of_region_);
+  // Resume: what QEMU holds is never sent again (the never-twice rule holds across restorers).
+  if (options_.resume) {
+    sink_->SetPresence([this](PageRef p) { return HeldBefore(p); });
+    for (const auto& region : held_) result_->resume_present_pages += std::count(region.begin(), region.end(), true);
+  }
+  return Status::Ok();
+}
+
+bool QemuRestoreRun::HeldBefore(PageRef p) const {
+  return (p.page < held_[p.region].size() && held_[p.region][p.page]) ||
+         channel_->IsSent(PageId{block_of_region_[p.region], p.page});
+}
+
+// The engine's options follow the kind of restore.
+Status QemuRestoreRun::CreateEngine() {
+  eo_ = options_.engine;
+  // The stream has to end some time: with the loader off, what the guest never asks for goes once it is idle.
+  if (!eo_.background_loader && eo_.idle_sweep_ms == 0) eo_.idle_sweep_ms = kDefaultIdleSweepMs;
+  if (options_.resume) {
+    // The guest ran already: nothing is preloaded, and the engine takes what QEMU holds as installed.
+    eo_.preload_working_set = false;
+    eo_.preload_all = false;
+    eo_.skip_present_at_start = true;
+  }
+  if (!options_.lazy) {
+    // With shared regions only the other regions' pages go, one fault at a time below.
+    eo_.preload_all = options_.shared_regions.empty();
+    eo_.background_loader = false;
+    eo_.idle_sweep_ms = 0;
+    eo_.predict_segment_pages = 0;
+    eo_.zero_window_pages = 512;  // zero pages are sent too, in long runs
+  }
+  result_->engine_created_wall_us = WallMicros();
+  HLT_ASSIGN_OR_RETURN(engine_, RestoreEngine::Create(reader_, *sink_, eo_));
+  // A resumed stream has no beginning: ResumeGuest continues the one QEMU was reading.
+  Status s = options_.resume ? Status::Ok() : channel_->Begin();
+  return s.ok() ? s : Fail(s);
+}
+
+// Polls QMP for the RESUME event (QEMU stamps it with its own clock).
+void QemuRestoreRun::PollRunningEvent() {
+  if (result_->start_to_running_us != 0) return;
+  auto events = qmp_.TakeEvents();
+  if (!events) return;
+  for (const auto& ev : *events) {
+    if (ev.name == "RESUME" && ev.host_time_us >= result_->wall_start_us) {
+      result_->start_to_running_us = uint64_t(ev.host_time_us - result_->wall_start_us);
+      if (options_.on_running) options_.on_running(result_->start_to_running_us);
+      break;
+    }
+  }
+}
+
+// Any failure: stop the engine first (its loader writes into the channel), then explain.
+Status QemuRestoreRun::Fail(Status s) {
+  channel_->Abort(s);
+  engine_->Stop();
+  CollectStats(*engine_, *channel_, direct_sink_ ? &*direct_sink_ : nullptr, result_);
+  // The first error wins: when the channel failed first (QEMU went away, a request could not be answered), the
+  // engine's later errors are only consequences.
+  Status why = channel_->status();
+  if (why.ok()) why = s;
+  return ExplainMigrationFailure(why, qmp_, process_);
+}
+
+// Every stored page is in QEMU before RAM END: sent in the stream, or placed directly (QEMU's cleanup unregisters
+// its userfaultfd at the end; a page never placed would then read as zero).
+Status QemuRestoreRun::AllStoredSent() const {
+  for (uint64_t g = 0; g < reader_.total_pages(); ++g) {
+    if (reader_.Locate(g).kind != PageKind::kStored) continue;
+    const PageRef p = reader_.PageOf(g);
+    const PageId id{block_of_region_[p.region], p.page};
+    const bool in = (direct_sink_ && direct_sink_->IsDirect(p.region) ? direct_sink_->IsPlaced(p) || channel_->IsSent(id)
+                                                                       : channel_->IsSent(id)) ||
+                    (options_.resume && HeldBefore(p));
+    if (!engine_->IsInstalled(p) || !in) {
+      return Status::Internal("page " + std::to_string(p.page) + " of region " + reader_.regions()[p.region].name +
+                              " was never sent");
+    }
+  }
+  return Status::Ok();
+}
+
+// Takes QEMU's userfaultfd (guest RAM registered with it) for the big RAMBlocks, or falls back to the channel (an
+// error under --placement direct).
+Status QemuRestoreRun::PlaceDirectly() {
+  auto uffd = DuplicateUserfaultfd(plan_.pid);
+  if (!uffd) {
+    sink_->Decide(nullptr);
+    result_->placement_reason = uffd.error().message();
+    if (options_.placement == PagePlacement::kDirect) {
+      return Status::Unsupported("cannot place pages directly in QEMU's memory: " + uffd.error().message());
+    }
+    return Status::Ok();
+  }
+  qemu_uffd_ = std::move(*uffd);
+  direct_sink_.emplace(qemu_uffd_.get(), plan_.regions);
+  const DirectUffdSink* placed = &*direct_sink_;
+  channel_->PlaceBlocksDirectly(plan_.blocks, [placed, this](PageId id) {
+    return placed->IsPlaced(PageRef{region_of_block_[id.block], id.page});
+  });
+  sink_->Decide(&*direct_sink_, plan_.direct_regions);
+  result_->placement = "direct";
+  result_->placement_reason.clear();
+  result_->direct_blocks = plan_.names;
+  return Status::Ok();
+}
+
+// Right after PACKAGED: take QEMU's userfaultfd once LISTEN has registered guest RAM, or fall back.
+Status QemuRestoreRun::StartGuest() {
+  sink_->BeginListen();
+  Status started = channel_->StartGuest();
+  if (!started.ok() || plan_.names.empty()) {
+    sink_->Decide(nullptr);
+    return started;
+  }
+  const auto t_setup = Clock::now();
+  Status listening = channel_->WaitUntilListening(10000);
+  if (!listening.ok()) {
+    sink_->Decide(nullptr);
+    return listening;
+  }
+  Status placed = PlaceDirectly();
+  result_->direct_setup_us = MicrosSince(t_setup);
+  return placed;
+}
+
+// Resume: QEMU's userfaultfd covers guest RAM already; the placement is decided before the handshake, so that
+// nothing can go out before it. Then the received bitmaps, RESUME_ACK, and the engine.
+Status QemuRestoreRun::ResumeGuest() {
+  if (plan_.names.empty()) {
+    sink_->Decide(nullptr);
+  } else {
+    HLT_RETURN_IF_ERROR(PlaceDirectly());
+  }
+  HLT_RETURN_IF_ERROR(channel_->BeginResume(10000));
+  result_->start_to_resumed_us = MicrosSince(t0_);
+  result_->resume_present_pages += channel_->stats(false).resume_received_pages;
+  if (options_.on_resumed) options_.on_resumed(result_->start_to_resumed_us);
+  return engine_->Start();
+}
+
+// Postcopy, every stored page in: RAM END and EOF (QEMU may unregister its memory from then on, so a zero run
+// placed late is done, not an error); the zero pages never sent read as zero.
+Status QemuRestoreRun::EndPostcopyStream() {
+  if (direct_sink_) direct_sink_->MarkStreamEnding();
+  HLT_RETURN_IF_ERROR(channel_->Finish());
+  for (uint64_t g = 0; g < reader_.total_pages(); ++g) {
+    if (!engine_->IsInstalled(reader_.PageOf(g))) ++result_->zero_pages_unsent;
+  }
+  return Status::Ok();
+}
+
+// An eager load blocks for its whole length: progress comes from a reporter thread meanwhile.
+Status QemuRestoreRun::LoadWithProgress(const std::function<Status()>& load) {
+  std::atomic<bool> loaded{false};
+  std::thread reporter;
+  if (options_.on_progress && options_.progress_interval_ms > 0) {
+    reporter = std::thread([&] {
+      while (!loaded.load()) {
+        options_.on_progress(engine_->Stats(), channel_->stats(false));
+        std::this_thread::sleep_for(std::chrono::milliseconds(options_.progress_interval_ms));
+      }
+    });
+  }
+  Status ls = load();
+  loaded = true;
+  if (reporter.joinable()) reporter.join();
+  if (ls.ok() && options_.on_progress && options_.progress_interval_ms > 0) {
+    options_.on_progress(engine_->Stats(), channel_->stats(false));
+  }
+  return ls;
+}
+
+// Eager through QEMU's userfaultfd: QMP `stop` while QEMU is still `inmigrate` only clears its autostart, so
+// postcopy's RUN leaves the vCPUs paused. Then LISTEN and the device state, QEMU's userfaultfd taken, every block
+// placed by the preload threads (a whole block per UFFDIO_COPY, zero pages never: they read as zero once QEMU
+// unregisters its memory at the end), the end of the stream, and `cont` in Complete. QEMU's own accesses to guest
+// memory while it loads the device state are page requests, served as in a lazy restore.
+Status QemuRestoreRun::RunEagerDirect() {
+  Status s = qmp_.Execute("stop").status();
+  if (s.ok()) s = StartGuest();
+  if (s.ok()) s = LoadWithProgress([&] { return engine_->Start(); });
+  if (s.ok()) s = AllStoredSent();
+  if (!s.ok()) return Fail(s);
+  result_->start_to_loaded_us = MicrosSince(t0_);
+  s = EndPostcopyStream();
+  return s.ok() ? s : Fail(s);
+}
+
+// Eager through the stream (the direct path is not permitted, or shared regions): every block (several threads),
+// then every zero page, then the device state.
+Status QemuRestoreRun::RunEagerStream() {
+  Status s = LoadWithProgress([&] {
+    Status ls = engine_->Start();
+    for (uint64_t g = 0; ls.ok() && g < reader_.total_pages(); ++g) {
+      PageRef p = reader_.PageOf(g);
+      if (!shared_[p.region] && !engine_->IsInstalled(p)) ls = engine_->HandleFault(p).status();
+    }
+    return ls;
+  });
+  if (!s.ok()) return Fail(s);
+  result_->start_to_loaded_us = MicrosSince(t0_);
+  s = channel_->Finish();
+  return s.ok() ? s : Fail(s);
+}
+
+// Lazy: a working-set preload goes before the device state; otherwise the guest starts first. Then QEMU's requests
+// are served while the loader pushes the rest, and the stream ends.
+Status QemuRestoreRun::RunLazy() {
+  Status s;
+  if (options_.resume) {
+    s = ResumeGuest();
+  } else if (eo_.preload_working_set) {
+    s = engine_->Start();
+    if (s.ok()) s = StartGuest();
+  } else {
+    s = StartGuest();
+    if (s.ok()) s = engine_->Start();
+  }
+  if (!s.ok()) return Fail(s);
+  HLT_RETURN_IF_ERROR(WaitForLoaderWhilePolling());
+  s = AllStoredSent();
+  if (!s.ok()) return Fail(s);
+  if (options_.on_progress && options_.progress_interval_ms > 0) {
+    options_.on_progress(engine_->Stats(), channel_->stats(false));
+  }
+  result_->start_to_loaded_us = MicrosSince(t0_);
+  s = EndPostcopyStream();
+  return s.ok() ? s : Fail(s);
+}
+
+// Until the loader is done: QEMU's RESUME event and the progress callback, polled; a failed channel stops it.
+Status QemuRestoreRun::WaitForLoaderWhilePolling() {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool loader_done = false;
+  Status loader_status;
+  std::thread waiter([&] {
+    Status ls = engine_->WaitForLoader();
+    std::lock_guard<std::mutex> lock(mu);
+    loader_status = ls;
+    loader_done = true;
+    cv.notify_all();
+  });
+  const bool progress = options_.on_progress && options_.progress_interval_ms > 0;
+  const int period_ms = progress ? std::max(5, std::min(20, options_.progress_interval_ms)) : 20;
+  auto next_progress = Clock::now();
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lock(mu);
+      cv.wait_for(lock, std::chrono::milliseconds(period_ms), [&] { return loader_done; });
+      if (loader_done) break;
+    }
+    if (channel_->failed()) break;
+    PollRunningEvent();
+    if (progress && Clock::now() >= next_progress) {
+      options_.on_progress(engine_->Stats(), channel_->stats(false));
+      next_progress += std::chrono::milliseconds(options_.progress_interval_ms);
+    }
+  }
+  if (channel_->failed()) {
+    Status out = Fail(channel_->status());
+    waiter.join();
+    return out;
+  }
+  waiter.join();
+  if (!loader_status.ok()) {
+    // A block failed verification: its pages were never sent, so the stream must not end (QEMU would map them as
+    // zero). The destination pauses when the channel goes down.
+    return Fail(loader_status.WithContext(loader_status.code() == StatusCode::kCorrupt
+                                              ? "restore stopped: a block of the checkpoint is damaged"
+                                              : "restore stopped: the checkpoint could not be read"));
+  }
+  return Status::Ok();
+}
+
+// Every page is in: the statistics, QEMU's completion, and a precopy-loaded guest started.
+Status QemuRestoreRun::Complete() {
+  engine_->Stop();
+  CollectStats(*engine_, *channel_, direct_sink_ ? &*direct_sink_ : nullptr, result_);
+  for (const PageId& id : channel_->RequestedPages()) {
+    result_->requested.push_back(PageRef{region_of_block_[id.block], id.page});
+  }
+  if (eo_.record_timeline) result_->timeline_csv = engine_->TimelineCsv();
+
+  auto done = WaitForMigrationStatus(qmp_, {"completed"}, options_.completion_timeout_ms);
+  if (!done) return ExplainMigrationFailure(done.error(), qmp_, process_);
+  result_->final_status = done->status;
+  result_->total_us = MicrosSince(t0_);
+  PollRunningEvent();
+  if (result_->start_to_running_us == 0 && !options_.lazy && !options_.paused) {
+    // After a precopy load QEMU restores the saved run state, and hlt-save stopped the guest to save it: start it
+    // (postcopy's RUN command does that by itself).
+    HLT_ASSIGN_OR_RETURN(Json after, qmp_.Execute("query-status"));
+    const Json* running = FindMember(after, "running");
+    if (running == nullptr || !AsBool(*running)) HLT_RETURN_IF_ERROR(qmp_.Execute("cont").status());
+    auto ev = qmp_.WaitForEvent("RESUME", 3000);
+    if (ev && ev->host_time_us >= result_->wall_start_us) {
+      result_->start_to_running_us = uint64_t(ev->host_time_us - result_->wall_start_us);
+      if (options_.on_running) options_.on_running(result_->start_to_running_us);
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Result<SavedVmState> ReadSavedVmState(const CheckpointReader& reader) {
@@ -236,407 +725,26 @@ Result<SavedVmState> ReadSavedVmState(const CheckpointReader& reader) {
                             reader.name() + ": blob " + kQemuStateBlobName);
 }
 
+
 Status RestoreCheckpointIntoQemu(const CheckpointReader& reader, QmpClient& qmp,
                                  const CheckpointRestoreOptions& options, CheckpointRestoreResult* result,
                                  QemuProcess* process) {
   CheckpointRestoreResult local;
   if (result == nullptr) result = &local;
   *result = CheckpointRestoreResult{};
-  const auto t0 = Clock::now();
-  result->wall_start_us = WallMicros();
-  result->lazy = options.lazy;
-
-  HLT_ASSIGN_OR_RETURN(SavedVmState state, ReadSavedVmState(reader));
-  // Region <-> RAMBlock by name; the sizes must agree (the state and the pages come from the same stream).
-  std::vector<uint32_t> block_of_region(reader.regions().size(), UINT32_MAX);
-  std::vector<uint32_t> region_of_block(state.ram_blocks.size(), UINT32_MAX);
-  for (uint32_t b = 0; b < state.ram_blocks.size(); ++b) {
-    auto r = reader.FindRegion(state.ram_blocks[b].name);
-    if (!r || reader.regions()[*r].size != state.ram_blocks[b].used_length) {
-      return Status::Corrupt(reader.name() + ": RAMBlock " + state.ram_blocks[b].name + " of the saved state " +
-                             (r ? "differs in size from its region" : "has no region"));
-    }
-    block_of_region[*r] = b;
-    region_of_block[b] = *r;
-  }
-  for (uint32_t r = 0; r < block_of_region.size(); ++r) {
-    if (block_of_region[r] == UINT32_MAX) {
-      return Status::Corrupt(reader.name() + ": region " + reader.regions()[r].name +
-                             " is not a RAMBlock of the saved state");
-    }
-  }
-
-  if (options.resume && !options.lazy) return Status::InvalidArgument("only a lazy restore can be resumed");
-  std::vector<bool> shared(reader.regions().size(), false);
-  for (const std::string& name : options.shared_regions) {
-    auto r = reader.FindRegion(name);
-    if (!r) return Status::InvalidArgument(reader.name() + ": no region " + name + " to map from the image server");
-    if (options.lazy) return Status::InvalidArgument("shared regions are for an eager (precopy) restore");
-    shared[*r] = true;
-  }
-  // The destination: waiting for us (or paused, to resume), with the same RAMBlocks. Nothing is sent before
-  // these checks.
-  if (options.resume) {
-    HLT_ASSIGN_OR_RETURN(result->resumed_from_status, WaitUntilPaused(qmp, options.resume_paused_wait_ms));
-    if (result->resumed_from_status == "completed") {
-      result->final_status = "completed";
-      result->total_us = MicrosSince(t0);
-      return Status::Ok();  // the restore had finished: nothing left to serve
-    }
-  }
-  HLT_ASSIGN_OR_RETURN(Json qs, qmp.Execute("query-status"));
-  const Json* st = FindMember(qs, "status");
-  const std::string run_state = st != nullptr ? AsString(*st) : "";
-  if (!options.resume && run_state != "inmigrate") {
-    return Status::InvalidArgument(qmp.name() + ": QEMU is not waiting for an incoming migration (its status is " +
-                                   run_state + "): start it with -incoming defer");
-  }
-  HLT_ASSIGN_OR_RETURN(std::vector<RamBlockInfo> dest, QueryRamBlocks(qmp));
-  if (options.check_ram_blocks) HLT_RETURN_IF_ERROR(CheckRamBlocksCompatible(state.ram_blocks, dest));
-  // Direct placement is decided before anything is sent (so that --placement direct fails cleanly); only QEMU's
-  // userfaultfd itself has to wait for LISTEN.
-  DirectPlan plan = PlanDirectPlacement(reader, qmp, options, block_of_region, state.ram_blocks.size(), process, shared);
-  if (!plan.why_not.empty() && options.placement == PagePlacement::kDirect) {
-    return Status::Unsupported("cannot place pages directly in QEMU's memory: " + plan.why_not);
-  }
-  result->placement_reason = plan.why_not;
-  // Eager through QEMU's userfaultfd (qemu_checkpoint.h, PagePlacement): a postcopy stream whose guest is held
-  // paused until every page is in. The channel's precopy load is the fallback.
-  bool eager_direct = !options.lazy && options.shared_regions.empty() && plan.why_not.empty();
-  if (!options.lazy && !options.shared_regions.empty()) {
-    // QEMU maps those regions itself; the rest (a few small RAMBlocks, in a clone) is not worth a postcopy.
-    if (options.placement == PagePlacement::kDirect) {
-      return Status::Unsupported("cannot place pages directly in QEMU's memory: an eager restore with regions "
-                                 "mapped from the image server goes through the stream");
-    }
-    result->placement_reason = "eager with regions mapped from the image server";
-  }
-  if (options.lazy || eager_direct) {
-    if (!options.resume) {
-      Status s = SetMigrationCapabilities(qmp, {{"postcopy-ram", true}});
-      if (s.code() == StatusCode::kInvalidArgument) {
-        const std::string why = s.message() + " (postcopy needs userfaultfd: run QEMU as root or set "
-                                              "vm.unprivileged_userfaultfd=1";
-        if (options.lazy) return Status::Unsupported(why + ", or restore with --eager)");
-        if (options.placement == PagePlacement::kDirect) {
-          return Status::Unsupported("cannot place pages directly in QEMU's memory: " + why + ")");
-        }
-        eager_direct = false;  // the precopy stream needs no userfaultfd
-        result->placement_reason = why + ")";
-      } else {
-        HLT_RETURN_IF_ERROR(s);
-      }
-    }
-  }
-  PushRestoreOptions copts = options.channel;
-  copts.lazy = options.lazy || eager_direct;
-  if (copts.pagesize_summary == 0) {
-    for (const auto& b : dest) copts.pagesize_summary |= b.page_size;  // ADVISE carries the destination's own
-  }
-  std::vector<std::vector<bool>> held;  // resume: QEMU's page map of the big RAMBlocks
-  if (options.resume) {
-    const pid_t pid = options.qemu_pid > 0 ? options.qemu_pid : process != nullptr ? process->pid() : qmp.PeerPid();
-    HLT_ASSIGN_OR_RETURN(held, PagesQemuHolds(reader, qmp, pid));
-  }
-  Result<UniqueFd> fd = options.resume ? (options.unix_socket_path.empty()
-                                              ? StartRecoveryOverFd(qmp)
-                                              : StartRecoveryOverUnix(qmp, options.unix_socket_path))
-                        : options.unix_socket_path.empty() ? StartIncomingOverFd(qmp)
-                                                           : StartIncomingOverUnix(qmp, options.unix_socket_path);
-  if (!fd) return fd.error();
-  result->start_to_connect_us = MicrosSince(t0);
-
-  RestoreEngine* engine_ptr = nullptr;
-  PushRestoreChannel channel(fd->get(), state, copts, [&](PageId id) -> Status {
-    return engine_ptr->HandleFault(PageRef{region_of_block[id.block], id.page}).status();
-  });
-  ChannelSink channel_sink(&channel, block_of_region);
-  // Declared before the engine, so they outlive it (its threads install through them until it stops).
-  UniqueFd qemu_uffd;
-  std::optional<DirectUffdSink> direct_sink;
-  RoutingSink sink(&channel, &channel_sink, block_of_region);
-  // Resume: what QEMU holds is never sent again (the never-twice rule holds across restorers).
-  auto held_before = [&](PageRef p) {
-    return (p.page < held[p.region].size() && held[p.region][p.page]) ||
-           channel.IsSent(PageId{block_of_region[p.region], p.page});
-  };
-  if (options.resume) {
-    sink.SetPresence(held_before);
-    for (const auto& region : held) result->resume_present_pages += std::count(region.begin(), region.end(), true);
-  }
-  RestoreEngineOptions eo = options.engine;
-  // The stream has to end some time: with the loader off, what the guest never asks for goes once it is idle.
-  if (!eo.background_loader && eo.idle_sweep_ms == 0) eo.idle_sweep_ms = kDefaultIdleSweepMs;
-  if (options.resume) {
-    // The guest ran already: nothing is preloaded, and the engine takes what QEMU holds as installed.
-    eo.preload_working_set = false;
-    eo.preload_all = false;
-    eo.skip_present_at_start = true;
-  }
+  QemuRestoreRun run(reader, qmp, options, result, process);
+  HLT_RETURN_IF_ERROR(run.MatchRegionsToRamBlocks());
+  HLT_ASSIGN_OR_RETURN(const bool already_complete, run.CheckDestination());
+  if (already_complete) return Status::Ok();  // a resumed restore that had finished: nothing left to serve
+  HLT_RETURN_IF_ERROR(run.PlanPlacement());
+  HLT_RETURN_IF_ERROR(run.OpenStream());
+  HLT_RETURN_IF_ERROR(run.CreateEngine());
   if (!options.lazy) {
-    // With shared regions only the other regions' pages go, one fault at a time below.
-    eo.preload_all = options.shared_regions.empty();
-    eo.background_loader = false;
-    eo.idle_sweep_ms = 0;
-    eo.predict_segment_pages = 0;
-    eo.zero_window_pages = 512;  // zero pages are sent too, in long runs
-  }
-  result->engine_created_wall_us = WallMicros();
-  HLT_ASSIGN_OR_RETURN(std::unique_ptr<RestoreEngine> engine, RestoreEngine::Create(reader, sink, eo));
-  engine_ptr = engine.get();
-  // Declared after the engine, so destroyed before it: no request worker is inside the engine when it goes.
-  struct StopWorkers {
-    PushRestoreChannel* c;
-    ~StopWorkers() { c->StopThreads(); }
-  } stop_workers{&channel};
-
-  // Polls QMP for the RESUME event (QEMU stamps it with its own clock).
-  auto poll_events = [&]() {
-    if (result->start_to_running_us != 0) return;
-    auto events = qmp.TakeEvents();
-    if (!events) return;
-    for (const auto& ev : *events) {
-      if (ev.name == "RESUME" && ev.host_time_us >= result->wall_start_us) {
-        result->start_to_running_us = uint64_t(ev.host_time_us - result->wall_start_us);
-        if (options.on_running) options.on_running(result->start_to_running_us);
-        break;
-      }
-    }
-  };
-  // Any failure: stop the engine first (its loader writes into the channel), then explain.
-  auto fail = [&](Status s) -> Status {
-    channel.Abort(s);
-    engine->Stop();
-    CollectStats(*engine, channel, direct_sink ? &*direct_sink : nullptr, result);
-    // The first error wins: when the channel failed first (QEMU went away, a request could not be answered),
-    // the engine's later errors are only consequences.
-    Status why = channel.status();
-    if (why.ok()) why = s;
-    return ExplainMigrationFailure(why, qmp, process);
-  };
-
-  // A resumed stream has no beginning: BeginResume (below) continues the one QEMU was reading.
-  Status s = options.resume ? Status::Ok() : channel.Begin();
-  if (!s.ok()) return fail(s);
-  const uint64_t total_pages = reader.total_pages();
-  // Every stored page is in QEMU before RAM END: sent in the stream, or placed directly (QEMU's cleanup
-  // unregisters its userfaultfd at the end; a page never placed would then read as zero).
-  auto all_stored_sent = [&]() -> Status {
-    for (uint64_t g = 0; g < total_pages; ++g) {
-      if (reader.Locate(g).kind != PageKind::kStored) continue;
-      const PageRef p = reader.PageOf(g);
-      const PageId id{block_of_region[p.region], p.page};
-      const bool in = (direct_sink && direct_sink->IsDirect(p.region) ? direct_sink->IsPlaced(p) || channel.IsSent(id)
-                                                                       : channel.IsSent(id)) ||
-                      (options.resume && held_before(p));
-      if (!engine->IsInstalled(p) || !in) {
-        return Status::Internal("page " + std::to_string(p.page) + " of region " + reader.regions()[p.region].name +
-                                " was never sent");
-      }
-    }
-    return Status::Ok();
-  };
-  // Takes QEMU's userfaultfd (guest RAM registered with it) for the big RAMBlocks, or falls back to the channel
-  // (an error under --placement direct).
-  auto place_directly = [&]() -> Status {
-    auto uffd = DuplicateUserfaultfd(plan.pid);
-    if (!uffd) {
-      sink.Decide(nullptr);
-      result->placement_reason = uffd.error().message();
-      if (options.placement == PagePlacement::kDirect) {
-        return Status::Unsupported("cannot place pages directly in QEMU's memory: " + uffd.error().message());
-      }
-      return Status::Ok();
-    }
-    qemu_uffd = std::move(*uffd);
-    direct_sink.emplace(qemu_uffd.get(), plan.regions);
-    const DirectUffdSink* placed = &*direct_sink;
-    channel.PlaceBlocksDirectly(plan.blocks, [placed, &region_of_block](PageId id) {
-      return placed->IsPlaced(PageRef{region_of_block[id.block], id.page});
-    });
-    sink.Decide(&*direct_sink, plan.direct_regions);
-    result->placement = "direct";
-    result->placement_reason.clear();
-    result->direct_blocks = plan.names;
-    return Status::Ok();
-  };
-  // Right after PACKAGED: take QEMU's userfaultfd once LISTEN has registered guest RAM, or fall back.
-  auto start_guest = [&]() -> Status {
-    sink.BeginListen();
-    Status started = channel.StartGuest();
-    if (!started.ok() || plan.names.empty()) {
-      sink.Decide(nullptr);
-      return started;
-    }
-    const auto t_setup = Clock::now();
-    Status listening = channel.WaitUntilListening(10000);
-    if (!listening.ok()) {
-      sink.Decide(nullptr);
-      return listening;
-    }
-    Status placed = place_directly();
-    result->direct_setup_us = MicrosSince(t_setup);
-    return placed;
-  };
-  // Resume: QEMU's userfaultfd covers guest RAM already; the placement is decided before the handshake, so
-  // that nothing can go out before it. Then the received bitmaps, RESUME_ACK, and the engine.
-  auto resume_guest = [&]() -> Status {
-    if (plan.names.empty()) {
-      sink.Decide(nullptr);
-    } else {
-      HLT_RETURN_IF_ERROR(place_directly());
-    }
-    HLT_RETURN_IF_ERROR(channel.BeginResume(10000));
-    result->start_to_resumed_us = MicrosSince(t0);
-    result->resume_present_pages += channel.stats(false).resume_received_pages;
-    if (options.on_resumed) options.on_resumed(result->start_to_resumed_us);
-    return engine->Start();
-  };
-
-  // Postcopy, every stored page in: RAM END and EOF (QEMU may unregister its memory from then on, so a zero run
-  // placed late is done, not an error); the zero pages never sent read as zero.
-  auto end_postcopy_stream = [&]() -> Status {
-    if (direct_sink) direct_sink->MarkStreamEnding();
-    HLT_RETURN_IF_ERROR(channel.Finish());
-    for (uint64_t g = 0; g < total_pages; ++g) {
-      if (!engine->IsInstalled(reader.PageOf(g))) ++result->zero_pages_unsent;
-    }
-    return Status::Ok();
-  };
-  // An eager load blocks for its whole length: progress comes from a reporter thread meanwhile.
-  auto load_with_progress = [&](const std::function<Status()>& load) -> Status {
-    std::atomic<bool> loaded{false};
-    std::thread reporter;
-    if (options.on_progress && options.progress_interval_ms > 0) {
-      reporter = std::thread([&] {
-        while (!loaded.load()) {
-          options.on_progress(engine->Stats(), channel.stats(false));
-          std::this_thread::sleep_for(std::chrono::milliseconds(options.progress_interval_ms));
-        }
-      });
-    }
-    Status ls = load();
-    loaded = true;
-    if (reporter.joinable()) reporter.join();
-    if (ls.ok() && options.on_progress && options.progress_interval_ms > 0) {
-      options.on_progress(engine->Stats(), channel.stats(false));
-    }
-    return ls;
-  };
-
-  if (eager_direct) {
-    // Eager through QEMU's userfaultfd: QMP `stop` while QEMU is still `inmigrate` only clears its autostart, so
-    // postcopy's RUN leaves the vCPUs paused. Then LISTEN and the device state, QEMU's userfaultfd taken, every
-    // block placed by the preload threads (a whole block per UFFDIO_COPY, zero pages never: they read as zero once
-    // QEMU unregisters its memory at the end), the end of the stream, and `cont` below. QEMU's own accesses to
-    // guest memory while it loads the device state are page requests, served as in a lazy restore.
-    s = qmp.Execute("stop").status();
-    if (s.ok()) s = start_guest();
-    if (s.ok()) s = load_with_progress([&] { return engine->Start(); });
-    if (s.ok()) s = all_stored_sent();
-    if (!s.ok()) return fail(s);
-    result->start_to_loaded_us = MicrosSince(t0);
-    s = end_postcopy_stream();
-    if (!s.ok()) return fail(s);
-  } else if (!options.lazy) {
-    // Eager through the stream (the direct path is not permitted, or shared regions): every block (several
-    // threads), then every zero page, then the device state.
-    s = load_with_progress([&] {
-      Status ls = engine->Start();
-      for (uint64_t g = 0; ls.ok() && g < total_pages; ++g) {
-        PageRef p = reader.PageOf(g);
-        if (!shared[p.region] && !engine->IsInstalled(p)) ls = engine->HandleFault(p).status();
-      }
-      return ls;
-    });
-    if (!s.ok()) return fail(s);
-    result->start_to_loaded_us = MicrosSince(t0);
-    s = channel.Finish();
-    if (!s.ok()) return fail(s);
+    HLT_RETURN_IF_ERROR(run.eager_direct() ? run.RunEagerDirect() : run.RunEagerStream());
   } else {
-    // Lazy: a working-set preload goes before the device state; otherwise the guest starts first.
-    if (options.resume) {
-      s = resume_guest();
-    } else if (eo.preload_working_set) {
-      s = engine->Start();
-      if (s.ok()) s = start_guest();
-    } else {
-      s = start_guest();
-      if (s.ok()) s = engine->Start();
-    }
-    if (!s.ok()) return fail(s);
-
-    std::mutex mu;
-    std::condition_variable cv;
-    bool loader_done = false;
-    Status loader_status;
-    std::thread waiter([&] {
-      Status ls = engine->WaitForLoader();
-      std::lock_guard<std::mutex> lock(mu);
-      loader_status = ls;
-      loader_done = true;
-      cv.notify_all();
-    });
-    const bool progress = options.on_progress && options.progress_interval_ms > 0;
-    const int period_ms = progress ? std::max(5, std::min(20, options.progress_interval_ms)) : 20;
-    auto next_progress = Clock::now();
-    for (;;) {
-      {
-        std::unique_lock<std::mutex> lock(mu);
-        cv.wait_for(lock, std::chrono::milliseconds(period_ms), [&] { return loader_done; });
-        if (loader_done) break;
-      }
-      if (channel.failed()) break;
-      poll_events();
-      if (progress && Clock::now() >= next_progress) {
-        options.on_progress(engine->Stats(), channel.stats(false));
-        next_progress += std::chrono::milliseconds(options.progress_interval_ms);
-      }
-    }
-    if (channel.failed()) {
-      Status out = fail(channel.status());
-      waiter.join();
-      return out;
-    }
-    waiter.join();
-    if (!loader_status.ok()) {
-      // A block failed verification: its pages were never sent, so the stream must not end (QEMU would map
-      // them as zero). The destination pauses when the channel goes down.
-      return fail(loader_status.WithContext(loader_status.code() == StatusCode::kCorrupt
-                                                ? "restore stopped: a block of the checkpoint is damaged"
-                                                : "restore stopped: the checkpoint could not be read"));
-    }
-    s = all_stored_sent();
-    if (!s.ok()) return fail(s);
-    if (progress) options.on_progress(engine->Stats(), channel.stats(false));
-    result->start_to_loaded_us = MicrosSince(t0);
-    s = end_postcopy_stream();
-    if (!s.ok()) return fail(s);
+    HLT_RETURN_IF_ERROR(run.RunLazy());
   }
-  engine->Stop();
-  CollectStats(*engine, channel, direct_sink ? &*direct_sink : nullptr, result);
-  for (const PageId& id : channel.RequestedPages())
-    result->requested.push_back(PageRef{region_of_block[id.block], id.page});
-  if (eo.record_timeline) result->timeline_csv = engine->TimelineCsv();
-
-  auto done = WaitForMigrationStatus(qmp, {"completed"}, options.completion_timeout_ms);
-  if (!done) return ExplainMigrationFailure(done.error(), qmp, process);
-  result->final_status = done->status;
-  result->total_us = MicrosSince(t0);
-  poll_events();
-  if (result->start_to_running_us == 0 && !options.lazy && !options.paused) {
-    // After a precopy load QEMU restores the saved run state, and hlt-save stopped the guest to save it: start it
-    // (postcopy's RUN command does that by itself).
-    HLT_ASSIGN_OR_RETURN(Json after, qmp.Execute("query-status"));
-    const Json* running = FindMember(after, "running");
-    if (running == nullptr || !AsBool(*running)) HLT_RETURN_IF_ERROR(qmp.Execute("cont").status());
-    auto ev = qmp.WaitForEvent("RESUME", 3000);
-    if (ev && ev->host_time_us >= result->wall_start_us) {
-      result->start_to_running_us = uint64_t(ev->host_time_us - result->wall_start_us);
-      if (options.on_running) options.on_running(result->start_to_running_us);
-    }
-  }
-  return Status::Ok();
+  return run.Complete();
 }
 
 }  // namespace halite::qemu

@@ -23,18 +23,16 @@
 #include "halite/libvirt/libvirt_checkpoint.h"
 #include "hlt-restore/lazy_restore_flags.h"
 #include "hlt-restore/learn_layout_flag.h"
-#include "hlt-restore/libvirt_dirs.h"
+#include "halite/libvirt/libvirt_dirs.h"
 #include "hlt-restore/restore_modes.h"
-#include "hlt-restore/restore_record.h"
-#include "hlt-restore/restore_status_file.h"
-#include "hlt-restore/restore_supervisor.h"
-#ifdef HALITE_TOOLS_WITH_IMAGE_SERVER
-#include "halite/image_server/ram_dir_server.h"
-#include "hlt-restore/libvirt_ram_dir.h"
-#include "hlt-restore/shared_memory.h"
-#endif
+#include "halite/libvirt/libvirt_restore_session.h"
+#include "halite/libvirt/restore_status_file.h"
+#include "halite/libvirt/restore_supervisor.h"
 
 namespace halite::restore {
+
+using libvirt::SupervisedRestore;
+using libvirt::SuperviseRestore;
 namespace {
 
 const char* kLibvirtUsage =
@@ -217,137 +215,56 @@ int RestoreLibvirt(cli::Args& args) {
         report_fd = -1;
       }
     };
-    StatusFile status(status_path);
-    if (resume.empty()) {
-      status.Write("starting");
-    } else {
-      const StatusFile::Contents before = StatusFile::Read(status_path);
-      status.SetDomain(resume, before.domain == resume ? before.uuid : "");
-      status.Write("resuming");
-    }
     auto fail = [&](const Status& s) {
-      status.Write("failed", s.ToString());
       if (detach) report("failed: " + s.ToString() + "\n");
       return cli::Fail(tool, s);
     };
-
-    auto conn = libvirt::Connection::Open(uri);
-    if (!conn) return fail(conn.error());
+    libvirt::DomainRestoreOptions o;
     LearnedLayoutChoice learned;
     if (learn && resume.empty()) {
-      if (Status chosen = learned.Choose(&ckpt, ropts); !chosen.ok()) return fail(chosen);
+      if (Status chosen = learned.Choose(&ckpt, ropts); !chosen.ok()) {
+        libvirt::StatusFile(status_path).Write("failed", chosen.ToString());
+        return fail(chosen);
+      }
     }
-    auto reader = CheckpointReader::Open(ckpt, ropts);
-    if (!reader) return fail(reader.error());
-    const std::string file_id = cli::HexBytes((*reader)->file_id());
+    o.connect_uri = uri;
+    o.checkpoint = ckpt;
+    o.reader = ropts;
+    o.restore = opt;
+    o.resume_domain = resume;
+    o.shared_memory = shared_memory;
+    o.ram_dir = ram_dir;
+    o.image_dir = image_dir;
+    o.server_flags = cli::ReaderFlags(args, ropts);
+    o.status_path = status_path;
+    o.on_notice = [](const std::string& line) {
+      std::printf("%s\n", line.c_str());
+      std::fflush(stdout);
+    };
+    o.on_warning = [&](const std::string& line) {
+      std::fprintf(stderr, "%s: warning: %s\n", tool.c_str(), line.c_str());
+    };
     if (!resume.empty()) {
-      libvirt::LibvirtResumeOptions ro;
-      ro.qemu = opt.qemu;
-      std::string record_path;
-      ro.check_qemu = [&](int pid) -> Status {
-        record_path = RecordPathForPid(pid);
-        HLT_ASSIGN_OR_RETURN(RestoreRecord prior, ReadRestoreRecord(record_path));
-        auto started = ProcessStartTime(pid);
-        if (!started || *started != prior.qemu_start_time) {
-          return Status::InvalidArgument(record_path + " is the record of an earlier process with pid " +
-                                         std::to_string(pid));
-        }
-        if (prior.file_id != file_id) {
-          return Status::InvalidArgument(fmt::format("{} has file_id {}, but domain {} was being restored from {} "
-                                                     "(file_id {}): resume with that checkpoint",
-                                                     ckpt, file_id, resume, prior.checkpoint, prior.file_id));
-        }
-        std::printf("resuming the restore of %s into domain %s (QEMU pid %d)\n", ckpt.c_str(), resume.c_str(), pid);
-        std::fflush(stdout);
-        return Status::Ok();
-      };
-      ro.qemu.on_resumed = [&](uint64_t) {
+      o.restore.qemu.on_resumed = [&](uint64_t) {
         const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - tool_start).count();
-        status.Write("running", "resumed");
         std::printf("guest resumed: domain %s gets its pages again %.1f ms after hlt-restore started\n", resume.c_str(),
                     ms);
         std::fflush(stdout);
       };
       libvirt::LibvirtRestoreResult res;
-      Status s = libvirt::ResumeLibvirtDomain(**conn, **reader, resume, ro, &res);
+      Status s = libvirt::RestoreDomain(std::move(o), &res);
       if (!s.ok()) return fail(s);
-      if (!record_path.empty()) unlink(record_path.c_str());
-      status.SetDomain(resume, res.uuid);
-      status.Write("completed", "resumed");
       std::printf("resumed the restore of domain %s: QEMU held %llu pages already\n", resume.c_str(),
                   (unsigned long long)res.qemu.resume_present_pages);
       PrintRestoreSummary(res.qemu, 0);
       std::fflush(stdout);
       return cli::kExitOk;
     }
-#ifdef HALITE_TOOLS_WITH_IMAGE_SERVER
-    // --memory shared: registered before libvirt starts the domain, removed once its QEMU maps the image.
-    RamDirRegistration registration;
-    if (shared_memory) {
-      if (ram_dir.empty()) {
-        auto d = DefaultLibvirtRamDir(uri);
-        if (!d) return fail(d.error());
-        ram_dir = *d;
-      }
-      char self[PATH_MAX] = {0};
-      if (readlink("/proc/self/exe", self, sizeof self - 1) < 0) return fail(Status::IoError("/proc/self/exe", errno));
-      auto plan = PrepareSharedMemory(self, ckpt, **reader, image_dir, ropts.parent_dirs, cli::ReaderFlags(args, ropts));
-      if (!plan) return fail(plan.error());
-      const uint64_t ram_size = (*reader)->regions()[*(*reader)->FindRegion(kSharedRamRegion)].size;
-      std::printf("memory shared: the domain maps %s privately (image server %s); libvirt's RAM directory %s\n",
-                  plan->image_path.c_str(), plan->started_server ? "started" : "already serving", ram_dir.c_str());
-      std::fflush(stdout);
-      opt.private_file_memory = true;
-      opt.qemu.lazy = false;
-      opt.qemu.shared_regions = plan->shared_regions;
-      const std::string image = plan->image_path;
-      opt.before_start = [&, self_path = std::string(self), image](const std::string& name) -> Status {
-        auto r = RamDirRegistration::Register(self_path, ram_dir, image_server::LibvirtShortName(name), image);
-        if (!r) return r.error();
-        registration = std::move(*r);
-        if (registration.started_server()) std::printf("memory shared: RAM directory server started at %s\n", ram_dir.c_str());
-        return Status::Ok();
-      };
-      opt.on_qemu_up = [&, image, ram_size](int pid) -> Status {
-        // Never a guest on memory that is not the checkpoint's: QEMU must map the image itself.
-        HLT_RETURN_IF_ERROR(CheckQemuMapsImage(pid, image, ram_size));
-        registration.Remove();  // QEMU holds the file: the name may serve another domain now
-        std::printf("memory shared: QEMU (pid %d) maps %s as its guest RAM\n", pid, image.c_str());
-        std::fflush(stdout);
-        return Status::Ok();
-      };
-    }
-#else
-    if (shared_memory) return fail(Status::Unsupported("--memory shared: this hlt-restore was built without the image server"));
-#endif
-    // A lazy restore leaves a record for --resume, written once its QEMU is up (before any page moves).
-    std::string record_path;
-    if (opt.qemu.lazy && !opt.on_qemu_up) {
-      opt.on_qemu_up = [&](int pid) -> Status {
-        RestoreRecord rec;
-        std::error_code ec;
-        const auto abs = std::filesystem::absolute(ckpt, ec);
-        rec.checkpoint = ec || IsObjectStoreUri(ckpt) ? ckpt : abs.string();
-        rec.file_id = file_id;
-        rec.qemu_pid = pid;
-        if (auto started = ProcessStartTime(pid)) rec.qemu_start_time = *started;
-        record_path = RecordPathForPid(pid);
-        if (Status w = WriteRestoreRecord(rec, record_path); !w.ok()) {
-          std::fprintf(stderr, "%s: warning: %s (this restore cannot be resumed)\n", tool.c_str(), w.message().c_str());
-          record_path.clear();
-        }
-        return Status::Ok();
-      };
-    }
     std::string started_name;
     double running_ms = 0;
-    opt.on_started = [&](const std::string& name, const std::string& uuid) {
-      started_name = name;
-      status.SetDomain(name, uuid);
-    };
-    opt.qemu.on_running = [&](uint64_t) {
+    o.restore.on_started = [&](const std::string& name, const std::string&) { started_name = name; };
+    o.restore.qemu.on_running = [&](uint64_t) {
       running_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - tool_start).count();
-      status.Write("running");
       std::string line = fmt::format("running {} {:.1f} ms after hlt-restore started\n", started_name, running_ms);
       if (detach) {
         line += "  the restore goes on detached (pid " + std::to_string(getpid()) + "); its outcome: " + status_path +
@@ -355,17 +272,11 @@ int RestoreLibvirt(cli::Args& args) {
       }
       report(line);
     };
-    if (opt.swtpm_storage_dir.empty()) {
-      // Only needed for a domain with an emulated TPM: a URI of another host is an error only then (the library
-      // says so when it needs the directory).
-      if (auto dirs = LocalLibvirtDriverDirs(uri, "--swtpm-dir")) opt.swtpm_storage_dir = dirs->swtpm_storage;
-    }
     libvirt::LibvirtRestoreResult res;
-    Status s = libvirt::RestoreLibvirtDomain(**conn, **reader, ckpt, opt, &res);
+    const bool lazy = opt.qemu.lazy && !shared_memory;
+    Status s = libvirt::RestoreDomain(std::move(o), &res);
     if (!s.ok()) return fail(s);
-    if (!record_path.empty()) unlink(record_path.c_str());
-    if (learn && opt.qemu.lazy) learned.LearnFrom(res.qemu.requested);
-    status.Write("completed");
+    if (learn && lazy) learned.LearnFrom(res.qemu.requested);
     const auto& q = res.qemu;
     const uint64_t tool_to_running = uint64_t(running_ms * 1000);
     std::printf("restored %s as domain %s (uuid %s)%s\n", ckpt.c_str(), res.domain.c_str(), res.uuid.c_str(),

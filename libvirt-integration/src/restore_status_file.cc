@@ -1,4 +1,4 @@
-#include "hlt-restore/restore_status_file.h"
+#include "halite/libvirt/restore_status_file.h"
 
 #include <unistd.h>
 
@@ -7,9 +7,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "common/cli.h"
 
-namespace halite::restore {
+namespace halite::libvirt {
 
 void StatusFile::Write(const std::string& state, const std::string& detail) const {
   if (path_.empty()) return;
@@ -18,7 +17,7 @@ void StatusFile::Write(const std::string& state, const std::string& detail) cons
   const std::string tmp = path_ + ".tmp";
   FILE* f = std::fopen(tmp.c_str(), "w");
   if (f == nullptr) return;
-  const std::string text = cli::JsonText(j);
+  const std::string text = j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
   const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size() && fflush(f) == 0 && fsync(fileno(f)) == 0;
   if (std::fclose(f) == 0 && ok) std::rename(tmp.c_str(), path_.c_str());
 }
@@ -34,4 +33,4 @@ StatusFile::Contents StatusFile::Read(const std::string& path) {
   return c;
 }
 
-}  // namespace halite::restore
+}  // namespace halite::libvirt

@@ -1,11 +1,11 @@
-#include "hlt-restore/detached_server.h"
+#include "halite/qemu/detached_server.h"
 
 #include <fcntl.h>
 #include <unistd.h>
 
 #include <cerrno>
 
-namespace halite::restore {
+namespace halite::qemu {
 
 Result<pid_t> StartDetachedServer(const std::string& self, const std::vector<std::string>& args,
                                   const std::string& log_path) {
@@ -34,4 +34,4 @@ Result<pid_t> StartDetachedServer(const std::string& self, const std::vector<std
   return pid;
 }
 
-}  // namespace halite::restore
+}  // namespace halite::qemu

@@ -1,5 +1,5 @@
 // hlt-restore libvirt --memory shared: the RAM directory server and registrations (libvirt_ram_dir.h).
-#include "hlt-restore/libvirt_ram_dir.h"
+#include "halite/libvirt/libvirt_ram_dir.h"
 
 #include <fcntl.h>
 #include <limits.h>
@@ -21,10 +21,12 @@
 
 #include "halite/hint_files.h"
 #include "halite/image_server/ram_dir_server.h"
-#include "hlt-restore/detached_server.h"
-#include "hlt-restore/libvirt_dirs.h"
+#include "halite/qemu/detached_server.h"
+#include "halite/libvirt/libvirt_dirs.h"
 
-namespace halite::restore {
+namespace halite::libvirt {
+
+using qemu::StartDetachedServer;
 namespace {
 
 // The mount table's entry for `dir`: its file system type, else "".
@@ -174,4 +176,4 @@ Status CheckQemuMapsImage(int pid, const std::string& image, uint64_t size, int 
       pid, image, size, seen.empty() ? "it maps none of it" : "found:" + seen));
 }
 
-}  // namespace halite::restore
+}  // namespace halite::libvirt

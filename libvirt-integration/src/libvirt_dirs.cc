@@ -1,12 +1,12 @@
 // A local libvirt QEMU driver's directories (libvirt_dirs.h).
-#include "hlt-restore/libvirt_dirs.h"
+#include "halite/libvirt/libvirt_dirs.h"
 
 #include <stdlib.h>
 #include <unistd.h>
 
 #include <fstream>
 
-namespace halite::restore {
+namespace halite::libvirt {
 namespace {
 
 std::string QueryValue(const std::string& uri, const std::string& key) {
@@ -89,4 +89,4 @@ Result<LibvirtDriverDirs> LocalLibvirtDriverDirs(const std::string& given_uri, c
   return dirs;
 }
 
-}  // namespace halite::restore
+}  // namespace halite::libvirt

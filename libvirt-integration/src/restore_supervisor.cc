@@ -1,4 +1,4 @@
-#include "hlt-restore/restore_supervisor.h"
+#include "halite/libvirt/restore_supervisor.h"
 
 #include <signal.h>
 #include <string.h>
@@ -12,10 +12,9 @@
 #include <thread>
 
 #include <fmt/format.h>
-#include "common/cli.h"
-#include "hlt-restore/restore_status_file.h"
+#include "halite/libvirt/restore_status_file.h"
 
-namespace halite::restore {
+namespace halite::libvirt {
 namespace {
 
 pid_t StartWorker(const std::function<int()>& body) {
@@ -43,12 +42,12 @@ int SuperviseRestore(const SupervisedRestore& job) {
   pid_t worker = StartWorker(job.restore);
   if (worker < 0) {
     std::fprintf(stderr, "hlt-restore: fork: %s\n", strerror(errno));
-    return cli::kExitIo;
+    return kSupervisorExitIo;
   }
   if (job.report_fd >= 0) close(job.report_fd);
   for (int resumes = 0;; ++resumes) {
     const int status = WaitWorker(worker);
-    if (status < 0) return cli::kExitIo;
+    if (status < 0) return kSupervisorExitIo;
     if (WIFEXITED(status)) return WEXITSTATUS(status);  // the worker's own verdict, in the status file too
     const int sig = WTERMSIG(status);
     const StatusFile::Contents st = StatusFile::Read(job.status_path);
@@ -61,13 +60,13 @@ int SuperviseRestore(const SupervisedRestore& job) {
     // guest never ran; what is left of the domain is reported, not guessed at.
     if ((st.state != "running" && st.state != "resuming") || st.domain.empty()) {
       file.Write("failed", death + " before its guest ran: restore again");
-      return cli::kExitIo;
+      return kSupervisorExitIo;
     }
     if (resumes == job.max_resumes) {
       file.Write("failed",
                   fmt::format("{}; {} resumes already: not again (resume by hand with --resume {})", death, resumes,
                               st.domain));
-      return cli::kExitIo;
+      return kSupervisorExitIo;
     }
     // The first resume at once (the guest waits); a worker that keeps dying is replaced more and more slowly.
     if (resumes > 0) std::this_thread::sleep_for(std::chrono::milliseconds(100 << std::min(resumes - 1, 4)));
@@ -80,9 +79,9 @@ int SuperviseRestore(const SupervisedRestore& job) {
     worker = StartWorker([&] { return job.resume(domain); });
     if (worker < 0) {
       file.Write("failed", std::string("fork: ") + strerror(errno));
-      return cli::kExitIo;
+      return kSupervisorExitIo;
     }
   }
 }
 
-}  // namespace halite::restore
+}  // namespace halite::libvirt

@@ -1,13 +1,13 @@
 // Where a local libvirt QEMU driver keeps per-domain things, from its connection URI: what hlt-restore libvirt
 // must put in place before libvirt starts a domain (the RAM directory of --memory shared, the TPM state).
-#ifndef HALITE_TOOLS_LIBVIRT_DIRS_H_
-#define HALITE_TOOLS_LIBVIRT_DIRS_H_
+#ifndef HALITE_LIBVIRT_LIBVIRT_DIRS_H_
+#define HALITE_LIBVIRT_LIBVIRT_DIRS_H_
 
 #include <string>
 
 #include "halite/status.h"
 
-namespace halite::restore {
+namespace halite::libvirt {
 
 struct LibvirtDriverDirs {
   std::string uri;            // the URI resolved (empty given: LIBVIRT_DEFAULT_URI, qemu:///system for root, else
@@ -27,6 +27,6 @@ Result<LibvirtDriverDirs> LocalLibvirtDriverDirs(const std::string& uri, const s
 // The value of `key = "..."` in a libvirt configuration file, else "".
 std::string LibvirtConfValue(const std::string& path, const std::string& key);
 
-}  // namespace halite::restore
+}  // namespace halite::libvirt
 
-#endif  // HALITE_TOOLS_LIBVIRT_DIRS_H_
+#endif  // HALITE_LIBVIRT_LIBVIRT_DIRS_H_

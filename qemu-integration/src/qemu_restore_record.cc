@@ -1,4 +1,4 @@
-#include "hlt-restore/restore_record.h"
+#include "halite/qemu/qemu_restore_record.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -11,7 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
-namespace halite::restore {
+namespace halite::qemu {
 
 std::string RecordRunDir() {
   const char* env = std::getenv("HALITE_RUN_DIR");
@@ -113,4 +113,4 @@ Result<RestoreRecord> ReadRestoreRecord(const std::string& path) {
   return r;
 }
 
-}  // namespace halite::restore
+}  // namespace halite::qemu

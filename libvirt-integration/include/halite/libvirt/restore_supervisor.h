@@ -2,13 +2,13 @@
 // serves the pages and stays behind as its supervisor. When the worker dies of a signal (killed, crashed, out of
 // memory) after its guest ran, the supervisor forks a new worker that takes the restore over with QEMU's
 // postcopy recovery (--resume), as a broker would; nothing of the guest is lost while it waits.
-#ifndef HALITE_TOOLS_RESTORE_SUPERVISOR_H_
-#define HALITE_TOOLS_RESTORE_SUPERVISOR_H_
+#ifndef HALITE_LIBVIRT_RESTORE_SUPERVISOR_H_
+#define HALITE_LIBVIRT_RESTORE_SUPERVISOR_H_
 
 #include <functional>
 #include <string>
 
-namespace halite::restore {
+namespace halite::libvirt {
 
 struct SupervisedRestore {
   // The status file both workers keep (state, domain, pid); the supervisor reads the domain from it and marks
@@ -25,10 +25,12 @@ struct SupervisedRestore {
   int max_resumes = 5;
 };
 
-// Call in a process without threads (forks). Returns the exit code of the last worker, or kExitIo when a worker
+// Call in a process without threads (forks). Returns the exit code of the last worker, or kSupervisorExitIo when a worker
 // died and could not be resumed (before its guest ran, or too many times); the status file then says why.
 int SuperviseRestore(const SupervisedRestore& job);
+// What SuperviseRestore returns for a worker it could not resume: hlt-restore's exit code for an I/O error.
+inline constexpr int kSupervisorExitIo = 3;
 
-}  // namespace halite::restore
+}  // namespace halite::libvirt
 
-#endif  // HALITE_TOOLS_RESTORE_SUPERVISOR_H_
+#endif  // HALITE_LIBVIRT_RESTORE_SUPERVISOR_H_

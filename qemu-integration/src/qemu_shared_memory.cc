@@ -1,5 +1,5 @@
 // hlt-restore qemu --memory shared: finding or starting the host image server (shared_memory.h).
-#include "hlt-restore/shared_memory.h"
+#include "halite/qemu/qemu_shared_memory.h"
 
 #include <fcntl.h>
 #include <limits.h>
@@ -18,9 +18,9 @@
 
 #include "halite/checkpoint_location.h"
 #include "halite/hint_files.h"
-#include "hlt-restore/detached_server.h"
+#include "halite/qemu/detached_server.h"
 
-namespace halite::restore {
+namespace halite::qemu {
 namespace {
 
 std::string Hex(const FileId& id) {
@@ -149,4 +149,4 @@ Result<SharedMemoryPlan> PrepareSharedMemory(const std::string& self, const std:
   return plan;
 }
 
-}  // namespace halite::restore
+}  // namespace halite::qemu

@@ -1,15 +1,15 @@
 // hlt-restore libvirt --memory shared: libvirt's memory backing directory (RAMDIR) served by the RAM directory
 // server (halite/image_server/ram_dir_server.h), and the registration that makes a domain's pc.ram resolve to a
 // checkpoint image.
-#ifndef HALITE_TOOLS_LIBVIRT_RAM_DIR_H_
-#define HALITE_TOOLS_LIBVIRT_RAM_DIR_H_
+#ifndef HALITE_LIBVIRT_LIBVIRT_RAM_DIR_H_
+#define HALITE_LIBVIRT_LIBVIRT_RAM_DIR_H_
 
 #include <cstdint>
 #include <string>
 
 #include "halite/status.h"
 
-namespace halite::restore {
+namespace halite::libvirt {
 
 // Where libvirt puts the domain directories of file-backed guest RAM, for a connection URI (empty: libvirt's
 // default for this user):
@@ -51,6 +51,6 @@ class RamDirRegistration {
 // guest RAM is the checkpoint's. Waits up to timeout_ms for the mapping. kInvalidArgument naming what it found.
 Status CheckQemuMapsImage(int pid, const std::string& image, uint64_t size, int timeout_ms = 10000);
 
-}  // namespace halite::restore
+}  // namespace halite::libvirt
 
-#endif  // HALITE_TOOLS_LIBVIRT_RAM_DIR_H_
+#endif  // HALITE_LIBVIRT_LIBVIRT_RAM_DIR_H_

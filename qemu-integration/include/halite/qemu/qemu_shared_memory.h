@@ -1,7 +1,7 @@
 // hlt-restore qemu --memory shared: the guest's main RAM mapped privately from an image file the host image server
 // (hlt-restore serve) exports, shared through the page cache with every other clone of the same checkpoint.
-#ifndef HALITE_TOOLS_SHARED_MEMORY_H_
-#define HALITE_TOOLS_SHARED_MEMORY_H_
+#ifndef HALITE_QEMU_QEMU_SHARED_MEMORY_H_
+#define HALITE_QEMU_QEMU_SHARED_MEMORY_H_
 
 #include <string>
 #include <vector>
@@ -9,7 +9,7 @@
 #include "halite/checkpoint_reader.h"
 #include "halite/status.h"
 
-namespace halite::restore {
+namespace halite::qemu {
 
 // The RAMBlock QEMU's pc and q35 machines keep guest RAM in; the one region mapped from the image.
 inline constexpr const char* kSharedRamRegion = "pc.ram";
@@ -42,6 +42,6 @@ Result<SharedMemoryPlan> PrepareSharedMemory(const std::string& self, const std:
                                              const std::vector<std::string>& parent_dirs = {},
                                              const std::vector<std::string>& reader_flags = {});
 
-}  // namespace halite::restore
+}  // namespace halite::qemu
 
-#endif  // HALITE_TOOLS_SHARED_MEMORY_H_
+#endif  // HALITE_QEMU_QEMU_SHARED_MEMORY_H_

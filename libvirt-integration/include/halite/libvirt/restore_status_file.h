@@ -1,12 +1,12 @@
 // The status file a broker polls for a libvirt restore (--status-file, and always with --detach): one JSON object
 // {"state", "domain", "uuid", "pid", and "error" when failed or "note"}, written to a temporary name, synced and
 // renamed, so a reader never sees half of it. States: starting, running, resuming, completed, failed.
-#ifndef HALITE_TOOLS_RESTORE_STATUS_FILE_H_
-#define HALITE_TOOLS_RESTORE_STATUS_FILE_H_
+#ifndef HALITE_LIBVIRT_RESTORE_STATUS_FILE_H_
+#define HALITE_LIBVIRT_RESTORE_STATUS_FILE_H_
 
 #include <string>
 
-namespace halite::restore {
+namespace halite::libvirt {
 
 class StatusFile {
  public:
@@ -28,6 +28,6 @@ class StatusFile {
   std::string path_, domain_, uuid_;
 };
 
-}  // namespace halite::restore
+}  // namespace halite::libvirt
 
-#endif  // HALITE_TOOLS_RESTORE_STATUS_FILE_H_
+#endif  // HALITE_LIBVIRT_RESTORE_STATUS_FILE_H_

@@ -5,8 +5,8 @@
 // Where: <qemu dir>/halite-restore.json for a QEMU that hlt-restore launched, and always
 // <run dir>/qemu-<pid>.json (run dir: $HALITE_RUN_DIR, else /run/halite/restores), found from the QMP socket's
 // peer. Written atomically before the restore sends anything; removed when the restore completes.
-#ifndef HALITE_TOOLS_RESTORE_RECORD_H_
-#define HALITE_TOOLS_RESTORE_RECORD_H_
+#ifndef HALITE_QEMU_QEMU_RESTORE_RECORD_H_
+#define HALITE_QEMU_QEMU_RESTORE_RECORD_H_
 
 #include <sys/types.h>
 
@@ -16,7 +16,7 @@
 
 #include "halite/status.h"
 
-namespace halite::restore {
+namespace halite::qemu {
 
 struct RestoreRecord {
   std::string checkpoint;       // as given to hlt-restore
@@ -49,6 +49,6 @@ Status WriteRestoreRecord(const RestoreRecord& record, const std::string& path);
 // Errors: kNotFound (no record: nothing to resume there), kCorrupt naming the file and what is wrong.
 Result<RestoreRecord> ReadRestoreRecord(const std::string& path);
 
-}  // namespace halite::restore
+}  // namespace halite::qemu
 
-#endif  // HALITE_TOOLS_RESTORE_RECORD_H_
+#endif  // HALITE_QEMU_QEMU_RESTORE_RECORD_H_
