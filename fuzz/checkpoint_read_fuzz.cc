@@ -297,7 +297,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::vector<uint8_t> fixed = bytes;
   halite::testing::ResealAllChecksums(fixed);
   if (fixed != bytes) OpenAndRead(fixed, Keys{});
-  const uint32_t flags = size >= 64 ? halite::halite::LoadLe32(data + 36) : 0;
+  const uint32_t flags = size >= 64 ? halite::LoadLe32(data + 36) : 0;
   if (flags & halite::format::kHeaderAuthenticated) OpenAndRead(bytes, Keys{FuzzKey(), nullptr, false});
   if (flags & halite::format::kHeaderEncrypted) {
     // Format-spec 13: with the keys as given; without them (structure and checksums); and resealed by the holder
