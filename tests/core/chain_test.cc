@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "codec/hashing.h"
-#include "format/byte_order.h"
+#include "halite/bytes.h"
 #include "format/index_codec.h"
 #include "halite/checkpoint_reader.h"
 #include "halite/checkpoint_writer.h"
@@ -131,12 +131,12 @@ TEST_CASE("equal hashes are not enough: the bytes decide", "[chain]") {
   // Forge the parent's PAGE_HASHES entry of page 7 (slot 7: every page of the base is stored, in order) to the child's page hash: a collision, as far as the writer sees.
   std::ifstream in(dir.File("base.hlt"), std::ios::binary);
   std::vector<uint8_t> f((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  const uint64_t index_offset = format::LoadLe64(&f[f.size() - 64]);
-  const uint64_t index_length = format::LoadLe64(&f[f.size() - 56]);
+  const uint64_t index_offset = halite::LoadLe64(&f[f.size() - 64]);
+  const uint64_t index_length = halite::LoadLe64(&f[f.size() - 56]);
   std::vector<uint8_t> index(f.begin() + long(index_offset), f.begin() + long(index_offset + index_length));
   size_t body = testing::FindSectionBody(index, format::kPageHashesSectionType);
   REQUIRE(body != SIZE_MAX);
-  format::StoreLe64(&index[body + 8 + 8 * 7], codec::Xxh3_128(Page(7, 2)).low);
+  halite::StoreLe64(&index[body + 8 + 8 * 7], codec::Xxh3_128(Page(7, 2)).low);
   f = testing::ResealWithIndex(f, index);
   std::ofstream(dir.File("forged.hlt"), std::ios::binary).write(reinterpret_cast<const char*>(f.data()), long(f.size()));
 

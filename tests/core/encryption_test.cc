@@ -275,7 +275,7 @@ TEST_CASE("a byte changed anywhere in an encrypted file is refused, never read a
   // As damaged (the checksums catch it), then with every checksum recomputed (an adversary who forges XXH3: the
   // tags catch it), then also with the index tag recomputed (only the key's holder could: a unit's own tag, or a
   // rule behind the index tag, catches it).
-  const uint64_t index_offset = format::LoadLe64(&s.file[s.file.size() - 64]);
+  const uint64_t index_offset = halite::LoadLe64(&s.file[s.file.size() - 64]);
   for (int reseal = 0; reseal < 3; ++reseal) {
     INFO("reseal " << reseal);
     size_t auth = 0, corrupt = 0;

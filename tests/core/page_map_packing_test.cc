@@ -5,7 +5,7 @@
 
 #include <random>
 
-#include "format/byte_order.h"
+#include "halite/bytes.h"
 #include "format/index_codec.h"
 #include "format/page_map_packing.h"
 #include "halite/format_constants.h"

@@ -10,7 +10,7 @@
 #include <fmt/format.h>
 
 #include "codec/hashing.h"
-#include "format/byte_order.h"
+#include "halite/bytes.h"
 #include "format/envelope_codec.h"
 #include "format/index_codec.h"
 #include "format/integrity_checks.h"
@@ -152,11 +152,11 @@ struct Parts {
 
 Parts Split(const std::vector<uint8_t>& f) {
   Parts p;
-  p.footer.index_offset = format::LoadLe64(&f[f.size() - 64]);
-  p.footer.index_length = format::LoadLe64(&f[f.size() - 56]);
-  p.footer.file_size = format::LoadLe64(&f[f.size() - 48]);
+  p.footer.index_offset = halite::LoadLe64(&f[f.size() - 64]);
+  p.footer.index_length = halite::LoadLe64(&f[f.size() - 56]);
+  p.footer.file_size = halite::LoadLe64(&f[f.size() - 48]);
   std::memcpy(p.footer.file_id.data(), &f[f.size() - 40], 16);
-  p.footer.index_checksum = format::LoadLe64(&f[f.size() - 24]);
+  p.footer.index_checksum = halite::LoadLe64(&f[f.size() - 24]);
   p.index.assign(f.begin() + long(p.footer.index_offset), f.begin() + long(p.footer.index_offset + p.footer.index_length));
   return p;
 }
@@ -180,9 +180,9 @@ std::vector<StoredSection> SplitSections(const std::vector<uint8_t>& index) {
   std::vector<StoredSection> out;
   size_t at = 0;
   while (at + 16 <= index.size()) {
-    uint64_t len = format::LoadLe64(&index[at + 8]);
+    uint64_t len = halite::LoadLe64(&index[at + 8]);
     size_t end = at + 16 + size_t((len + 7) / 8 * 8);
-    out.push_back({format::LoadLe32(&index[at]), std::vector<uint8_t>(index.begin() + long(at), index.begin() + long(end))});
+    out.push_back({halite::LoadLe32(&index[at]), std::vector<uint8_t>(index.begin() + long(at), index.begin() + long(end))});
     at = end;
   }
   return out;
@@ -212,8 +212,8 @@ std::vector<uint8_t> WithSkippableSection(const std::vector<uint8_t>& f, uint32_
                                           size_t before) {
   auto sections = SplitSections(Split(f).index);
   std::vector<uint8_t> bytes(16);
-  format::StoreLe32(&bytes[0], type);
-  format::StoreLe64(&bytes[8], text.size());
+  halite::StoreLe32(&bytes[0], type);
+  halite::StoreLe64(&bytes[8], text.size());
   bytes.insert(bytes.end(), text.begin(), text.end());
   bytes.resize(16 + (text.size() + 7) / 8 * 8, 0);
   sections.insert(sections.begin() + long(std::min(before, sections.size())), StoredSection{type, bytes});
@@ -284,7 +284,7 @@ std::vector<uint8_t> ZstdRleFrame(uint32_t content_size, bool declare_size, uint
   if (dict_id) f.push_back(dict_id);
   if (declare_size) {
     uint8_t le[4];
-    format::StoreLe32(le, content_size);
+    halite::StoreLe32(le, content_size);
     f.insert(f.end(), le, le + 4);
   }
   uint32_t block_header = 1u | (1u << 1) | (content_size << 3);  // Last_Block, RLE, Block_Size
@@ -493,7 +493,7 @@ Result<std::vector<InvalidVector>> BuildInvalidVectors(const std::vector<ValidVe
     Parts p = Split(m);
     auto idx = p.index;
     size_t body = SectionBody(idx, format::SectionType::kRegions);
-    format::StoreLe64(&idx[body + 8 + 8], 1ull << 60);  // region size
+    halite::StoreLe64(&idx[body + 8 + 8], 1ull << 60);  // region size
     add("region-2e60.hlt", WithIndex(m, idx), kC, kOk, "more than 2^31 pages",
         "a region claiming 2^60 bytes: rejected before allocating");
   }
@@ -501,21 +501,21 @@ Result<std::vector<InvalidVector>> BuildInvalidVectors(const std::vector<ValidVe
     Parts p = Split(m);
     auto idx = p.index;
     size_t body = SectionBody(idx, format::SectionType::kBlocks);
-    format::StoreLe32(&idx[body + 8 + 12], 0xffffffffu);  // block 0 page_count
+    halite::StoreLe32(&idx[body + 8 + 12], 0xffffffffu);  // block 0 page_count
     add("block-2e32-pages.hlt", WithIndex(m, idx), kC, kOk, "page_count 4294967295", "a block claiming 2^32-1 pages");
   }
   {
     Parts p = Split(m);
     auto idx = p.index;
     size_t body = SectionBody(idx, format::SectionType::kPageMap);
-    format::StoreLe32(&idx[body + 4 * 5], 1000);  // page 5 -> slot 998
+    halite::StoreLe32(&idx[body + 4 * 5], 1000);  // page 5 -> slot 998
     add("slot-out-of-range.hlt", WithIndex(m, idx), kC, kOk, "references slot 998", "a page pointing past the last slot");
   }
   {
     Parts p = Split(m);
     auto idx = p.index;
     size_t body = SectionBody(idx, format::SectionType::kPageMap);
-    format::StoreLe32(&idx[body + 4 * 5], format::LoadLe32(&idx[body + 4 * 4]));  // page 5 -> page 4's slot
+    halite::StoreLe32(&idx[body + 4 * 5], halite::LoadLe32(&idx[body + 4 * 4]));  // page 5 -> page 4's slot
     add("slot-unreferenced.hlt", WithIndex(m, idx), kC, kOk, "is referenced by no page",
         "a stored slot no page uses (unchecked bytes)");
   }
@@ -523,21 +523,21 @@ Result<std::vector<InvalidVector>> BuildInvalidVectors(const std::vector<ValidVe
     Parts p = Split(m);
     auto idx = p.index;
     size_t body = SectionBody(idx, format::SectionType::kBlocks);
-    format::StoreLe64(&idx[body + 8], 65);  // block 0 offset
+    halite::StoreLe64(&idx[body + 8], 65);  // block 0 offset
     add("block-gap.hlt", WithIndex(m, idx), kC, kOk, "payloads are contiguous", "block 0 not at offset 64");
   }
   {
     Parts p = Split(m);
     auto idx = p.index;
     size_t body = SectionBody(idx, format::SectionType::kRestoreOrder);
-    format::StoreLe32(&idx[body + 8], format::LoadLe32(&idx[body + 12]));  // duplicate entry
+    halite::StoreLe32(&idx[body + 8], halite::LoadLe32(&idx[body + 12]));  // duplicate entry
     add("order-not-permutation.hlt", WithIndex(m, idx), kC, kOk, "permutation", "restore order repeats a block");
   }
   {
     Parts p = Split(multi);
     auto idx = p.index;
     size_t body = SectionBody(idx, format::SectionType::kBlocks);
-    format::StoreLe32(&idx[body + 8 + 16], format::LoadLe32(&idx[body + 8 + 16]) ^ format::kBlockHot);
+    halite::StoreLe32(&idx[body + 8 + 16], halite::LoadLe32(&idx[body + 8 + 16]) ^ format::kBlockHot);
     add("hot-flag-mismatch.hlt", WithIndex(multi, idx), kC, kOk, "HOT flag disagrees",
         "a block's HOT flag differs from the working set");
   }
@@ -740,7 +740,7 @@ Result<std::vector<InvalidVector>> BuildInvalidVectors(const std::vector<ValidVe
     {
       Parts p = Split(m);
       auto idx = p.index;
-      format::StoreLe32(&idx[SectionBody(idx, format::SectionType::kBlocks) + 8 + 32 * compressed + 20], 1);
+      halite::StoreLe32(&idx[SectionBody(idx, format::SectionType::kBlocks) + 8 + 32 * compressed + 20], 1);
       add("base-page-without-based.hlt", WithIndex(m, idx), kC, kOk, "base_page is not zero on a block without BASED",
           "base_page set on a block that is not BASED (the field was reserved before 1.4)");
     }
@@ -757,9 +757,9 @@ Result<std::vector<InvalidVector>> BuildInvalidVectors(const std::vector<ValidVe
     add("coding-reserved-nonzero.hlt", patched([](auto& idx, size_t body) { idx[body + 20] = 1; }), kC, kOk,
         "CODING at offset", "the CODING section's reserved field set");
     add("coding-trial-count.hlt",
-        patched([](auto& idx, size_t body) { format::StoreLe32(&idx[body + 4], format::LoadLe32(&idx[body + 4]) - 1); }),
+        patched([](auto& idx, size_t body) { halite::StoreLe32(&idx[body + 4], halite::LoadLe32(&idx[body + 4]) - 1); }),
         kC, kOk, "(expected 32 + 24 x", "a trial_count one less than the entries present");
-    add("coding-used-over-tried.hlt", patched([](auto& idx, size_t body) { format::StoreLe32(&idx[body + 16], 1); }),
+    add("coding-used-over-tried.hlt", patched([](auto& idx, size_t body) { halite::StoreLe32(&idx[body + 16], 1); }),
         kC, kOk, "base_groups_used 1 exceeds base_groups_tried 0", "more groups used than tried");
   }
   // --- the PACKED PAGE_MAP (5.3, since 1.6) ---

@@ -5,8 +5,8 @@
 
 #include <fmt/format.h>
 
-#include "format/byte_order.h"
 #include "format/page_map_packing.h"
+#include "halite/bytes.h"
 #include "halite/format_constants.h"
 
 namespace halite::format {

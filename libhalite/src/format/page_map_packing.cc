@@ -3,7 +3,7 @@
 #include <fmt/format.h>
 
 #include "codec/zstd_codec.h"
-#include "format/byte_order.h"
+#include "halite/bytes.h"
 
 namespace halite::format {
 namespace {

@@ -13,7 +13,7 @@
 #include "codec/zstd_codec.h"
 #include "common/rate_limiter.h"
 #include "common/worker_pool.h"
-#include "format/byte_order.h"
+#include "halite/bytes.h"
 #include "format/encryption_codec.h"
 #include "format/envelope_codec.h"
 #include "format/index_codec.h"
