@@ -3,6 +3,7 @@
 #   lib   -> libhalite<SOVERSION>  the shared library (Debian names a library package after its SONAME)
 #   dev   -> libhalite-dev         headers (the C API's halite_c.h among them), libhalite.so, halite.pc, CMake config
 #   tools -> halite-tools          hlt-save, hlt-restore (the image server is its `serve` mode) and the systemd units
+#   python -> python3-halite       the Python bindings (python/)
 # Depends of the packages holding binaries come from dpkg-shlibdeps (CPACK_DEBIAN_PACKAGE_SHLIBDEPS).
 set(CPACK_GENERATOR DEB)
 set(CPACK_PACKAGE_NAME halite)
@@ -57,14 +58,19 @@ halite-image-server@.service (one image server per checkpoint) and halite-restor
 libvirt restore).")
 
 set(CPACK_COMPONENTS_ALL lib dev tools)
-# python3-halite: the Python bindings (issue 25 item 3) are not in the tree yet. When they are, their install
-# rules use COMPONENT python and the target halite_python exists; the package is then added here, its Depends
-# from dpkg-shlibdeps (the extension module) plus python3.
-if(TARGET halite_python)
+# python3-halite: the Python bindings (python/, package `halite`), pure Python over the C API with cffi's ABI mode:
+# Architecture all, no shared objects (so no dpkg-shlibdeps figures); it loads libhalite.so.N by SONAME, hence the
+# library package (and cffi) in its Depends.
+if(HALITE_WITH_PYTHON)
   list(APPEND CPACK_COMPONENTS_ALL python)
   set(CPACK_DEBIAN_PYTHON_PACKAGE_NAME python3-halite)
   set(CPACK_DEBIAN_PYTHON_PACKAGE_SECTION python)
-  set(CPACK_DEBIAN_PYTHON_PACKAGE_DEPENDS "python3")
+  set(CPACK_DEBIAN_PYTHON_PACKAGE_ARCHITECTURE all)
+  set(CPACK_DEBIAN_PYTHON_PACKAGE_SHLIBDEPS OFF)
+  set(CPACK_DEBIAN_PYTHON_PACKAGE_DEPENDS "${HALITE_LIB_PACKAGE} (>= ${HALITE_DEB_VERSION}), python3 (>= 3.9), python3-cffi")
+  set(CPACK_COMPONENT_PYTHON_DESCRIPTION "libhalite: Python bindings (package halite)
+Read, verify and write checkpoints, keys of encrypted checkpoints and lazy restore into the process's memory from
+Python, through the C API of libhalite with cffi; typed, errors as one exception class per error code.")
 endif()
 
 include(CPack)

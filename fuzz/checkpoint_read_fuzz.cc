@@ -256,7 +256,7 @@ void OpenAndRead(std::vector<uint8_t> bytes, const Keys& keys, const std::vector
     return NewMemoryFile(path, parents[served++]);
   };
   // An encrypted file (or parent) whose key is not given is refused with kAuthFailed, as is any tag that fails.
-  const bool encrypted = bytes.size() >= 64 && (format::LoadLe32(&bytes[36]) & format::kHeaderEncrypted);
+  const bool encrypted = bytes.size() >= 64 && (halite::LoadLe32(&bytes[36]) & format::kHeaderEncrypted);
   const bool auth_possible = keys.mac.has_value() || keys.keyring != nullptr || encrypted || !parents.empty();
   auto reader = CheckpointReader::Open(NewMemoryFile("fuzz.hlt", std::move(bytes)), options);
   if (!reader) {
@@ -297,7 +297,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::vector<uint8_t> fixed = bytes;
   halite::testing::ResealAllChecksums(fixed);
   if (fixed != bytes) OpenAndRead(fixed, Keys{});
-  const uint32_t flags = size >= 64 ? halite::format::LoadLe32(data + 36) : 0;
+  const uint32_t flags = size >= 64 ? halite::LoadLe32(data + 36) : 0;
   if (flags & halite::format::kHeaderAuthenticated) OpenAndRead(bytes, Keys{FuzzKey(), nullptr, false});
   if (flags & halite::format::kHeaderEncrypted) {
     // Format-spec 13: with the keys as given; without them (structure and checksums); and resealed by the holder

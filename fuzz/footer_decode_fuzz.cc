@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "codec/hashing.h"
-#include "format/byte_order.h"
+#include "halite/bytes.h"
 #include "format/envelope_codec.h"
 #include "fuzz_input.h"
 
@@ -42,7 +42,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     std::vector<uint8_t> fixed(footer.begin(), footer.begin() + format::kFooterSize);
     FileId id;
     std::memcpy(id.data(), &fixed[24], id.size());
-    format::StoreLe64(&fixed[48], codec::Xxh3_64(std::span<const uint8_t>(fixed.data(), 48), format::FileSeed(id)));
+    halite::StoreLe64(&fixed[48], codec::Xxh3_64(std::span<const uint8_t>(fixed.data(), 48), format::FileSeed(id)));
     Decode(fixed, file_size);
   }
   return 0;

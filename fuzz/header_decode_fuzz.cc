@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "codec/hashing.h"
-#include "format/byte_order.h"
+#include "halite/bytes.h"
 #include "format/envelope_codec.h"
 #include "fuzz_input.h"
 
@@ -33,7 +33,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Decode(std::span<const uint8_t>(data, size));
   if (size >= format::kHeaderSize) {
     std::vector<uint8_t> fixed(data, data + format::kHeaderSize);
-    format::StoreLe64(&fixed[56], codec::Xxh3_64(std::span<const uint8_t>(fixed.data(), 56), 0));
+    halite::StoreLe64(&fixed[56], codec::Xxh3_64(std::span<const uint8_t>(fixed.data(), 56), 0));
     Decode(fixed);
   }
   return 0;

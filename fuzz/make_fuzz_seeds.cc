@@ -16,7 +16,7 @@
 
 #include "chain_input.h"
 #include "codec/zstd_codec.h"
-#include "format/byte_order.h"
+#include "halite/bytes.h"
 #include "format/envelope_codec.h"
 #include "format/index_codec.h"
 #include "halite/authentication.h"
@@ -97,7 +97,7 @@ Result<std::vector<uint8_t>> Build(int variant) {
 
 std::vector<uint8_t> Le64(uint64_t v) {
   std::vector<uint8_t> b(8);
-  format::StoreLe64(b.data(), v);
+  halite::StoreLe64(b.data(), v);
   return b;
 }
 std::vector<uint8_t> Cat(std::vector<uint8_t> a, std::span<const uint8_t> b) {
@@ -124,9 +124,9 @@ void Derive(const Seed& ck, std::vector<Seed>* header, std::vector<Seed>* footer
     bool dict = b.uses_dictionary();
     std::vector<uint8_t> s{uint8_t(dict ? 3 : 2)};
     uint8_t le[4];
-    format::StoreLe32(le, uint32_t(b.raw_length()));
+    halite::StoreLe32(le, uint32_t(b.raw_length()));
     s.insert(s.end(), le, le + 4);
-    format::StoreLe32(le, uint32_t(dict ? m->dictionary.size() : 0));
+    halite::StoreLe32(le, uint32_t(dict ? m->dictionary.size() : 0));
     s.insert(s.end(), le, le + 4);
     if (dict) s.insert(s.end(), m->dictionary.begin(), m->dictionary.end());
     s = Cat(s, std::span(f).subspan(b.offset, b.stored_length));
@@ -137,9 +137,9 @@ void Derive(const Seed& ck, std::vector<Seed>* header, std::vector<Seed>* footer
     if (!b.compressed()) continue;
     std::vector<uint8_t> s{2};
     uint8_t le[4];
-    format::StoreLe32(le, uint32_t(b.raw_length));
+    halite::StoreLe32(le, uint32_t(b.raw_length));
     s.insert(s.end(), le, le + 4);
-    format::StoreLe32(le, 0);
+    halite::StoreLe32(le, 0);
     s.insert(s.end(), le, le + 4);
     s = Cat(s, std::span(f).subspan(b.offset, b.stored_length));
     block->push_back({ck.name + ".blob" + std::to_string(i), s});

@@ -20,7 +20,6 @@ import argparse
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 import tempfile
@@ -30,6 +29,7 @@ import time
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(REPO, "guest"))
 import launch  # noqa: E402
+from hltharness.qmp import Qmp  # noqa: E402
 
 RATE_RX = re.compile(r"memsim t_ms=\d+ .*ops_per_s=(\d+)")
 TICK = os.sysconf("SC_CLK_TCK")
@@ -45,23 +45,6 @@ def cpu_seconds(pid):
         return (int(fields[11]) + int(fields[12])) / TICK
     except (OSError, IndexError, ValueError):
         return 0.0
-
-
-class Qmp:
-    def __init__(self, path):
-        self.s = socket.socket(socket.AF_UNIX)
-        self.s.connect(path)
-        self.f = self.s.makefile("rw")
-        self.f.readline()
-        self.cmd("qmp_capabilities")
-
-    def cmd(self, name, **args):
-        self.f.write(json.dumps({"execute": name, "arguments": args}) + "\n")
-        self.f.flush()
-        while True:
-            r = json.loads(self.f.readline())
-            if "return" in r or "error" in r:
-                return r
 
 
 class SerialRates(threading.Thread):
@@ -123,20 +106,20 @@ def run_hlt_save(a, g, qmp_path, work):
 
 
 def run_qemu_only(g, qmp):
-    qmp.cmd("migrate-set-capabilities", capabilities=[{"capability": "background-snapshot", "state": True}])
-    qmp.cmd("migrate-set-parameters", **{"max-bandwidth": 1 << 40})
+    qmp.command("migrate-set-capabilities", capabilities=[{"capability": "background-snapshot", "state": True}])
+    qmp.command("migrate-set-parameters", **{"max-bandwidth": 1 << 40})
     t0 = time.time()
-    qmp.cmd("migrate", uri="exec:cat > /dev/null")
+    qmp.command("migrate", uri="exec:cat > /dev/null")
 
     def done():
-        st = qmp.cmd("query-migrate")["return"].get("status")
+        st = qmp.command("query-migrate").get("status")
         if st in ("failed", "cancelled"):
             raise SystemExit(f"QEMU's own background snapshot: {st}")
         return st == "completed"
 
     steps = sample({"qemu": g.proc.pid}, done)
     t1 = time.time()
-    qmp.cmd("migrate-set-capabilities", capabilities=[{"capability": "background-snapshot", "state": False}])
+    qmp.command("migrate-set-capabilities", capabilities=[{"capability": "background-snapshot", "state": False}])
     return {"t0": t0, "t1": t1, "stream_s": t1 - t0, "steps": steps}
 
 
@@ -161,7 +144,7 @@ def main():
     try:
         g.wait_for(r"memsim .*ops_per_s", count=40, timeout=600)
         reader.start()
-        own = Qmp(qmp_b)
+        own = Qmp.connect(qmp_b)
         for run in range(a.runs):
             for what in ("hlt-save --live", "QEMU alone"):
                 time.sleep(5)  # the baseline window

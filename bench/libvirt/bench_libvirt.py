@@ -34,8 +34,8 @@ import sys
 import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.join(REPO, "libvirt-integration", "tests"))
-import libvirt_guest_test as lt  # noqa: E402
+sys.path.insert(0, os.path.join(REPO, "guest"))
+from hltharness import testguest_libvirt as lt  # noqa: E402  (the libvirt guest tests' domain, not a test file)
 
 
 def drop_caches():

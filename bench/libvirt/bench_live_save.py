@@ -44,10 +44,9 @@ import threading
 import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.join(REPO, "libvirt-integration", "tests"))
 sys.path.insert(0, os.path.join(REPO, "guest"))
 import launch  # noqa: E402
-import libvirt_guest_test as lt  # noqa: E402
+from hltharness import testguest_libvirt as lt  # noqa: E402  (the libvirt guest tests' domain, not a test file)
 
 PASS_RX = re.compile(rb"memcheck pass=(\d+) [^\r\n]*\r?\n")
 PAUSE_RX = re.compile(r"guest paused\s+([\d.]+) ms at the saved instant: suspend ([\d.]+), disks and state files "

@@ -42,7 +42,6 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -50,6 +49,7 @@ import time
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(REPO, "guest"))
 import launch  # noqa: E402
+from hltharness.qmp import Qmp  # noqa: E402
 
 # qemu-file is the baseline; hlt-attach restores into a QEMU started beforehand with -incoming defer.
 VARIANTS = ("qemu-file", "hlt-lazy", "hlt-attach", "hlt-eager")
@@ -66,52 +66,10 @@ def now_us():
     return int(time.time() * 1e6)
 
 
-class Qmp:
-    """A minimal QMP client (the bench's own; the library's is C++)."""
-
-    def __init__(self, path, timeout=30):
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                self.s = socket.socket(socket.AF_UNIX)
-                self.s.connect(path)
-                break
-            except OSError:
-                self.s.close()
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.002)
-        self.f = self.s.makefile("rw")
-        self.events = []
-        json.loads(self.f.readline())
-        self.cmd("qmp_capabilities")
-
-    def cmd(self, name, **args):
-        msg = {"execute": name}
-        if args:
-            msg["arguments"] = args
-        self.f.write(json.dumps(msg) + "\n")
-        self.f.flush()
-        while True:
-            line = self.f.readline()
-            if not line:
-                raise ConnectionError("QMP connection closed")
-            r = json.loads(line)
-            if "event" in r:
-                self.events.append(r)
-            elif "error" in r:
-                raise RuntimeError(f"{name}: {r['error']}")
-            elif "return" in r:
-                return r["return"]
-
-    def resume_us(self):
-        for e in self.events:
-            if e["event"] == "RESUME":
-                return e["timestamp"]["seconds"] * 1000000 + e["timestamp"]["microseconds"]
-        return None
-
-    def close(self):
-        self.s.close()
+def resume_us(q):
+    """QEMU's own time stamp of the guest's first RESUME (host microseconds), or None before it."""
+    t = q.event_time("RESUME")
+    return None if t is None else int(t * 1e6)
 
 
 def drop_caches():
@@ -201,18 +159,18 @@ class Bench:
             if out.returncode != 0:
                 raise RuntimeError("hlt-save failed: " + out.stderr)
             log(f"{mem}: hlt-save done\n" + out.stdout)
-            q = Qmp(qmp_path)
-            q.cmd("stop")
-            q.cmd("migrate-set-parameters", **{"max-bandwidth": 1 << 40})
+            q = Qmp.connect(qmp_path)
+            q.command("stop")
+            q.command("migrate-set-parameters", **{"max-bandwidth": 1 << 40})
             t0 = time.monotonic()
-            q.cmd("migrate", uri=f"exec:cat > {mig}")
-            while q.cmd("query-migrate").get("status") not in ("completed", "failed"):
+            q.command("migrate", uri=f"exec:cat > {mig}")
+            while q.command("query-migrate").get("status") not in ("completed", "failed"):
                 time.sleep(0.05)
-            st = q.cmd("query-migrate")["status"]
+            st = q.command("query-migrate")["status"]
             if st != "completed":
                 raise RuntimeError("QEMU's migration to a file failed")
             log(f"{mem}: QEMU migrated to {mig} ({os.path.getsize(mig) >> 20} MiB) in {time.monotonic() - t0:.1f} s")
-            q.cmd("quit")
+            q.command("quit")
             q.close()
         finally:
             g.stop()
@@ -240,21 +198,21 @@ class Bench:
         p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                              stderr=open(os.path.join(w, "qf.stderr.log"), "wb"))
         try:
-            q = Qmp(qmp_path)
+            q = Qmp.connect(qmp_path)
             # The load is done when QEMU leaves "inmigrate"; the migrated run state is "paused": cont at once.
             while True:
-                st = q.cmd("query-status")["status"]
+                st = q.command("query-status")["status"]
                 if st != "inmigrate":
                     break
                 time.sleep(0.001)
             done = now_us()
             if st != "running":
-                q.cmd("cont")
+                q.command("cont")
             deadline = time.monotonic() + 10
-            while q.resume_us() is None and time.monotonic() < deadline:
-                q.cmd("query-status")
+            while resume_us(q) is None and time.monotonic() < deadline:
+                q.command("query-status")
                 time.sleep(0.001)
-            running = q.resume_us()
+            running = resume_us(q)
             ok = wait_first_ok(serial, time.monotonic() + 300)
             q.close()
         finally:
@@ -281,7 +239,7 @@ class Bench:
             argv = self.machine(mem, serial, qmp=qmp_path, incoming="defer")
             prestarted = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                           stderr=open(os.path.join(w, f"{tag}.stderr.log"), "wb"))
-            Qmp(qmp_path).close()  # QEMU is up and its monitor answers
+            Qmp.connect(qmp_path).close()  # QEMU is up and its monitor answers
             cmd = [*common, "--qmp", qmp_path]
         else:
             argv = self.machine(mem, serial)

@@ -40,7 +40,8 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 sys.path.insert(0, os.path.join(REPO, "guest"))
 sys.path.insert(0, os.path.join(REPO, "bench", "qemu"))
 import launch  # noqa: E402
-from bench_qemu import Qmp, drop_caches, kill  # noqa: E402
+from bench_qemu import drop_caches, kill, resume_us  # noqa: E402
+from hltharness.qmp import Qmp  # noqa: E402
 
 OK_RX = re.compile(r"memcheck pass=(\d+) .* OK")
 WORKLOAD = ["--mib", "64", "--interval-ms", "1000"]
@@ -142,15 +143,15 @@ class Storm:
                                  capture_output=True, text=True)
             if out.returncode != 0:
                 raise RuntimeError("hlt-save failed: " + out.stderr)
-            q = Qmp(qmp)
-            q.cmd("stop")
-            q.cmd("migrate-set-parameters", **{"max-bandwidth": 1 << 40})
-            q.cmd("migrate", uri=f"exec:cat > {mig}")
-            while q.cmd("query-migrate").get("status") not in ("completed", "failed"):
+            q = Qmp.connect(qmp)
+            q.command("stop")
+            q.command("migrate-set-parameters", **{"max-bandwidth": 1 << 40})
+            q.command("migrate", uri=f"exec:cat > {mig}")
+            while q.command("query-migrate").get("status") not in ("completed", "failed"):
                 time.sleep(0.05)
-            if q.cmd("query-migrate")["status"] != "completed":
+            if q.command("query-migrate")["status"] != "completed":
                 raise RuntimeError("QEMU's migration to a file failed")
-            q.cmd("quit")
+            q.command("quit")
             q.close()
         finally:
             g.stop()
@@ -185,12 +186,12 @@ class Storm:
             if c["running"] is None:
                 try:
                     if c["qmp"] is None:
-                        c["qmp"] = Qmp(c["qmp_path"], timeout=0.05)
-                    st = c["qmp"].cmd("query-status")["status"]
+                        c["qmp"] = Qmp.connect(c["qmp_path"], timeout=0.05)
+                    st = c["qmp"].command("query-status")["status"]
                     if st not in ("inmigrate", "running"):
-                        c["qmp"].cmd("cont")
-                    if c["qmp"].resume_us() is not None:
-                        c["running"] = c["qmp"].resume_us() / 1e6 - t0
+                        c["qmp"].command("cont")
+                    if resume_us(c["qmp"]) is not None:
+                        c["running"] = resume_us(c["qmp"]) / 1e6 - t0
                 except (OSError, ConnectionError, RuntimeError):
                     pass
         else:

@@ -19,6 +19,7 @@
 
 #include "halite/image_server/fuse_image_server.h"
 #include "image_test_support.h"
+#include "support/wait_for.h"
 
 using namespace halite;
 using namespace halite::image_server;
@@ -60,9 +61,7 @@ ServedImageStats RamStats(const FuseImageServer& s) { return s.Stats()[0]; }
 
 // Waits until the server's page-cache stores have caught up (nothing decoded is still queued).
 void SettleStores(const FuseImageServer& s) {
-  for (int i = 0; i < 1000 && RamStats(s).blocks_to_store > 0; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
+  halite::testing::WaitFor([&] { return RamStats(s).blocks_to_store == 0; }, std::chrono::seconds(5));
   INFO(s.StatsJson());
   REQUIRE(RamStats(s).blocks_to_store == 0);
 }
@@ -135,7 +134,7 @@ TEST_CASE("two private mappings (two clones): the second decodes no block the fi
   ::munmap(b, size);
   ::close(fa);
   ::close(fb);
-  for (int i = 0; i < 100 && m->server->open_handles() > 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  halite::testing::WaitFor([&] { return m->server->open_handles() == 0; }, std::chrono::seconds(1));
   CHECK(m->server->Stop().ok());
 }
 
@@ -187,9 +186,7 @@ TEST_CASE("the prefetcher brings every block in, in restore order, without a rea
   auto t = MakeCheckpoint(4 << 20, 41);
   auto m = Mount(*t, 64ull << 20);
   const size_t blocks = CheckpointImage::Open(t->reader, "ram").value()->RestoreOrder().size();
-  for (int i = 0; i < 500 && RamStats(*m->server).blocks_prefetched < blocks; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  halite::testing::WaitFor([&] { return RamStats(*m->server).blocks_prefetched >= blocks; }, std::chrono::seconds(5));
   SettleStores(*m->server);
   auto s = RamStats(*m->server);
   CHECK(s.blocks_prefetched == blocks);
@@ -238,9 +235,7 @@ TEST_CASE("stored pages stay in memory when the kernel drops the file's cache, u
       CHECK(after.image.reads > before.image.reads);
     }
     ::close(fd);
-    for (int i = 0; i < 100 && m->server->open_handles() > 0; ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
+    halite::testing::WaitFor([&] { return m->server->open_handles() == 0; }, std::chrono::seconds(1));
     CHECK(m->server->Stop().ok());
   }
 }

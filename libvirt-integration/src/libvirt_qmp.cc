@@ -11,6 +11,9 @@
 namespace halite::libvirt {
 
 using qemu::Json;
+using qemu::FindMember;
+using qemu::JsonText;
+using qemu::ParseJson;
 
 LibvirtQmpClient::LibvirtQmpClient(const Connection& connection, const Domain& domain, std::string name)
     : QmpClient(std::move(name)), connection_(connection), domain_(domain) {}
@@ -24,7 +27,7 @@ Result<std::unique_ptr<LibvirtQmpClient>> LibvirtQmpClient::Open(const Connectio
   if (c->callback_id_ < 0) return LastError(c->name() + ": subscribing to QEMU's events");
   // What a socket client reads from the greeting.
   HLT_ASSIGN_OR_RETURN(Json version, c->Execute("query-version"));
-  c->greeting_ = Json::Obj({{"version", version}});
+  c->greeting_ = Json::object({{"version", version}});
   return c;
 }
 
@@ -39,7 +42,7 @@ void LibvirtQmpClient::OnEvent(virConnectPtr, virDomainPtr, const char* event, l
   ev.name = event ? event : "";
   ev.host_time_us = seconds * 1000000 + micros;
   if (details != nullptr) {
-    auto data = Json::Parse(details, self->name());
+    auto data = ParseJson(details, self->name());
     if (data) ev.data = std::move(*data);
   }
   std::lock_guard<std::mutex> lock(self->mu_);
@@ -64,9 +67,9 @@ Status LibvirtQmpClient::ReadEvents(int timeout_ms, const char* waiting_for) {
 Result<Json> LibvirtQmpClient::ExecuteWithFd(std::string_view command, const Json& arguments, int fd, int timeout_ms) {
   // libvirt applies its own monitor timeout; a command it cannot deliver fails rather than blocks.
   (void)timeout_ms;
-  Json request = Json::Obj({{"execute", std::string(command)}});
-  if (!arguments.is_null()) request.Set("arguments", arguments);
-  const std::string text = request.Serialize();
+  Json request = Json::object({{"execute", std::string(command)}});
+  if (!arguments.is_null()) request["arguments"] = arguments;
+  const std::string text = JsonText(request);
   char* reply = nullptr;
   int rc;
   if (fd >= 0) {
@@ -81,10 +84,10 @@ Result<Json> LibvirtQmpClient::ExecuteWithFd(std::string_view command, const Jso
   }
   std::string body = reply ? reply : "";
   free(reply);
-  auto parsed = Json::Parse(body, name());
+  auto parsed = ParseJson(body, name());
   if (!parsed) return parsed.error();
-  if (const Json* ret = parsed->Find("return")) return *ret;
-  if (const Json* err = parsed->Find("error")) return ErrorStatus(command, *err);
+  if (const Json* ret = FindMember(*parsed, "return")) return *ret;
+  if (const Json* err = FindMember(*parsed, "error")) return ErrorStatus(command, *err);
   return Status::Corrupt(name() + ": reply to '" + std::string(command) + "' has neither return nor error: " +
                          body.substr(0, 200));
 }

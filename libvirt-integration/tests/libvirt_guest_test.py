@@ -61,42 +61,17 @@ import time
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(REPO, "guest"))
 import launch  # noqa: E402
+from hltharness.guesttest import Fail, Skip, log  # noqa: E402
+from hltharness.libvirt import error_message  # noqa: E402,F401  (libvirt_live_test uses it through here)
+from hltharness.testguest_libvirt import FAIL_RX, MIB, OK_RX, Env  # noqa: E402,F401
+from hltharness.proc import stop_pid  # noqa: E402
+from hltharness.scratch import Scratch  # noqa: E402
+from hltharness.wait import poll_until, wait_for_path, wait_until  # noqa: E402
+from hltharness.wait import read_text as read  # noqa: E402
 
-MIB = "64"
 # The daemon scenario's restores are slowed to this (bytes/s): a broker's operations meet them serving.
 RESTORE_RATE = 4 << 20
-OK_RX = re.compile(r"memcheck pass=(\d+) .* OK")
 MAC_RX = re.compile(r"HLT-GUEST MAC eth0 ([0-9a-f:]{17})")
-FAIL_RX = re.compile(r" BAD |Kernel panic|HLT-GUEST EXIT")
-
-
-class Skip(Exception):
-    pass
-
-
-class Fail(Exception):
-    pass
-
-
-def log(msg):
-    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
-
-
-def read(path):
-    try:
-        with open(path, "rb") as f:
-            return f.read().decode(errors="replace")
-    except OSError:
-        return ""
-
-
-# libvirt's own log lines ("2026-11-26 17:28:07.470+0000: 4538: info : ...") that the embedded driver prints on
-# stderr when it starts; what is left is the command's error message, if it gave one.
-LIBVIRT_LOG_LINE = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+\+\d{4}: \d+: (debug|info|warning) : ")
-
-
-def error_message(stderr):
-    return "\n".join(line for line in stderr.splitlines() if line.strip() and not LIBVIRT_LOG_LINE.match(line))
 
 
 def sha256(path):
@@ -105,168 +80,6 @@ def sha256(path):
         for chunk in iter(lambda: f.read(1 << 20), b""):
             h.update(chunk)
     return h.hexdigest()
-
-
-class Env:
-    def __init__(self, tools, work, memory_mib=256, memcheck_mib=MIB):
-        self.memory_mib = memory_mib
-        self.memcheck_mib = str(memcheck_mib)
-        self.save_bin = os.path.join(tools, "hlt-save")
-        self.restore_bin = os.path.join(tools, "hlt-restore")
-        self.work = work
-        # Short: libvirt puts unix sockets under the root (108 bytes at most).
-        self.root = f"/tmp/hlt-lv-{os.getpid()}"
-        self.uri = f"qemu:///embed?root={self.root}"
-
-    def path(self, name):
-        return os.path.join(self.work, name)
-
-    def setup(self):
-        if shutil.which("virsh") is None:
-            raise Skip("virsh is not installed (scripts/install-deps: libvirt-clients)")
-        if not os.path.exists("/usr/lib/x86_64-linux-gnu/libvirt/connection-driver/libvirt_driver_qemu.so"):
-            raise Skip("libvirt's QEMU driver is not installed (scripts/install-deps: libvirt-daemon-driver-qemu)")
-        if not shutil.which("qemu-system-x86_64") or not shutil.which("qemu-img"):
-            raise Skip("qemu-system-x86_64 or qemu-img is not installed (scripts/install-deps)")
-        out = subprocess.run([os.path.join(REPO, "scripts", "build-guest")], capture_output=True, text=True)
-        if out.returncode != 0:
-            raise Skip("the test guest could not be built (scripts/build-guest):\n" + (out.stdout + out.stderr)[-2000:])
-        libc = ctypes.CDLL(None, use_errno=True)
-        fd = libc.syscall(323, os.O_CLOEXEC | os.O_NONBLOCK)  # userfaultfd(2)
-        if fd < 0:
-            raise Skip("userfaultfd is not available to this user: QEMU's postcopy needs it (run as root or set "
-                       "vm.unprivileged_userfaultfd=1)")
-        os.close(fd)
-        if os.path.exists(self.work):
-            # An image server that died in an earlier run leaves its mount behind ("transport endpoint is not
-            # connected"): detach such mounts first, or nothing under them can be removed.
-            with open("/proc/self/mounts") as f:
-                for line in f:
-                    point = line.split()[1].replace("\\040", " ")
-                    if point.startswith(self.work.rstrip("/") + "/"):
-                        subprocess.run(["umount", "-l", point], capture_output=True)
-            shutil.rmtree(self.work)
-        os.makedirs(self.work)
-        os.makedirs(os.path.join(self.root, "etc"), exist_ok=True)
-        # The embedded driver runs QEMU as this (root) user, logs QEMU's output itself (no virtlogd) and labels
-        # nothing (no AppArmor/SELinux here).
-        with open(os.path.join(self.root, "etc", "qemu.conf"), "w") as f:
-            f.write('user = "root"\ngroup = "root"\ndynamic_ownership = 0\nremember_owner = 0\n'
-                    'security_driver = "none"\nstdio_handler = "file"\n')
-        # libvirt changes the ownership of what it boots: give it copies.
-        gdir = launch.guest_dir()
-        for src, dst in ((launch.kernel_path(gdir), "vmlinux"), (launch.initrd_path(gdir), "initramfs.cpio")):
-            shutil.copy(src, self.path(dst))
-        subprocess.run(["qemu-img", "create", "-q", "-f", "raw", self.path("desk.img"), "32M"], check=True)
-
-    def virsh(self, *cmd, check=True):
-        for attempt in range(5):
-            p = subprocess.run(["virsh", "-q", "-c", self.uri, *cmd], capture_output=True, text=True, timeout=180)
-            # Seen once (session 7): `virsh dumpxml` right after a restore exited 1 with nothing on stderr, and
-            # passed when run again; seen once in CI (session 9): `virsh list --all` exited 1 with only the
-            # embedded driver's start-up log lines ("info :", "warning :") on stderr. An error with a message of
-            # its own is never retried.
-            if p.returncode == 0 or error_message(p.stderr) or not check:
-                break
-            log(f"virsh {' '.join(cmd)} exited {p.returncode} with no error message; again in 1 s")
-            time.sleep(1)
-        if check and p.returncode != 0:
-            raise Fail(f"virsh {' '.join(cmd)} failed: {p.stderr.strip()}")
-        return p.stdout
-
-    def destroy(self, name):
-        # The embedded driver (libvirt 9.0) kills a transient domain another process started but then reports
-        # "Domain not found": what counts is that it is gone.
-        self.virsh("destroy", name, check=False)
-        if name in self.domains():
-            raise Fail(f"virsh destroy {name} left it running")
-
-    def domains(self):
-        return sorted(line.split()[1] for line in self.virsh("list", "--all").splitlines() if line.strip())
-
-    def tool(self, argv, name, timeout=300, expect_ok=True):
-        with open(self.path(name + ".out"), "wb") as out, open(self.path(name + ".err"), "wb") as err:
-            p = subprocess.run(argv, stdout=out, stderr=err, timeout=timeout)
-        text, errtext = read(self.path(name + ".out")), read(self.path(name + ".err"))
-        log(f"$ {' '.join(argv)} -> exit {p.returncode}")
-        if expect_ok and p.returncode != 0:
-            raise Fail(f"{name}: exit {p.returncode}\n{text}\n{errtext[-3000:]}")
-        return p.returncode, text, errtext
-
-    def source_xml(self):
-        # The virtio drivers, and memcheck's journal on the disk: a restore that pairs the memory with another
-        # disk state than the saved one turns the pass lines BAD.
-        cmdline = launch.kernel_cmdline("memcheck", ["--mib", self.memcheck_mib, "--disk", "/dev/vda"],
-                                        append="hlt.virtio=1")
-        serial = self.path("desk.serial.log")
-        return f"""<domain type='qemu'>
-  <name>desk</name>
-  <memory unit='MiB'>{self.memory_mib}</memory>
-  <vcpu>1</vcpu>
-  <genid/>
-  <os><type arch='x86_64' machine='pc'>hvm</type>
-    <kernel>{self.path('vmlinux')}</kernel><initrd>{self.path('initramfs.cpio')}</initrd>
-    <cmdline>{cmdline}</cmdline></os>
-  <features><acpi/><apic/></features>
-  <cpu mode='custom' match='exact'><model fallback='allow'>qemu64</model></cpu>
-  <on_reboot>destroy</on_reboot>
-  <devices>
-    <disk type='file' device='disk'><driver name='qemu' type='raw'/><source file='{self.path('desk.img')}'/>
-      <target dev='vda' bus='virtio'/></disk>
-    <interface type='user'><model type='virtio'/></interface>
-    <serial type='file'><source path='{serial}'/><target port='0'/></serial>
-    <console type='file'><source path='{serial}'/><target type='serial' port='0'/></console>
-  </devices>
-</domain>
-"""
-
-    def boot_source(self, passes=2):
-        xml = self.path("desk.xml")
-        with open(xml, "w") as f:
-            f.write(self.source_xml())
-        self.virsh("create", xml)
-        return self.wait_passes(self.path("desk.serial.log"), passes, fresh=True)
-
-    def wait_passes(self, serial, count, timeout=240, fresh=False, after=None):
-        """Waits for `count` OK passes in `serial`; returns their numbers. A restored guest continues: its first
-        pass number is above `after` (a fresh boot would start at 1)."""
-        deadline = time.time() + timeout
-        while time.time() < deadline:
-            text = read(serial)
-            if FAIL_RX.search(text):
-                raise Fail(f"{serial}: {FAIL_RX.search(text).group(0)!r}:\n{text[-2000:]}")
-            passes = [int(m.group(1)) for m in OK_RX.finditer(text)]
-            if passes and "disk=" not in text:
-                raise Fail(f"{serial}: memcheck does not check the disk (no disk= in its lines):\n{text[-1500:]}")
-            if len(passes) >= count:
-                if after is not None and passes[0] <= after:
-                    raise Fail(f"{serial}: the guest started over (first pass {passes[0]}, the save was after "
-                               f"pass {after}): not a restore")
-                return passes
-            time.sleep(0.5)
-        raise Fail(f"{serial}: fewer than {count} memcheck passes within {timeout} s:\n{read(serial)[-2000:]}")
-
-    def swtpm_storage(self):
-        return os.path.join(self.root, "lib", "swtpm")  # the embedded driver's (libvirt 9.0)
-
-    def identity(self, name):
-        xml = self.virsh("dumpxml", name)
-        uuid = re.search(r"<uuid>([^<]+)</uuid>", xml).group(1)
-        genid = re.search(r"<genid>([^<]+)</genid>", xml)
-        mac = re.search(r"<mac address='([^']+)'", xml).group(1)
-        disk = re.search(r"<source file='([^']+)'", xml).group(1)
-        return {"uuid": uuid, "genid": genid.group(1) if genid else None, "mac": mac, "disk": disk}
-
-    def cleanup(self):
-        if not os.path.exists(self.root):
-            return
-        for name in self.domains():
-            self.virsh("destroy", name, check=False)
-        # QEMU's logs (command line, errors) outlive the root, for a failure's post-mortem.
-        logs = os.path.join(self.root, "log", "qemu")
-        for f in os.listdir(logs) if os.path.isdir(logs) else []:
-            shutil.copy(os.path.join(logs, f), self.path("qemu-" + f))
-        shutil.rmtree(self.root, ignore_errors=True)
 
 
 class DaemonEnv(Env):
@@ -324,11 +137,10 @@ class DaemonEnv(Env):
             env=env, stdout=subprocess.DEVNULL, stderr=open(os.path.join(self.logs, "libvirtd.err"), "wb"),
             start_new_session=True)
         sock = os.path.join(self.root, "run", "libvirt", "libvirt-sock")
-        deadline = time.time() + 30
-        while not os.path.exists(sock):
-            if self.daemon.poll() is not None or time.time() > deadline:
-                raise Fail(f"libvirtd did not start: {read(os.path.join(self.logs, 'libvirtd.err'))[-2000:]}")
-            time.sleep(0.1)
+        try:
+            wait_for_path(sock, 30, give_up=lambda: self.daemon.poll() is not None and "libvirtd exited")
+        except TimeoutError as e:
+            raise Fail(f"libvirtd did not start ({e}): {read(os.path.join(self.logs, 'libvirtd.err'))[-2000:]}")
         with open("/proc/sys/vm/unprivileged_userfaultfd") as f:
             self.sysctl_before = f.read().strip()
 
@@ -413,16 +225,13 @@ def scenario_clones(env):
                           "--disk-dir", env.path("disks"), "--detach", "--status-file", status], "restore_c2")
     if "running c2" not in out or "detached" not in out:
         raise Fail("--detach did not report running:\n" + out)
-    deadline = time.time() + 120
-    state = {}
-    while time.time() < deadline:
+    def status_state():
         try:
-            state = json.loads(read(status) or "{}")
+            return json.loads(read(status) or "{}")
         except json.JSONDecodeError as e:
             raise Fail(f"{status} is not JSON (a torn write?): {e}")
-        if state.get("state") in ("completed", "failed"):
-            break
-        time.sleep(0.5)
+    poll_until(lambda: status_state().get("state") in ("completed", "failed"), 120, poll=0.5)
+    state = status_state()
     if state.get("state") != "completed" or state.get("domain") != "c2":
         raise Fail(f"detached restore: {state}")
     ids = {"desk": source}
@@ -433,9 +242,7 @@ def scenario_clones(env):
     # Each clone's guest sees its own new MAC (its NIC was unplugged and plugged again).
     for name in ("c1", "c2"):
         serial, want = env.path(f"desk.serial.log.{name}"), ids[name]["mac"]
-        deadline = time.time() + 60
-        while want not in MAC_RX.findall(read(serial)) and time.time() < deadline:
-            time.sleep(0.5)
+        poll_until(lambda: want in MAC_RX.findall(read(serial)), 60, poll=0.5)
         if want not in MAC_RX.findall(read(serial)):
             raise Fail(f"{name}: the guest never reported its new MAC {want} (saw {MAC_RX.findall(read(serial))})")
     for key in ("uuid", "mac", "genid", "disk"):
@@ -492,11 +299,11 @@ def scenario_daemon(env):
         except json.JSONDecodeError as e:
             raise Fail(f"{procs[name][1]} is not JSON (a torn write?): {e}")
 
-    deadline = time.time() + 120
-    while {state(n) for n in procs} != {"running"}:
-        if any(p.poll() is not None for p, _ in procs.values()) or time.time() > deadline:
-            raise Fail(f"the clones did not both reach running together: { {n: state(n) for n in procs} }")
-        time.sleep(0.2)
+    try:
+        wait_until(lambda: {state(n) for n in procs} == {"running"}, 120, "both clones running", poll=0.2,
+                   give_up=lambda: any(p.poll() is not None for p, _ in procs.values()) and "a restore exited")
+    except TimeoutError:
+        raise Fail(f"the clones did not both reach running together: { {n: state(n) for n in procs} }")
     log("both clones running while their pages are still served")
 
     # While c1's pages are still being served, a save, a snapshot with memory and a migration are refused at
@@ -541,9 +348,7 @@ def scenario_daemon(env):
     # Each guest sees its clone's new MAC (its NIC was unplugged and plugged again once every page was in).
     for name in procs:
         serial, want = env.path(f"desk.serial.log.{name}"), ids[name]["mac"]
-        deadline = time.time() + 60
-        while want not in MAC_RX.findall(read(serial)) and time.time() < deadline:
-            time.sleep(0.5)
+        poll_until(lambda: want in MAC_RX.findall(read(serial)), 60, poll=0.5)
         if want not in MAC_RX.findall(read(serial)):
             raise Fail(f"{name}: the guest never reported its new MAC {want} (saw {MAC_RX.findall(read(serial))})")
     for name in procs:
@@ -591,27 +396,11 @@ def maps_of(pid, path):
         return []
 
 
-def is_zombie(pid):
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
-    except OSError:
-        return True
-
-
 def stop_server(pid, what):
-    """SIGTERM until it is gone (a server refuses the first signal while it is in use)."""
-    deadline = time.time() + 30
-    while time.time() < deadline:
-        try:
-            os.kill(pid, signal.SIGTERM)
-        except ProcessLookupError:
-            return
-        time.sleep(0.5)
-        if is_zombie(pid):
-            return  # it has exited; its parent (not this test) has not reaped it yet
-    os.kill(pid, signal.SIGKILL)
-    raise Fail(f"the {what} (pid {pid}) did not stop on SIGTERM")
+    """SIGTERM until it is gone (a server refuses the first signal while it is in use; a zombie, which its parent
+    (not this test) has not reaped yet, counts as gone); SIGKILL and fail after 30 s."""
+    if not stop_pid(pid, 30, f"the {what}"):
+        raise Fail(f"the {what} (pid {pid}) did not stop on SIGTERM")
 
 
 def scenario_shared(env):
@@ -745,9 +534,7 @@ def scenario_shared(env):
         env.destroy("c4")
         # libvirt's cleanup removes a destroyed domain's directory from the RAM directory.
         env.destroy("c1")
-        deadline = time.time() + 30
-        while any(e.endswith("-c1") for e in os.listdir(ram_dir)) and time.time() < deadline:
-            time.sleep(0.2)
+        poll_until(lambda: not any(e.endswith("-c1") for e in os.listdir(ram_dir)), 30, poll=0.2)
         left = sorted(os.listdir(ram_dir))
         if any(e.endswith("-c1") for e in left):
             raise Fail(f"virsh destroy c1 left its RAM directory entry: {left}")
@@ -824,9 +611,7 @@ def scenario_daemon_shared(env):
             log(f"{name} runs as {env.USER} on {image}; {ram_dir}/{dirs[0]} belongs to {env.USER}")
         for name in ("c1", "c2"):
             env.destroy(name)
-        deadline = time.time() + 30
-        while len(os.listdir(ram_dir)) > 1 and time.time() < deadline:
-            time.sleep(0.2)
+        poll_until(lambda: len(os.listdir(ram_dir)) <= 1, 30, poll=0.2)
         if os.listdir(ram_dir) != [".halite"]:
             raise Fail(f"virsh destroy left RAM directory entries: {os.listdir(ram_dir)}")
         log("PASS daemon_shared: two --memory shared clones started at once under a session libvirtd, QEMU "
@@ -874,11 +659,11 @@ def scenario_resume(env):
                 m = re.search(r"guest resumed: .* ([\d.]+) ms after", out)
                 resume_ms.append(float(m.group(1)))
                 break
-            deadline = time.time() + 120
-            while not re.search(ready, read(out_path), re.M):
-                if p.poll() is not None or time.time() > deadline:
-                    raise Fail(f"run {k} (exit {p.poll()}) never printed {ready!r}:\n{read(out_path)}")
-                time.sleep(0.05)
+            try:
+                wait_until(lambda: re.search(ready, read(out_path), re.M), 120, f"{ready!r}",
+                           give_up=lambda: p.poll() is not None and "it exited")
+            except TimeoutError:
+                raise Fail(f"run {k} (exit {p.poll()}) never printed {ready!r}:\n{read(out_path)}")
             m = re.search(ready, read(out_path), re.M)
             if m.groups():
                 resume_ms.append(float(m.group(1)))
@@ -908,18 +693,14 @@ def scenario_resume(env):
                           "--disk-dir", disks, "--rate-limit", "2M", "--detach", "--status-file", status],
                          "restore_c2_detached")
     worker = json.loads(read(status))["pid"]
-    time.sleep(0.8)
+    time.sleep(0.8)  # a moment into the (rate-limited) restore: --detach returned once it ran
     state = json.loads(read(status))
     if state.get("state") != "running":
         raise Fail(f"the detached restore was not running when its worker was to be killed: {state}")
     os.kill(worker, signal.SIGKILL)
     log(f"detached restore of c2: its worker (pid {worker}) SIGKILLed")
-    deadline = time.time() + 180
-    while time.time() < deadline:
-        state = json.loads(read(status) or "{}")
-        if state.get("state") in ("completed", "failed"):
-            break
-        time.sleep(0.3)
+    poll_until(lambda: json.loads(read(status) or "{}").get("state") in ("completed", "failed"), 180, poll=0.3)
+    state = json.loads(read(status) or "{}")
     detached_log = read(status + ".log")
     print(detached_log, flush=True)
     if state.get("state") != "completed" or state.get("note") != "resumed" or state.get("pid") == worker:
@@ -954,13 +735,9 @@ def supervised_restore_resumes(env, ckpt, disks, saved_after):
     with open(out_path, "wb") as out:
         sup = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
     try:
-        deadline = time.time() + 120
-        state = {}
-        while time.time() < deadline and sup.poll() is None:
-            state = json.loads(read(status) or "{}")
-            if state.get("state") == "running":
-                break
-            time.sleep(0.1)
+        poll_until(lambda: sup.poll() is not None or json.loads(read(status) or "{}").get("state") == "running",
+                   120, poll=0.1)
+        state = json.loads(read(status) or "{}")
         if state.get("state") != "running":
             raise Fail(f"--supervise: the restore did not reach running: {state}\n{read(out_path)}")
         worker = state["pid"]
@@ -1157,9 +934,7 @@ def scenario_devices(env):
     env.virsh("create", xml)
     console = env.path("console.log")
     env.wait_passes(console, 2, fresh=True, timeout=300)
-    deadline = time.time() + 60
-    while not PCR_RX.search(read(console)) and time.time() < deadline:
-        time.sleep(0.5)
+    poll_until(lambda: PCR_RX.search(read(console)), 60, poll=0.5)
     if not PCR_RX.search(read(console)):
         raise Fail("the source guest never printed its TPM's PCR 0 (no TPM seen by the kernel?):\n"
                    + read(console)[-2000:])
@@ -1261,10 +1036,8 @@ def scenario_devices(env):
             raise Fail(f"{name}: no swtpm runs on {tpm_dir}")
         # From the guest: its new MAC, then its TPM's PCR 0 read afresh (the saved measurements: the TPM is the
         # saved one, not a new one), its clock.
-        deadline = time.time() + 60
-        while time.time() < deadline and not (ident["mac"] in MAC_RX.findall(read(mine)) and
-                                               len(PCR_RX.findall(read(mine))) >= 1):
-            time.sleep(0.5)
+        poll_until(lambda: ident["mac"] in MAC_RX.findall(read(mine)) and len(PCR_RX.findall(read(mine))) >= 1, 60,
+                   poll=0.5)
         text = read(mine)
         if ident["mac"] not in MAC_RX.findall(text):
             raise Fail(f"{name}: the guest never reported its new MAC {ident['mac']}:\n{text[-2000:]}")
@@ -1353,14 +1126,18 @@ def main():
     env = DaemonEnv(a.tools, work, logd=a.scenario == "daemon_devices") if a.scenario.startswith("daemon") \
         else Env(a.tools, work)
     env.ceph_env = a.ceph_env
+    # The scenario's directory is its own (setup empties it): its disks and checkpoints go when it passes.
+    scratch, passed = Scratch(work, whole=True, log=log), False
     try:
         env.setup()
         {"clones": scenario_clones, "errors": scenario_errors, "daemon": scenario_daemon,
          "shared": scenario_shared, "daemon_shared": scenario_daemon_shared,
          "resume": scenario_resume, "devices": scenario_devices, "daemon_devices": scenario_devices,
          "shared_s3": scenario_shared_s3}[a.scenario](env)
+        passed = True
         return 0
     except Skip as e:
+        passed = True
         print("*" * 70 + f"\nlibvirt_guest_test: SKIPPED: {e}\n" + "*" * 70, flush=True)
         return 77
     except Fail as e:
@@ -1368,6 +1145,7 @@ def main():
         return 1
     finally:
         env.cleanup()
+        scratch.finish(passed)
 
 
 if __name__ == "__main__":

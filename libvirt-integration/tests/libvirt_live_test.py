@@ -32,11 +32,12 @@ import re
 import struct
 import subprocess
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import libvirt_guest_test as lt  # noqa: E402
 from libvirt_guest_test import Fail, Skip, log, read  # noqa: E402
+from hltharness.scratch import Scratch  # noqa: E402
+from hltharness.wait import poll_until  # noqa: E402
 
 # memcheck's disk journal (guest/memcheck.c): 64 slots of 4 KiB from 1 MiB on, each "HLTDISK1", seed, pass, sum.
 JOURNAL_BASE, JOURNAL_SLOTS, SEED = 1 << 20, 64, 1
@@ -69,22 +70,23 @@ def wait_continues(env, serial, offset, frozen_pass, count=8, timeout=240):
     """A restored guest continues from what its memory remembers: its first pass is the frozen journal's last
     (P: the instant fell between the disk write and the memory noting it) or the next one (P + 1), and every pass
     after it checks the disk against the memory ("disk=ok")."""
-    deadline = time.time() + timeout
-    while time.time() < deadline:
+    def enough():
         text = read(serial)[offset:]
         if lt.FAIL_RX.search(text):
             raise Fail(f"{serial}: {lt.FAIL_RX.search(text).group(0)!r}:\n{text[-2000:]}")
         passes = passes_after(serial, offset)
-        if len(passes) >= count:
-            first = passes[0][0]
-            if first not in (frozen_pass, frozen_pass + 1):
-                raise Fail(f"{serial}: the restored guest's first pass is {first}, the frozen disk's journal ends at "
-                           f"{frozen_pass}: memory and disk are not of one instant:\n{text[-1500:]}")
-            bad = [line for _, verdict, line in passes if verdict != "OK" or "disk=ok" not in line]
-            if bad:
-                raise Fail(f"{serial}: passes not OK with disk=ok: {bad[:3]}")
-            return [p for p, _, _ in passes]
-        time.sleep(0.5)
+        return passes if len(passes) >= count else None
+    passes = poll_until(enough, timeout, poll=0.5)
+    if passes:
+        first = passes[0][0]
+        text = read(serial)[offset:]
+        if first not in (frozen_pass, frozen_pass + 1):
+            raise Fail(f"{serial}: the restored guest's first pass is {first}, the frozen disk's journal ends at "
+                       f"{frozen_pass}: memory and disk are not of one instant:\n{text[-1500:]}")
+        bad = [line for _, verdict, line in passes if verdict != "OK" or "disk=ok" not in line]
+        if bad:
+            raise Fail(f"{serial}: passes not OK with disk=ok: {bad[:3]}")
+        return [p for p, _, _ in passes]
     raise Fail(f"{serial}: fewer than {count} passes within {timeout} s after the restore:\n{read(serial)[-2000:]}")
 
 
@@ -116,9 +118,7 @@ def scenario_disks(env):
     # The source runs on, on its overlay, checking its disk against its memory as before.
     if "running" not in env.virsh("domstate", "desk") or disk_of(env, "desk") != overlay:
         raise Fail(f"after the save: {env.virsh('domstate', 'desk', '--reason')} on {disk_of(env, 'desk')}")
-    deadline = time.time() + 60
-    while len(passes_after(serial, after_save)) < 5 and time.time() < deadline:
-        time.sleep(0.2)
+    poll_until(lambda: len(passes_after(serial, after_save)) >= 5, 60, poll=0.2)
     source_after = passes_after(serial, after_save)
     if len(source_after) < 5 or any(v != "OK" or "disk=ok" not in line for _, v, line in source_after):
         raise Fail(f"the source did not run on cleanly after the save: {source_after[:6]}\n{read(serial)[-1500:]}")
@@ -153,9 +153,7 @@ def running_on_its_image(env, image, serial, what):
     if "running" not in state or disk_of(env, "desk") != image or overlays_of(image):
         raise Fail(f"{what}: domain {state.strip()} on {disk_of(env, 'desk')}, overlays left {overlays_of(image)}")
     offset = len(read(serial))
-    deadline = time.time() + 60
-    while len(passes_after(serial, offset)) < 3 and time.time() < deadline:
-        time.sleep(0.2)
+    poll_until(lambda: len(passes_after(serial, offset)) >= 3, 60, poll=0.2)
     after = passes_after(serial, offset)
     if len(after) < 3 or any(v != "OK" or "disk=ok" not in line for _, v, line in after):
         raise Fail(f"{what}: memcheck did not go on cleanly: {after}\n{read(serial)[-1500:]}")
@@ -225,11 +223,15 @@ def main():
     a = ap.parse_args()
     work = os.path.join(a.work, "live_" + a.scenario)
     env = lt.Env(a.tools, work) if a.scenario == "devices" else live_env(a.tools, work)
+    # The scenario's directory is its own (setup empties it): its disks and checkpoints go when it passes.
+    scratch, passed = Scratch(work, whole=True, log=log), False
     try:
         env.setup()
         {"disks": scenario_disks, "errors": scenario_errors, "devices": scenario_devices}[a.scenario](env)
+        passed = True
         return 0
     except Skip as e:
+        passed = True
         print("*" * 70 + f"\nlibvirt_live_test: SKIPPED: {e}\n" + "*" * 70, flush=True)
         return 77
     except Fail as e:
@@ -237,6 +239,7 @@ def main():
         return 1
     finally:
         env.cleanup()
+        scratch.finish(passed)
 
 
 if __name__ == "__main__":

@@ -333,8 +333,8 @@ Result<bool> QemuRestoreRun::CheckDestination() {
     }
   }
   HLT_ASSIGN_OR_RETURN(Json qs, qmp_.Execute("query-status"));
-  const Json* st = qs.Find("status");
-  const std::string run_state = st != nullptr ? st->as_string() : "";
+  const Json* st = FindMember(qs, "status");
+  const std::string run_state = st != nullptr ? AsString(*st) : "";
   if (!options_.resume && run_state != "inmigrate") {
     return Status::InvalidArgument(qmp_.name() + ": QEMU is not waiting for an incoming migration (its status is " +
                                    run_state + "): start it with -incoming defer");
@@ -701,8 +701,8 @@ Status QemuRestoreRun::Complete() {
     // After a precopy load QEMU restores the saved run state, and hlt-save stopped the guest to save it: start it
     // (postcopy's RUN command does that by itself).
     HLT_ASSIGN_OR_RETURN(Json after, qmp_.Execute("query-status"));
-    const Json* running = after.Find("running");
-    if (running == nullptr || !running->as_bool()) HLT_RETURN_IF_ERROR(qmp_.Execute("cont").status());
+    const Json* running = FindMember(after, "running");
+    if (running == nullptr || !AsBool(*running)) HLT_RETURN_IF_ERROR(qmp_.Execute("cont").status());
     auto ev = qmp_.WaitForEvent("RESUME", 3000);
     if (ev && ev->host_time_us >= result_->wall_start_us) {
       result_->start_to_running_us = uint64_t(ev->host_time_us - result_->wall_start_us);

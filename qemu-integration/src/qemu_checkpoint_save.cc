@@ -349,12 +349,12 @@ class LiftedBandwidth {
  public:
   explicit LiftedBandwidth(QmpClient& qmp) : qmp_(qmp) {
     if (auto params = qmp_.Execute("query-migrate-parameters"); params) {
-      if (const Json* bw = params->Find("max-bandwidth")) old_ = bw->as_int();
+      if (const Json* bw = FindMember(*params, "max-bandwidth")) old_ = AsInt(*bw);
     }
-    if (old_) (void)qmp_.Execute("migrate-set-parameters", Json::Obj({{"max-bandwidth", int64_t{1} << 40}}));
+    if (old_) (void)qmp_.Execute("migrate-set-parameters", Json::object({{"max-bandwidth", int64_t{1} << 40}}));
   }
   ~LiftedBandwidth() {
-    if (old_) (void)qmp_.Execute("migrate-set-parameters", Json::Obj({{"max-bandwidth", *old_}}));
+    if (old_) (void)qmp_.Execute("migrate-set-parameters", Json::object({{"max-bandwidth", *old_}}));
   }
 
  private:
@@ -410,9 +410,9 @@ Result<CheckpointSaveResult> SaveQemuToCheckpoint(QmpClient& qmp, const std::str
   }
 
   HLT_ASSIGN_OR_RETURN(Json status, qmp.Execute("query-status"));
-  const Json* running = status.Find("running");
-  result.was_running = running != nullptr && running->as_bool();
-  if (const Json* st = status.Find("status"); st != nullptr && st->as_string() == "inmigrate") {
+  const Json* running = FindMember(status, "running");
+  result.was_running = running != nullptr && AsBool(*running);
+  if (const Json* st = FindMember(status, "status"); st != nullptr && AsString(*st) == "inmigrate") {
     return Status::InvalidArgument(qmp.name() + ": QEMU is waiting for an incoming migration: nothing to save");
   }
   if (options.live && !result.was_running) {

@@ -23,19 +23,19 @@ Result<MigrationBlocker> MigrationBlocker::Install(QmpClient& qmp, const std::st
   unlink(path.c_str());
   HLT_RETURN_IF_ERROR(made);
   if (fd < 0) return Status::IoError(path + ": cannot open the blocker's image", open_errno);
-  Result<Json> added = qmp.ExecuteWithFd("add-fd", Json::Obj({{"opaque", kRestoreBlockerNode}}), fd);
+  Result<Json> added = qmp.ExecuteWithFd("add-fd", Json::object({{"opaque", kRestoreBlockerNode}}), fd);
   close(fd);
   if (!added) return added.error().WithContext("migration blocker");
-  const Json* set = added->Find("fdset-id");
-  if (set == nullptr || !set->is_int()) return Status::Corrupt("qmp: add-fd: no fdset-id in " + added->Serialize());
+  const Json* set = FindMember(*added, "fdset-id");
+  if (set == nullptr || !set->is_number_integer()) return Status::Corrupt("qmp: add-fd: no fdset-id in " + JsonText(*added));
   MigrationBlocker b;
-  b.fdset_ = set->as_int();
-  Json file = Json::Obj({{"driver", "file"}, {"filename", "/dev/fdset/" + std::to_string(b.fdset_)}});
+  b.fdset_ = AsInt(*set);
+  Json file = Json::object({{"driver", "file"}, {"filename", "/dev/fdset/" + std::to_string(b.fdset_)}});
   Result<Json> node = qmp.Execute(
-      "blockdev-add", Json::Obj({{"driver", "vdi"}, {"node-name", kRestoreBlockerNode}, {"read-only", true},
+      "blockdev-add", Json::object({{"driver", "vdi"}, {"node-name", kRestoreBlockerNode}, {"read-only", true},
                                  {"file", file}}));
   if (!node) {
-    (void)qmp.Execute("remove-fd", Json::Obj({{"fdset-id", b.fdset_}}));
+    (void)qmp.Execute("remove-fd", Json::object({{"fdset-id", b.fdset_}}));
     return node.error().WithContext("migration blocker");
   }
   b.qmp_ = &qmp;
@@ -62,9 +62,9 @@ Status MigrationBlocker::Remove() {
   if (qmp_ == nullptr) return Status::Ok();
   QmpClient* qmp = qmp_;
   qmp_ = nullptr;
-  Result<Json> del = qmp->Execute("blockdev-del", Json::Obj({{"node-name", kRestoreBlockerNode}}));
+  Result<Json> del = qmp->Execute("blockdev-del", Json::object({{"node-name", kRestoreBlockerNode}}));
   // The set frees itself once its last descriptor is closed and it is marked removed.
-  Result<Json> fd = qmp->Execute("remove-fd", Json::Obj({{"fdset-id", fdset_}}));
+  Result<Json> fd = qmp->Execute("remove-fd", Json::object({{"fdset-id", fdset_}}));
   if (!del) return del.error().WithContext("removing the migration blocker");
   if (!fd) return fd.error().WithContext("removing the migration blocker's descriptor set");
   return Status::Ok();
@@ -72,22 +72,23 @@ Status MigrationBlocker::Remove() {
 
 Status MigrationBlocker::RemoveLeftOver(QmpClient& qmp) {
   // The node, if it is there (a restore that died may not have got as far as adding it)...
-  Result<Json> del = qmp.Execute("blockdev-del", Json::Obj({{"node-name", kRestoreBlockerNode}}));
+  Result<Json> del = qmp.Execute("blockdev-del", Json::object({{"node-name", kRestoreBlockerNode}}));
   if (!del && del.error().message().find(kRestoreBlockerNode) == std::string::npos) {
     return del.error().WithContext("removing the migration blocker");
   }
   // ... and its descriptor set, found by the opaque string Install gave it.
   HLT_ASSIGN_OR_RETURN(Json sets, qmp.Execute("query-fdsets"));
-  for (const Json& set : sets.items()) {
-    const Json* id = set.Find("fdset-id");
-    const Json* fds = set.Find("fds");
-    if (id == nullptr || fds == nullptr) continue;
+  if (!sets.is_array()) return Status::Ok();
+  for (const Json& set : sets) {
+    const Json* id = FindMember(set, "fdset-id");
+    const Json* fds = FindMember(set, "fds");
+    if (id == nullptr || fds == nullptr || !fds->is_array()) continue;
     bool ours = false;
-    for (const Json& fd : fds->items()) {
-      const Json* opaque = fd.Find("opaque");
-      ours = ours || (opaque != nullptr && opaque->as_string() == kRestoreBlockerNode);
+    for (const Json& fd : *fds) {
+      const Json* opaque = FindMember(fd, "opaque");
+      ours = ours || (opaque != nullptr && AsString(*opaque) == kRestoreBlockerNode);
     }
-    if (ours) (void)qmp.Execute("remove-fd", Json::Obj({{"fdset-id", id->as_int()}}));
+    if (ours) (void)qmp.Execute("remove-fd", Json::object({{"fdset-id", AsInt(*id)}}));
   }
   return Status::Ok();
 }

@@ -40,18 +40,18 @@ bool ParseSize(const std::string& num, const std::string& unit, uint64_t* out) {
 }  // namespace
 
 Status SetMigrationCapabilities(QmpClient& qmp, const std::vector<std::pair<std::string, bool>>& caps) {
-  Json list = Json::Array();
-  for (const auto& [name, on] : caps) list.Push(Json::Obj({{"capability", name}, {"state", on}}));
-  auto r = qmp.Execute("migrate-set-capabilities", Json::Obj({{"capabilities", list}}));
+  Json list = Json::array();
+  for (const auto& [name, on] : caps) list.push_back(Json::object({{"capability", name}, {"state", on}}));
+  auto r = qmp.Execute("migrate-set-capabilities", Json::object({{"capabilities", list}}));
   return r.status();
 }
 
 static Result<UniqueFd> ListenOverFd(QmpClient& qmp, const std::string& command, const std::string& fd_name) {
   HLT_ASSIGN_OR_RETURN(auto pair, SocketPair());
-  HLT_ASSIGN_OR_RETURN(Json ignored, qmp.ExecuteWithFd("getfd", Json::Obj({{"fdname", fd_name}}), pair.second.get()));
+  HLT_ASSIGN_OR_RETURN(Json ignored, qmp.ExecuteWithFd("getfd", Json::object({{"fdname", fd_name}}), pair.second.get()));
   (void)ignored;
   pair.second.reset();  // QEMU holds its own copy now; ours would keep the channel open after QEMU closes it
-  HLT_ASSIGN_OR_RETURN(Json ignored2, qmp.Execute(command, Json::Obj({{"uri", "fd:" + fd_name}})));
+  HLT_ASSIGN_OR_RETURN(Json ignored2, qmp.Execute(command, Json::object({{"uri", "fd:" + fd_name}})));
   (void)ignored2;
   return std::move(pair.first);
 }
@@ -62,7 +62,7 @@ static Result<UniqueFd> ListenOverUnix(QmpClient& qmp, const std::string& comman
   addr.sun_family = AF_UNIX;
   if (socket_path.size() >= sizeof(addr.sun_path)) return Status::InvalidArgument("socket path too long: " + socket_path);
   memcpy(addr.sun_path, socket_path.c_str(), socket_path.size() + 1);
-  HLT_ASSIGN_OR_RETURN(Json ignored, qmp.Execute(command, Json::Obj({{"uri", "unix:" + socket_path}})));
+  HLT_ASSIGN_OR_RETURN(Json ignored, qmp.Execute(command, Json::object({{"uri", "unix:" + socket_path}})));
   (void)ignored;
   const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
   for (;;) {
@@ -103,16 +103,16 @@ Result<UniqueFd> StartMigrationToFd(QmpClient& qmp, const std::string& fd_name,
   if (setsockopt(pair.second.get(), SOL_SOCKET, SO_SNDBUFFORCE, &queue, sizeof queue) != 0) {
     (void)setsockopt(pair.second.get(), SOL_SOCKET, SO_SNDBUF, &queue, sizeof queue);
   }
-  HLT_ASSIGN_OR_RETURN(Json ignored, qmp.ExecuteWithFd("getfd", Json::Obj({{"fdname", fd_name}}), pair.second.get()));
+  HLT_ASSIGN_OR_RETURN(Json ignored, qmp.ExecuteWithFd("getfd", Json::object({{"fdname", fd_name}}), pair.second.get()));
   (void)ignored;
   pair.second.reset();  // so that we see end-of-stream when QEMU closes its copy
   if (before_migrate) {
     if (Status s = before_migrate(); !s.ok()) {
-      (void)qmp.Execute("closefd", Json::Obj({{"fdname", fd_name}}));
+      (void)qmp.Execute("closefd", Json::object({{"fdname", fd_name}}));
       return s;
     }
   }
-  HLT_ASSIGN_OR_RETURN(Json ignored2, qmp.Execute("migrate", Json::Obj({{"uri", "fd:" + fd_name}})));
+  HLT_ASSIGN_OR_RETURN(Json ignored2, qmp.Execute("migrate", Json::object({{"uri", "fd:" + fd_name}})));
   (void)ignored2;
   return std::move(pair.first);
 }
@@ -149,9 +149,9 @@ Result<std::vector<RamBlockInfo>> QueryRamBlocks(QmpClient& qmp) {
 Result<MigrationStatus> QueryMigration(QmpClient& qmp) {
   HLT_ASSIGN_OR_RETURN(Json r, qmp.Execute("query-migrate"));
   MigrationStatus s;
-  if (const Json* st = r.Find("status")) s.status = st->as_string();
+  if (const Json* st = FindMember(r, "status")) s.status = AsString(*st);
   if (s.status.empty()) s.status = "none";
-  if (const Json* e = r.Find("error-desc")) s.error_desc = e->as_string();
+  if (const Json* e = FindMember(r, "error-desc")) s.error_desc = AsString(*e);
   s.raw = std::move(r);
   return s;
 }
@@ -179,7 +179,7 @@ Result<MigrationStatus> WaitForMigrationStatus(QmpClient& qmp, const std::vector
 Result<std::string> ReadGuestMemory(QmpClient& qmp, uint64_t addr, uint64_t size, const std::string& dir) {
   const std::string path = dir + "/pmemsave-" + std::to_string(getpid()) + "-" + std::to_string(addr) + ".bin";
   HLT_ASSIGN_OR_RETURN(Json ignored,
-                       qmp.Execute("pmemsave", Json::Obj({{"val", addr}, {"size", size}, {"filename", path}}), 120000));
+                       qmp.Execute("pmemsave", Json::object({{"val", addr}, {"size", size}, {"filename", path}}), 120000));
   (void)ignored;
   std::ifstream f(path, std::ios::binary);
   std::string data((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());

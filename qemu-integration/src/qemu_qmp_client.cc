@@ -86,9 +86,9 @@ Result<std::unique_ptr<QmpClient>> QmpClient::Adopt(int fd, std::string name, in
 
 Status SocketQmpClient::Handshake(int timeout_ms) {
   HLT_ASSIGN_OR_RETURN(Json greeting, ReadMessage(timeout_ms, "the QMP greeting"));
-  const Json* qmp = greeting.Find("QMP");
+  const Json* qmp = FindMember(greeting, "QMP");
   if (qmp == nullptr) {
-    return Status::Corrupt(name_ + ": expected a greeting with a \"QMP\" member, got " + greeting.Serialize());
+    return Status::Corrupt(name_ + ": expected a greeting with a \"QMP\" member, got " + JsonText(greeting));
   }
   greeting_ = *qmp;
   HLT_ASSIGN_OR_RETURN(Json ignored, Execute("qmp_capabilities", Json(), timeout_ms));
@@ -138,7 +138,7 @@ Result<Json> SocketQmpClient::ReadMessage(int timeout_ms, const char* waiting_fo
     std::string text;
     HLT_ASSIGN_OR_RETURN(bool have, framer_.Next(&text));
     if (have) {
-      auto parsed = Json::Parse(text, name_);
+      auto parsed = ParseJson(text, name_);
       if (!parsed.has_value()) return parsed.error();
       if (!parsed->is_object()) return Status::Corrupt(name_ + ": message is not an object: " + text.substr(0, 200));
       return std::move(parsed).value();
@@ -168,23 +168,23 @@ Result<Json> SocketQmpClient::ReadMessage(int timeout_ms, const char* waiting_fo
 
 QmpEvent QmpClient::EventOf(const Json& msg) {
   QmpEvent ev;
-  ev.name = msg.Find("event")->as_string();
-  if (const Json* d = msg.Find("data")) ev.data = *d;
+  ev.name = AsString(*FindMember(msg, "event"));
+  if (const Json* d = FindMember(msg, "data")) ev.data = *d;
   ev.host_time_us = 0;
-  if (const Json* ts = msg.Find("timestamp")) {
-    const Json* s = ts->Find("seconds");
-    const Json* us = ts->Find("microseconds");
-    if (s && us) ev.host_time_us = s->as_int() * 1000000 + us->as_int();
+  if (const Json* ts = FindMember(msg, "timestamp")) {
+    const Json* s = FindMember(*ts, "seconds");
+    const Json* us = FindMember(*ts, "microseconds");
+    if (s && us) ev.host_time_us = AsInt(*s) * 1000000 + AsInt(*us);
   }
   return ev;
 }
 
 Status QmpClient::ErrorStatus(std::string_view command, const Json& err) const {
-  const Json* cls = err.Find("class");
-  const Json* desc = err.Find("desc");
-  const std::string cls_s = cls && cls->is_string() ? cls->as_string() : "Error";
+  const Json* cls = FindMember(err, "class");
+  const Json* desc = FindMember(err, "desc");
+  const std::string cls_s = cls && cls->is_string() ? AsString(*cls) : "Error";
   std::string message = name_ + ": " + std::string(command) + ": " + cls_s + ": " +
-                        (desc && desc->is_string() ? desc->as_string() : "");
+                        (desc && desc->is_string() ? AsString(*desc) : "");
   if (cls_s == "CommandNotFound") return Status::Unsupported(std::move(message));
   return Status::InvalidArgument(std::move(message));
 }
@@ -192,34 +192,34 @@ Status QmpClient::ErrorStatus(std::string_view command, const Json& err) const {
 Result<Json> SocketQmpClient::ExecuteWithFd(std::string_view command, const Json& arguments, int fd, int timeout_ms) {
   const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
   const int64_t id = next_id_++;
-  Json req = Json::Obj({{"execute", std::string(command)}});
-  if (!arguments.is_null()) req.Set("arguments", arguments);
-  req.Set("id", id);
-  std::string text = req.Serialize();
+  Json req = Json::object({{"execute", std::string(command)}});
+  if (!arguments.is_null()) req["arguments"] = arguments;
+  req["id"] = id;
+  std::string text = JsonText(req);
   text.push_back('\n');
   HLT_RETURN_IF_ERROR(Send(text, fd, timeout_ms));
   const std::string waiting_for = "the reply to '" + std::string(command) + "'";
   for (;;) {
     HLT_ASSIGN_OR_RETURN(Json msg, ReadMessage(RemainingMs(deadline), waiting_for.c_str()));
-    if (const Json* ev = msg.Find("event"); ev != nullptr && ev->is_string()) {
+    if (const Json* ev = FindMember(msg, "event"); ev != nullptr && ev->is_string()) {
       QueueEvent(EventOf(msg));
       continue;
     }
-    const Json* mid = msg.Find("id");
+    const Json* mid = FindMember(msg, "id");
     // A reply without an id answers a request QEMU could not even parse, i.e. this one.
-    if (mid != nullptr && !(mid->is_int() && mid->as_int() == id)) continue;  // a late reply to a timed-out call
-    if (const Json* ret = msg.Find("return")) return *ret;
-    if (const Json* err = msg.Find("error")) return ErrorStatus(command, *err);
+    if (mid != nullptr && !(mid->is_number_integer() && AsInt(*mid) == id)) continue;  // a late reply to a timed-out call
+    if (const Json* ret = FindMember(msg, "return")) return *ret;
+    if (const Json* err = FindMember(msg, "error")) return ErrorStatus(command, *err);
     return Status::Corrupt(name_ + ": reply to '" + std::string(command) + "' has neither return nor error: " +
-                           msg.Serialize().substr(0, 200));
+                           JsonText(msg).substr(0, 200));
   }
 }
 
 Result<std::string> QmpClient::HumanMonitorCommand(std::string_view command_line, int timeout_ms) {
   HLT_ASSIGN_OR_RETURN(Json r, Execute("human-monitor-command",
-                                       Json::Obj({{"command-line", std::string(command_line)}}), timeout_ms));
+                                       Json::object({{"command-line", std::string(command_line)}}), timeout_ms));
   if (!r.is_string()) return Status::Corrupt(name_ + ": human-monitor-command returned a non-string");
-  return r.as_string();
+  return AsString(r);
 }
 
 Status SocketQmpClient::ReadEvents(int timeout_ms, const char* waiting_for) {
@@ -227,7 +227,7 @@ Status SocketQmpClient::ReadEvents(int timeout_ms, const char* waiting_for) {
   for (;;) {
     HLT_ASSIGN_OR_RETURN(Json msg, ReadMessage(timeout_ms < 0 ? -1 : RemainingMs(deadline), waiting_for));
     if (msg.is_null()) return Status::Ok();  // timeout_ms < 0 and nothing more
-    if (const Json* ev = msg.Find("event"); ev != nullptr && ev->is_string()) {
+    if (const Json* ev = FindMember(msg, "event"); ev != nullptr && ev->is_string()) {
       QueueEvent(EventOf(msg));
       if (timeout_ms >= 0) return Status::Ok();
     }

@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include "halite/bytes.h"
+
 namespace halite::qemu {
 
 uint64_t MaxRecvBitmapBytes(const std::vector<RamBlockInfo>& blocks) {

@@ -4,7 +4,7 @@
 
 #include <fmt/format.h>
 
-#include "halite/qemu/qemu_byte_io.h"
+#include "halite/bytes.h"
 
 namespace halite::qemu {
 namespace {
@@ -15,48 +15,20 @@ constexpr uint32_t kBlobVersion = 1;
 constexpr uint32_t kMaxBlocks = 4096;
 constexpr uint64_t kMaxBlobString = 1ull << 32;
 
-void PutLe32(std::string* out, uint32_t v) {
-  for (int i = 0; i < 4; ++i) out->push_back(static_cast<char>(v >> (8 * i)));
-}
-void PutLe64(std::string* out, uint64_t v) {
-  for (int i = 0; i < 8; ++i) out->push_back(static_cast<char>(v >> (8 * i)));
-}
 void PutStr(std::string* out, std::string_view s) {
   PutLe64(out, s.size());
   out->append(s);
 }
 
-class BlobReader {
- public:
-  BlobReader(std::string_view data, std::string_view name) : data_(data), name_(name) {}
-  Status Error(const std::string& what) const {
-    return Status::Corrupt(std::string(name_) + ": offset " + fmt::format("{:#x}", pos_) + ": " + what);
+// A u64 length, then that many bytes.
+Result<std::string> ReadStr(ByteCursor& r, const std::string& what) {
+  HLT_ASSIGN_OR_RETURN(uint64_t n, r.ReadLe64(what + " length"));
+  if (n > kMaxBlobString || n > r.remaining()) {
+    return r.Error(what + " length " + std::to_string(n) + " exceeds the remaining " + std::to_string(r.remaining()) +
+                   " bytes");
   }
-  Result<uint64_t> Le(int bytes, const char* what) {
-    if (data_.size() - pos_ < static_cast<size_t>(bytes)) return Error(std::string("truncated reading ") + what);
-    uint64_t v = 0;
-    for (int i = 0; i < bytes; ++i) v |= uint64_t{static_cast<uint8_t>(data_[pos_ + i])} << (8 * i);
-    pos_ += bytes;
-    return v;
-  }
-  Result<std::string> Str(const char* what) {
-    HLT_ASSIGN_OR_RETURN(uint64_t n, Le(8, what));
-    if (n > kMaxBlobString || n > data_.size() - pos_) {
-      return Error(std::string(what) + " length " + std::to_string(n) + " exceeds the remaining " +
-                   std::to_string(data_.size() - pos_) + " bytes");
-    }
-    std::string s(data_.substr(pos_, n));
-    pos_ += n;
-    return s;
-  }
-  bool done() const { return pos_ == data_.size(); }
-  size_t pos() const { return pos_; }
-
- private:
-  std::string_view data_;
-  std::string_view name_;
-  size_t pos_ = 0;
-};
+  return r.Str(n);
+}
 
 }  // namespace
 
@@ -94,41 +66,41 @@ std::string EncodeSavedVmState(const SavedVmState& s) {
 }
 
 Result<SavedVmState> DecodeSavedVmState(std::string_view blob, std::string_view name) {
-  BlobReader r(blob, name);
+  ByteCursor r(blob, 0, name);
   if (blob.size() < 8 || memcmp(blob.data(), kBlobMagic, 4) != 0) return r.Error("bad magic (expected \"HQVS\")");
-  HLT_ASSIGN_OR_RETURN(uint64_t magic, r.Le(4, "magic"));
+  HLT_ASSIGN_OR_RETURN(uint64_t magic, r.ReadLe32("magic"));
   (void)magic;
-  HLT_ASSIGN_OR_RETURN(uint64_t version, r.Le(4, "version"));
+  HLT_ASSIGN_OR_RETURN(uint64_t version, r.ReadLe32("version"));
   if (version != kBlobVersion) {
     return Status::Unsupported(std::string(name) + ": version " + std::to_string(version) + " (this build reads " +
                                std::to_string(kBlobVersion) + ")");
   }
   SavedVmState s;
-  HLT_ASSIGN_OR_RETURN(uint64_t sv, r.Le(4, "stream version"));
+  HLT_ASSIGN_OR_RETURN(uint64_t sv, r.ReadLe32("stream version"));
   s.stream_version = static_cast<uint32_t>(sv);
-  HLT_ASSIGN_OR_RETURN(s.configuration, r.Str("configuration"));
-  HLT_ASSIGN_OR_RETURN(s.machine_type, r.Str("machine type"));
-  HLT_ASSIGN_OR_RETURN(uint64_t id, r.Le(4, "ram section id"));
-  HLT_ASSIGN_OR_RETURN(uint64_t inst, r.Le(4, "ram instance id"));
-  HLT_ASSIGN_OR_RETURN(uint64_t ver, r.Le(4, "ram version id"));
+  HLT_ASSIGN_OR_RETURN(s.configuration, ReadStr(r, "configuration"));
+  HLT_ASSIGN_OR_RETURN(s.machine_type, ReadStr(r, "machine type"));
+  HLT_ASSIGN_OR_RETURN(uint64_t id, r.ReadLe32("ram section id"));
+  HLT_ASSIGN_OR_RETURN(uint64_t inst, r.ReadLe32("ram instance id"));
+  HLT_ASSIGN_OR_RETURN(uint64_t ver, r.ReadLe32("ram version id"));
   s.ram_section_id = static_cast<uint32_t>(id);
   s.ram_instance_id = static_cast<uint32_t>(inst);
   s.ram_version_id = static_cast<uint32_t>(ver);
-  HLT_ASSIGN_OR_RETURN(uint64_t nblocks, r.Le(4, "block count"));
+  HLT_ASSIGN_OR_RETURN(uint64_t nblocks, r.ReadLe32("block count"));
   if (nblocks > kMaxBlocks) return r.Error("block count " + std::to_string(nblocks) + " over the limit of 4096");
   for (uint64_t i = 0; i < nblocks; ++i) {
     RamBlockInfo b;
-    HLT_ASSIGN_OR_RETURN(b.name, r.Str("block name"));
-    HLT_ASSIGN_OR_RETURN(b.used_length, r.Le(8, "block used length"));
-    HLT_ASSIGN_OR_RETURN(b.page_size, r.Le(8, "block page size"));
+    HLT_ASSIGN_OR_RETURN(b.name, ReadStr(r, "block name"));
+    HLT_ASSIGN_OR_RETURN(b.used_length, r.ReadLe64("block used length"));
+    HLT_ASSIGN_OR_RETURN(b.page_size, r.ReadLe64("block page size"));
     if (b.used_length % kTargetPageSize != 0) {
       return r.Error("block " + b.name + " used length " + fmt::format("{:#x}", b.used_length) + " is not a multiple of 4096");
     }
     s.ram_blocks.push_back(std::move(b));
   }
-  HLT_ASSIGN_OR_RETURN(s.device_state, r.Str("device state"));
-  HLT_ASSIGN_OR_RETURN(s.vmdesc, r.Str("vmdesc"));
-  if (!r.done()) return r.Error(std::to_string(blob.size() - r.pos()) + " trailing bytes");
+  HLT_ASSIGN_OR_RETURN(s.device_state, ReadStr(r, "device state"));
+  HLT_ASSIGN_OR_RETURN(s.vmdesc, ReadStr(r, "vmdesc"));
+  if (r.remaining() != 0) return r.Error(std::to_string(blob.size() - r.pos()) + " trailing bytes");
   return s;
 }
 

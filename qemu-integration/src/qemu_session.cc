@@ -30,7 +30,7 @@ Result<SavedVmState> SaveFromQemu(QmpClient& qmp, MigrationStreamHandler& handle
   if (report == nullptr) report = &local;
   const auto t0 = Clock::now();
   HLT_ASSIGN_OR_RETURN(Json status, qmp.Execute("query-status"));
-  report->was_running = status.Find("running") != nullptr && status.Find("running")->as_bool();
+  report->was_running = FindMember(status, "running") != nullptr && AsBool(*FindMember(status, "running"));
   HLT_ASSIGN_OR_RETURN(std::vector<RamBlockInfo> blocks, QueryRamBlocks(qmp));
   MigrationStreamReaderOptions ropts = options.reader;
   for (const auto& b : blocks) ropts.block_page_sizes[b.name] = b.page_size;
@@ -94,8 +94,8 @@ Result<SavedVmState> SaveFromQemu(QmpClient& qmp, MigrationStreamHandler& handle
     (void)resume();
     return done.error();
   }
-  if (const Json* t = done->raw.Find("setup-time")) report->qemu_setup_ms = t->as_int();
-  if (const Json* t = done->raw.Find("downtime")) report->qemu_downtime_ms = t->as_int();
+  if (const Json* t = FindMember(done->raw, "setup-time")) report->qemu_setup_ms = AsInt(*t);
+  if (const Json* t = FindMember(done->raw, "downtime")) report->qemu_downtime_ms = AsInt(*t);
   report->stream = reader.stats();
   report->out_of_order_pages = reader.out_of_order_pages();
   report->arrival_order = reader.arrival_order();

@@ -5,7 +5,8 @@
 
 #include <fmt/format.h>
 
-#include "halite/qemu/qemu_json.h"
+#include "halite/bytes.h"
+#include "halite/qemu/qmp_json.h"
 
 namespace halite::qemu {
 namespace {
@@ -439,7 +440,7 @@ Status SplitDeviceStateTail(std::string_view tail, uint64_t base, const std::str
     if (p[i] != kTagEof || p[i + 1] != kTagVmdesc) continue;
     if (LoadBe32(p + i + 2) != n - i - 6) continue;
     const std::string_view json = tail.substr(i + 6);
-    if (!Json::Parse(json, "vmdesc").has_value()) continue;
+    if (!ParseJson(json, "vmdesc").has_value()) continue;
     device_state->assign(tail.substr(0, i));
     vmdesc->assign(json);
     return Status::Ok();

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "halite/bytes.h"
+
 namespace halite::qemu {
 namespace {
 

@@ -13,9 +13,10 @@
 #include <set>
 #include <thread>
 
+#include "halite/bytes.h"
 #include "halite/checkpoint_reader.h"
 #include "halite/checkpoint_writer.h"
-#include "halite/qemu/qemu_byte_io.h"
+#include "halite/qemu/qemu_stream_input.h"
 #include "halite/qemu/qemu_channel_sink.h"
 #include "halite/qemu/qemu_push_source.h"
 #include "halite/restore_engine.h"

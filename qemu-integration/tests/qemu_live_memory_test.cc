@@ -20,8 +20,8 @@ class Gpa2hvaOnly final : public QmpClient {
   Gpa2hvaOnly(uint64_t gpa, uint64_t hva) : QmpClient("fake"), gpa_(gpa), hva_(hva) {}
   Result<Json> ExecuteWithFd(std::string_view command, const Json& arguments, int, int) override {
     if (command != "human-monitor-command") return Status::Unsupported("fake: only human-monitor-command");
-    const Json* line = arguments.Find("command-line");
-    if (line == nullptr || line->as_string() != fmt::format("gpa2hva {:#x}", gpa_)) {
+    const Json* line = FindMember(arguments, "command-line");
+    if (line == nullptr || AsString(*line) != fmt::format("gpa2hva {:#x}", gpa_)) {
       return Json(std::string("Unknown command\r\n"));
     }
     return Json(fmt::format("Host virtual address for {:#x} (pc.ram) is {:#x}\r\n", gpa_, hva_));

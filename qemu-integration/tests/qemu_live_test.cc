@@ -260,8 +260,8 @@ TEST_CASE("a stopped guest's migration stream: every page once, blocks, device s
   CHECK(st.machine_type == "pc-i440fx-7.2");
   // Device state captured: starts with a FULL section; VMDESC is JSON naming devices.
   CHECK((!st.device_state.empty() && static_cast<uint8_t>(st.device_state[0]) == kTagSectionFull));
-  auto vmdesc = Json::Parse(st.vmdesc, "vmdesc");
-  CHECK((vmdesc.has_value() && vmdesc->Find("devices") != nullptr && vmdesc->Find("devices")->items().size() > 5));
+  auto vmdesc = ParseJson(st.vmdesc, "vmdesc");
+  CHECK((vmdesc.has_value() && FindMember(*vmdesc, "devices") != nullptr && FindMember(*vmdesc, "devices")->size() > 5));
   // Page contents: pc.ram equals guest-physical memory (outside the ROM hole), the pattern is where it was loaded.
   const int ram = st.FindBlock("pc.ram");
   REQUIRE(ram >= 0);
@@ -305,7 +305,7 @@ TEST_CASE("background snapshot: the guest keeps running, RAM START has no RAM EN
   CHECK(rep.missing_pages == 0);
   CHECK(!st->device_state.empty());
   auto status = Must(qmp->Execute("query-status"), "query-status");
-  CHECK(status.Find("status")->as_string() == "running");
+  CHECK(AsString(*FindMember(status, "status")) == "running");
   const int ram = st->FindBlock("pc.ram");
   REQUIRE(ram >= 0);
   uint64_t bad = 0;
@@ -350,7 +350,7 @@ TEST_CASE("eager restore from a checkpoint: memory and registers equal the sourc
   // Continue the restored guest: it must run.
   CHECK(qmp->Execute("cont").has_value());
   auto status = Must(qmp->Execute("query-status"), "query-status");
-  CHECK(status.Find("status")->as_string() == "running");
+  CHECK(AsString(*FindMember(status, "status")) == "running");
 }
 
 TEST_CASE("lazy restore from a checkpoint: the guest runs at once and faults its pages in", "[lazy]") {
@@ -407,7 +407,7 @@ TEST_CASE("lazy restore from a checkpoint: the guest runs at once and faults its
             rr.zero_pages_unsent ==
         saved.total_pages);
   auto status = Must(qmp2->Execute("query-status"), "query-status");
-  CHECK(status.Find("status")->as_string() == "running");
+  CHECK(AsString(*FindMember(status, "status")) == "running");
   // The guest ran meanwhile (SeaBIOS's idle loop writes a few low pages); everything else equals the source.
   REQUIRE(qmp2->Execute("stop").has_value());
   const std::string mem = Must(ReadGuestMemory(*qmp2, 0, kGuestRam, env.dir), "pmemsave on the destination");
@@ -430,7 +430,7 @@ TEST_CASE("a destination with other RAMBlocks: refused before anything is sent, 
     CHECK(s.message().find("destination RAMBlock pc.ram is 0x8000000 bytes, the checkpoint's is 0x4000000") !=
           std::string::npos);
     auto st = Must(qmp->Execute("query-status"), "query-status");
-    CHECK(st.Find("status")->as_string() == "inmigrate");
+    CHECK(AsString(*FindMember(st, "status")) == "inmigrate");
     CHECK(dst->Alive());
   }
   // Without the preflight, QEMU's own check fails the load; the error carries its message, nothing hangs.
@@ -504,13 +504,13 @@ TEST_CASE("a migration blocker refuses save, snapshot and migrate until it is re
   REQUIRE(blocker.installed());
   // QEMU lists the reason, and refuses an outgoing migration before setting anything up.
   auto info = Must(qmp->Execute("query-migrate"), "query-migrate");
-  INFO("query-migrate: " << info.Serialize());
-  CHECK(info.Serialize().find(kRestoreBlockerNode) != std::string::npos);
-  auto migrate = qmp->Execute("migrate", Json::Obj({{"uri", "exec:cat > /dev/null"}}));
+  INFO("query-migrate: " << JsonText(info));
+  CHECK(JsonText(info).find(kRestoreBlockerNode) != std::string::npos);
+  auto migrate = qmp->Execute("migrate", Json::object({{"uri", "exec:cat > /dev/null"}}));
   REQUIRE(!migrate.has_value());
   CHECK(migrate.error().message().find(kRestoreBlockerNode) != std::string::npos);
   auto after = Must(qmp->Execute("query-migrate"), "query-migrate after the refusal");
-  CHECK(after.Find("status") == nullptr);  // no outgoing migration was ever set up
+  CHECK(FindMember(after, "status") == nullptr);  // no outgoing migration was ever set up
   // Nothing left behind in the scratch directory: QEMU holds the image by descriptor only.
   CHECK(std::filesystem::is_empty(env.dir + "/") == false);  // the pattern file MakeEnv wrote
   for (const auto& e : std::filesystem::directory_iterator(env.dir)) {
@@ -519,14 +519,14 @@ TEST_CASE("a migration blocker refuses save, snapshot and migrate until it is re
   REQUIRE(blocker.Remove().ok());
   CHECK(!blocker.installed());
   auto cleared = Must(qmp->Execute("query-migrate"), "query-migrate after Remove");
-  CHECK(cleared.Serialize().find(kRestoreBlockerNode) == std::string::npos);
+  CHECK(JsonText(cleared).find(kRestoreBlockerNode) == std::string::npos);
   // Migrations work again.
-  REQUIRE(qmp->Execute("migrate", Json::Obj({{"uri", "exec:cat > /dev/null"}})).has_value());
+  REQUIRE(qmp->Execute("migrate", Json::object({{"uri", "exec:cat > /dev/null"}})).has_value());
   std::string status;
   for (int i = 0; i < 300 && status != "completed" && status != "failed"; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
     auto q = Must(qmp->Execute("query-migrate"), "query-migrate during the migration after Remove");
-    status = q.Find("status") ? q.Find("status")->as_string() : "";
+    status = FindMember(q, "status") ? AsString(*FindMember(q, "status")) : "";
   }
   CHECK(status == "completed");
 }

@@ -1,5 +1,6 @@
 // PushRestoreChannel against a scripted postcopy destination on a socketpair: sections from several threads,
 // requests served on the workers, every page exactly once, SHUT; and the failure paths.
+#include "halite/bytes.h"
 #include "halite/qemu/qemu_push_source.h"
 
 #include <sys/socket.h>
@@ -14,7 +15,7 @@
 #include <set>
 #include <thread>
 
-#include "halite/qemu/qemu_byte_io.h"
+#include "halite/qemu/qemu_stream_input.h"
 #include "halite/qemu/qemu_guest_info.h"
 #include "halite/qemu/qemu_stream_reader.h"
 #include "push/section_writer.h"

@@ -31,9 +31,9 @@ class FakeQemu {
   int client_fd() const { return client_fd_; }
   void SendRaw(const std::string& s) { (void)!send(fd_, s.data(), s.size(), MSG_NOSIGNAL); }
   void Reply(const Json& req, const Json& ret) {
-    Json r = Json::Obj({{"return", ret}});
-    if (const Json* id = req.Find("id")) r.Set("id", *id);
-    SendRaw(r.Serialize() + "\r\n");
+    Json r = Json::object({{"return", ret}});
+    if (const Json* id = FindMember(req, "id")) r["id"] = *id;
+    SendRaw(JsonText(r) + "\r\n");
   }
   void Close() {
     closed_ = true;
@@ -62,9 +62,9 @@ class FakeQemu {
       framer.Feed(std::string_view(buf, static_cast<size_t>(n)));
       std::string text;
       while (!closed_ && *framer.Next(&text)) {
-        Json req = *Json::Parse(text);
-        if (req.Find("execute")->as_string() == "qmp_capabilities") {
-          Reply(req, Json::Object());
+        Json req = *ParseJson(text);
+        if (AsString(*FindMember(req, "execute")) == "qmp_capabilities") {
+          Reply(req, Json::object());
         } else {
           handler_(*this, req);
         }
@@ -80,28 +80,28 @@ class FakeQemu {
 
 TEST_CASE("qmp client negotiates, executes, queues events", "[qmp]") {
   FakeQemu fake([](FakeQemu& f, const Json& req) {
-    const std::string cmd = req.Find("execute")->as_string();
+    const std::string cmd = AsString(*FindMember(req, "execute"));
     if (cmd == "query-status") {
       f.SendRaw(R"({"timestamp": {"seconds": 10, "microseconds": 5}, "event": "STOP"})" "\r\n");
       // The reply arrives split across writes.
-      std::string r = Json::Obj({{"return", Json::Obj({{"running", false}, {"status", "paused"}})},
-                                 {"id", *req.Find("id")}}).Serialize() + "\r\n";
+      std::string r = JsonText(Json::object({{"return", Json::object({{"running", false}, {"status", "paused"}})},
+                                  {"id", *FindMember(req, "id")}})) + "\r\n";
       f.SendRaw(r.substr(0, 7));
       f.SendRaw(r.substr(7));
     } else if (cmd == "migrate-incoming") {
-      f.SendRaw(Json::Obj({{"error", Json::Obj({{"class", "GenericError"}, {"desc", "Postcopy is not supported"}})},
-                           {"id", *req.Find("id")}}).Serialize() + "\n");
+      f.SendRaw(JsonText(Json::object({{"error", Json::object({{"class", "GenericError"}, {"desc", "Postcopy is not supported"}})},
+                           {"id", *FindMember(req, "id")}})) + "\n");
     } else if (cmd == "nosuch") {
-      f.SendRaw(Json::Obj({{"error", Json::Obj({{"class", "CommandNotFound"}, {"desc", "The command nosuch has not been found"}})},
-                           {"id", *req.Find("id")}}).Serialize() + "\n");
+      f.SendRaw(JsonText(Json::object({{"error", Json::object({{"class", "CommandNotFound"}, {"desc", "The command nosuch has not been found"}})},
+                           {"id", *FindMember(req, "id")}})) + "\n");
     } else if (cmd == "getfd") {
-      f.Reply(req, Json::Object());
+      f.Reply(req, Json::object());
     } else if (cmd == "human-monitor-command") {
       f.Reply(req, "hello\r\n");
     } else if (cmd == "slow") {
       // never answers
     } else if (cmd == "quit") {
-      f.Reply(req, Json::Object());
+      f.Reply(req, Json::object());
       f.SendRaw(R"({"timestamp": {"seconds": 11, "microseconds": 0}, "event": "SHUTDOWN", "data": {"guest": false}})" "\r\n");
       f.Close();
     }
@@ -110,16 +110,16 @@ TEST_CASE("qmp client negotiates, executes, queues events", "[qmp]") {
   close(fake.client_fd());
   REQUIRE(c.has_value());
   QmpClient& q = **c;
-  REQUIRE(q.greeting().Find("version")->Find("qemu")->Find("major")->as_int() == 7);
+  REQUIRE(q.greeting().value(Json::json_pointer("/version/qemu/major"), 0) == 7);
 
   auto st = q.Execute("query-status");
   REQUIRE(st.has_value());
-  REQUIRE(st->Find("status")->as_string() == "paused");
+  REQUIRE(AsString(*FindMember(*st, "status")) == "paused");
   auto ev = q.WaitForEvent("STOP", 0);
   REQUIRE(ev.has_value());
   REQUIRE(ev->host_time_us == 10000005);
 
-  auto err = q.Execute("migrate-incoming", Json::Obj({{"uri", "fd:x"}}));
+  auto err = q.Execute("migrate-incoming", Json::object({{"uri", "fd:x"}}));
   REQUIRE_FALSE(err.has_value());
   REQUIRE(err.error().code() == StatusCode::kInvalidArgument);
   REQUIRE(err.error().message() == "qmp test: migrate-incoming: GenericError: Postcopy is not supported");
@@ -127,7 +127,7 @@ TEST_CASE("qmp client negotiates, executes, queues events", "[qmp]") {
 
   int pfd[2];
   REQUIRE(pipe(pfd) == 0);
-  REQUIRE(q.ExecuteWithFd("getfd", Json::Obj({{"fdname", "x"}}), pfd[0]).has_value());
+  REQUIRE(q.ExecuteWithFd("getfd", Json::object({{"fdname", "x"}}), pfd[0]).has_value());
   REQUIRE(fake.received_fd >= 0);
   close(fake.received_fd);
   close(pfd[0]);
@@ -142,7 +142,7 @@ TEST_CASE("qmp client negotiates, executes, queues events", "[qmp]") {
   REQUIRE_FALSE(no_event.has_value());
 
   REQUIRE(q.Execute("quit").has_value());
-  auto shutdown_ev = q.WaitForEvent("SHUTDOWN", 1000, [](const Json& d) { return !d.Find("guest")->as_bool(); });
+  auto shutdown_ev = q.WaitForEvent("SHUTDOWN", 1000, [](const Json& d) { return !AsBool(*FindMember(d, "guest")); });
   REQUIRE(shutdown_ev.has_value());
   auto gone = q.Execute("query-status", Json(), 1000);
   REQUIRE_FALSE(gone.has_value());

@@ -1,6 +1,7 @@
 #include <cstring>
 #include <catch2/catch.hpp>
 
+#include "halite/bytes.h"
 #include "halite/qemu/qemu_return_path.h"
 #include "qemu_test_streams.h"
 

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "halite/bytes.h"
 #include "halite/qemu/qemu_stream_reader.h"
 #include "qemu_test_streams.h"
 

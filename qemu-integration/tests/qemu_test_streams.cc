@@ -3,7 +3,8 @@
 #include <cstring>
 #include <utility>
 
-#include "halite/qemu/qemu_byte_io.h"
+#include "halite/bytes.h"
+#include "halite/qemu/qemu_stream_input.h"
 
 namespace halite::qemu::testing {
 namespace {

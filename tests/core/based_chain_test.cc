@@ -88,7 +88,8 @@ TEST_CASE("a child of partly rewritten pages comes to at most 1.1x zstd -3 of th
   const WriteSummary plain = Save(dir.File("plain.hlt"), child, p, false);
   CHECK(double(plain.file_bytes) > 1.1 * double(z.size()));
   CHECK(plain.based_blocks == 0);
-  CHECK(Open(dir.File("plain.hlt"))->format_minor() < format::kFormatMinorBasedBlocks);
+  // No BASED block; the file says 1.6 for its packed page map (5.3), which every child of this size has.
+  for (const BlockInfo& b : Open(dir.File("plain.hlt"))->blocks()) CHECK_FALSE(b.based());
   const WriteSummary s = Save(dir.File("child.hlt"), child, p);
   INFO("child " << s.file_bytes << " bytes, zstd -3 of its " << changed.size() << " changed pages " << z.size());
   CHECK(double(s.file_bytes) <= 1.1 * double(z.size()));
@@ -96,7 +97,7 @@ TEST_CASE("a child of partly rewritten pages comes to at most 1.1x zstd -3 of th
   CHECK(s.base_groups_used > 0);
   CHECK(s.base_groups_used <= s.base_groups_tried);
   auto r = Open(dir.File("child.hlt"));
-  CHECK(r->format_minor() == format::kFormatMinorBasedBlocks);
+  CHECK(r->format_minor() >= format::kFormatMinorBasedBlocks);  // 1.4 for BASED; 1.6 with a packed page map
   CHECK(r->chain()[0].based_blocks == s.based_blocks);
   // A restore reads each block of the chain once, and only blocks it reads without coding against the parent too:
   // those of the plain child's chain, plus the child's own.

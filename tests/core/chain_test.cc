@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "codec/hashing.h"
-#include "format/byte_order.h"
+#include "halite/bytes.h"
 #include "format/index_codec.h"
 #include "halite/checkpoint_reader.h"
 #include "halite/checkpoint_writer.h"
@@ -89,7 +89,7 @@ TEST_CASE("a child stores only changed pages and reads back through its parent",
   CHECK(bs.in_parent_pages == 0);
   CHECK(bs.page_hash_bytes == 16 + 8 + 8 * bs.stored_pages);
   auto base_reader = OpenShared(dir.File("base.hlt"));
-  CHECK(base_reader->format_minor() == 1);  // PAGE_HASHES only
+  CHECK(base_reader->format_minor() == format::kFormatMinorPackedPageMap);  // PAGE_HASHES (1.1), a packed page map (1.6)
   WriteSummary cs = Write(dir.File("child.hlt"), child, base_reader);
   CHECK(cs.in_parent_pages == kPages - 30 - 6);
   CHECK(cs.stored_pages == 30);
@@ -98,7 +98,7 @@ TEST_CASE("a child stores only changed pages and reads back through its parent",
   // Each changed page differs from its parent's version in one byte of eight: coded against the parent (1.4).
   CHECK(cs.based_blocks > 0);
   CHECK(cs.based_pages <= 30);
-  CHECK(child_reader->format_minor() == 4);
+  CHECK(child_reader->format_minor() == format::kFormatMinorPackedPageMap);  // BASED (1.4), a packed sparse map (1.6)
   CheckView(*child_reader, child);
   WriteSummary gs = Write(dir.File("grandchild.hlt"), grandchild, child_reader, false);
   CHECK(gs.in_parent_pages == kPages - 10);  // zero pages too: the parent's are zero
@@ -131,12 +131,12 @@ TEST_CASE("equal hashes are not enough: the bytes decide", "[chain]") {
   // Forge the parent's PAGE_HASHES entry of page 7 (slot 7: every page of the base is stored, in order) to the child's page hash: a collision, as far as the writer sees.
   std::ifstream in(dir.File("base.hlt"), std::ios::binary);
   std::vector<uint8_t> f((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  const uint64_t index_offset = format::LoadLe64(&f[f.size() - 64]);
-  const uint64_t index_length = format::LoadLe64(&f[f.size() - 56]);
+  const uint64_t index_offset = halite::LoadLe64(&f[f.size() - 64]);
+  const uint64_t index_length = halite::LoadLe64(&f[f.size() - 56]);
   std::vector<uint8_t> index(f.begin() + long(index_offset), f.begin() + long(index_offset + index_length));
   size_t body = testing::FindSectionBody(index, format::kPageHashesSectionType);
   REQUIRE(body != SIZE_MAX);
-  format::StoreLe64(&index[body + 8 + 8 * 7], codec::Xxh3_128(Page(7, 2)).low);
+  halite::StoreLe64(&index[body + 8 + 8 * 7], codec::Xxh3_128(Page(7, 2)).low);
   f = testing::ResealWithIndex(f, index);
   std::ofstream(dir.File("forged.hlt"), std::ios::binary).write(reinterpret_cast<const char*>(f.data()), long(f.size()));
 
@@ -157,7 +157,7 @@ TEST_CASE("a child whose pages all changed is a full checkpoint", "[chain]") {
   WriteSummary s = Write(dir.File("child.hlt"), std::vector<uint32_t>(8, 2), OpenShared(dir.File("base.hlt")), false);
   CHECK(s.in_parent_pages == 0);
   auto r = OpenShared(dir.File("child.hlt"));
-  CHECK(r->format_minor() == 0);
+  CHECK(r->format_minor() != format::kFormatMinorParent);  // no PARENT: 1.0, or 1.6 for a packed page map
   CHECK(r->parent() == nullptr);
 }
 

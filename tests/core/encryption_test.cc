@@ -115,6 +115,9 @@ TEST_CASE("encrypted checkpoints round-trip with each cipher, framed, with a dic
       if (dictionary) {
         o.block_pages = 16;
         o.dictionary = DictionaryMode::kOn;
+      } else {
+        o.frame_pages = 16;  // FRAMED blocks, each frame sealed on its own (the defaults may choose one frame)
+        o.dictionary = DictionaryMode::kOff;
       }
       Saved s = Save(mem, o);
       CHECK_FALSE(Contains(s.file, kMarker));
@@ -124,7 +127,7 @@ TEST_CASE("encrypted checkpoints round-trip with each cipher, framed, with a dic
       REQUIRE(r.has_value());
       CHECK((*r)->encrypted());
       CHECK((*r)->cipher() == cipher);
-      CHECK((*r)->format_minor() == 5);
+      CHECK((*r)->format_minor() == format::kFormatMinorPackedPageMap);  // encrypted (1.5), packed map (1.6)
       CHECK((*r)->key_id() == *ComputeKeyId(KeyOf(1)));
       CHECK((*r)->has_page_hashes());
       CHECK(((*r)->dictionary_size() > 0) == dictionary);
@@ -272,7 +275,7 @@ TEST_CASE("a byte changed anywhere in an encrypted file is refused, never read a
   // As damaged (the checksums catch it), then with every checksum recomputed (an adversary who forges XXH3: the
   // tags catch it), then also with the index tag recomputed (only the key's holder could: a unit's own tag, or a
   // rule behind the index tag, catches it).
-  const uint64_t index_offset = format::LoadLe64(&s.file[s.file.size() - 64]);
+  const uint64_t index_offset = halite::LoadLe64(&s.file[s.file.size() - 64]);
   for (int reseal = 0; reseal < 3; ++reseal) {
     INFO("reseal " << reseal);
     size_t auth = 0, corrupt = 0;

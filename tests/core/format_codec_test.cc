@@ -1,7 +1,7 @@
 // The pure format codec: header, footer and index encode/decode, one test per rejection path of the envelope.
 #include <catch2/catch.hpp>
 
-#include "format/byte_order.h"
+#include "halite/bytes.h"
 #include "format/envelope_codec.h"
 #include "format/index_codec.h"
 

@@ -19,6 +19,7 @@
 #include "halite/checkpoint_writer.h"
 #include "halite/page_sink.h"
 #include "halite/storage.h"
+#include "support/wait_for.h"  // WaitFor
 
 namespace halite::testing {
 
@@ -206,16 +207,6 @@ inline void CheckEveryStoredPage(const RecordingSink& sink, const MemCheckpoint&
   CHECK(missing == 0);
   CHECK(wrong == 0);
   CHECK(sink.double_installs() == 0);
-}
-
-// Waits up to `timeout` for `pred`.
-inline bool WaitFor(const std::function<bool()>& pred, std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
-  auto end = std::chrono::steady_clock::now() + timeout;
-  while (!pred()) {
-    if (std::chrono::steady_clock::now() > end) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  return true;
 }
 
 }  // namespace halite::testing

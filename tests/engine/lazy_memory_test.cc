@@ -233,10 +233,10 @@ TEST_CASE("discarded and unmapped memory is never refilled from the checkpoint",
   // The faulting thread resumes a little before its handler has counted the fault: wait for the handlers to
   // finish (faults_done) before reading their counters, or the counts race the check on a loaded machine.
   auto ms = r.memory->Stats();
-  for (int i = 0; i < 10000 && ms.faults_done < ms.faults; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  WaitFor([&] {
     ms = r.memory->Stats();
-  }
+    return ms.faults_done >= ms.faults;
+  });
   CHECK(ms.faults_done == ms.faults);
   CHECK(ms.remove_events >= 1);
   CHECK(ms.unmap_events >= 1);

@@ -13,7 +13,7 @@
 #include <new>
 
 #include "codec/hashing.h"
-#include "format/byte_order.h"
+#include "halite/bytes.h"
 #include "format/envelope_codec.h"
 #include "format/index_codec.h"
 #include "halite/checkpoint_reader.h"
@@ -194,7 +194,7 @@ TEST_CASE("limits: a page map larger than the file", "[limits]") {
   // A page map section claiming more bytes than the index holds.
   ExpectRejected(WithIndexBytes([](std::vector<uint8_t>& idx) {
                    size_t body = SectionBody(idx, format::SectionType::kPageMap);
-                   format::StoreLe64(&idx[body - 8], 1ull << 33);
+                   halite::StoreLe64(&idx[body - 8], 1ull << 33);
                  }),
                  "exceeds the");
 }
@@ -207,27 +207,27 @@ TEST_CASE("limits: a block claiming 2^32 - 1 pages, or 4097", "[limits]") {
 
 TEST_CASE("limits: counts larger than their sections", "[limits]") {
   ExpectRejected(WithIndexBytes([](std::vector<uint8_t>& idx) {
-                   format::StoreLe32(&idx[SectionBody(idx, format::SectionType::kBlocks)], 0xFFFFFFFFu);
+                   halite::StoreLe32(&idx[SectionBody(idx, format::SectionType::kBlocks)], 0xFFFFFFFFu);
                  }),
                  "block_count 4294967295");
   ExpectRejected(WithIndexBytes([](std::vector<uint8_t>& idx) {
-                   format::StoreLe32(&idx[SectionBody(idx, format::SectionType::kRegions)], 0xFFFFFFFFu);
+                   halite::StoreLe32(&idx[SectionBody(idx, format::SectionType::kRegions)], 0xFFFFFFFFu);
                  }),
                  "region_count 4294967295");
   ExpectRejected(WithIndexBytes([](std::vector<uint8_t>& idx) {
-                   format::StoreLe32(&idx[SectionBody(idx, format::SectionType::kBlobs)], 0xFFFFFFFFu);
+                   halite::StoreLe32(&idx[SectionBody(idx, format::SectionType::kBlobs)], 0xFFFFFFFFu);
                  }),
                  "blob_count 4294967295");
   ExpectRejected(WithIndexBytes([](std::vector<uint8_t>& idx) {
-                   format::StoreLe32(&idx[SectionBody(idx, format::SectionType::kRestoreOrder)], 0xFFFFFFFFu);
+                   halite::StoreLe32(&idx[SectionBody(idx, format::SectionType::kRestoreOrder)], 0xFFFFFFFFu);
                  }),
                  "RESTORE_ORDER");
   ExpectRejected(WithIndexBytes([](std::vector<uint8_t>& idx) {
-                   format::StoreLe16(&idx[SectionBody(idx, format::SectionType::kMetadata) + 32], 0xFFFF);
+                   halite::StoreLe16(&idx[SectionBody(idx, format::SectionType::kMetadata) + 32], 0xFFFF);
                  }),
                  "string length over 256");
   ExpectRejected(WithIndexBytes([](std::vector<uint8_t>& idx) {
-                   format::StoreLe16(&idx[SectionBody(idx, format::SectionType::kRegions) + 8 + 22], 0xFFFF);
+                   halite::StoreLe16(&idx[SectionBody(idx, format::SectionType::kRegions) + 8 + 22], 0xFFFF);
                  }),
                  "name_length 65535");
 }

@@ -33,6 +33,7 @@
 #include "memory_sink.h"
 #include "objstore/demand_gate.h"
 #include "objstore/object_store.h"
+#include "support/wait_for.h"
 
 namespace {
 
@@ -59,11 +60,7 @@ void Check(bool ok, const std::string& what) {
 // Polls `done` every millisecond for up to 60 s; false when it never held.
 template <typename F>
 bool WaitUntil(F done) {
-  for (int i = 0; i < 60000; ++i) {
-    if (done()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  return false;
+  return halite::testing::WaitFor(done, std::chrono::seconds(60));
 }
 
 // A batch the way the loader sends one: many block-sized ranges in a row.

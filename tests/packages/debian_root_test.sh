@@ -41,12 +41,13 @@ if ! (cd "$tmp" && cpack -G DEB --config "$build/CPackConfig.cmake" -B "$tmp/deb
 fi
 shopt -s nullglob
 debs=("$tmp"/debs/*.deb)
-((${#debs[@]} == 3)) || fail "cpack made ${#debs[@]} packages, expected 3: $(ls "$tmp/debs")"
+((${#debs[@]} == 4)) || fail "cpack made ${#debs[@]} packages, expected 4: $(ls "$tmp/debs")"
 lib_deb=("$tmp"/debs/libhalite[0-9]*_*.deb)
 dev_deb=("$tmp"/debs/libhalite-dev_*.deb)
 tools_deb=("$tmp"/debs/halite-tools_*.deb)
-((${#lib_deb[@]} == 1 && ${#dev_deb[@]} == 1 && ${#tools_deb[@]} == 1)) ||
-  fail "expected libhaliteN, libhalite-dev and halite-tools, got: $(ls "$tmp/debs")"
+python_deb=("$tmp"/debs/python3-halite_*_all.deb)
+((${#lib_deb[@]} == 1 && ${#dev_deb[@]} == 1 && ${#tools_deb[@]} == 1 && ${#python_deb[@]} == 1)) ||
+  fail "expected libhaliteN, libhalite-dev, halite-tools and python3-halite (all), got: $(ls "$tmp/debs")"
 field() { dpkg-deb -f "$1" "$2"; }
 lib_pkg=$(field "$lib_deb" Package)
 version=$(field "$lib_deb" Version)
@@ -81,6 +82,12 @@ for deb in "$lib_deb" "$tools_deb"; do
   done
 done
 field "$tools_deb" Depends | grep -q '\blibfuse3-3\b' || fail "halite-tools Depends lacks libfuse3-3 (the image server)"
+# python3-halite: the package `halite` in Debian's dist-packages, typed; it loads the library by SONAME.
+for f in __init__.py _cdef.py checkpoint.py py.typed; do has_file "$python_deb" "./usr/lib/python3/dist-packages/halite/$f"; done
+if files_of "$python_deb" | grep -E '__pycache__|\.so$'; then fail "python3-halite holds compiled files (above)"; fi
+for want in "$lib_pkg (>= $version)" python3-cffi; do
+  field "$python_deb" Depends | grep -qF "$want" || fail "python3-halite Depends lacks $want: $(field "$python_deb" Depends)"
+done
 mkdir "$tmp/tools"
 dpkg-deb -x "$tools_deb" "$tmp/tools"
 for b in hlt-save hlt-restore; do
@@ -153,12 +160,12 @@ export DEBIAN_FRONTEND=noninteractive LC_ALL=C.UTF-8 PATH=/usr/sbin:/usr/bin:/sb
   fi
   grep -E '^[0-9]+ upgraded, [0-9]+ newly installed' "$root/tmp/apt.log" | sed 's/^/packages test: apt: /'
 ) 9>"$cache/.apt-lock"
-for p in "$lib_pkg" libhalite-dev halite-tools; do
+for p in "$lib_pkg" libhalite-dev halite-tools python3-halite; do
   chroot "$root" dpkg-query -W -f='${Status} ${Version}\n' "$p" | grep -qx "install ok installed $version" ||
     { echo "FAILED: packages test: $p $version is not installed in the root"; exit 1; }
 done
 echo "packages test: installed into the root: $(chroot "$root" dpkg-query -W -f='${Package} ${Version}, ' \
-  "$lib_pkg" libhalite-dev halite-tools)$(chroot "$root" dpkg-query -W -f='.\n' | wc -l) packages in all"
+  "$lib_pkg" libhalite-dev halite-tools python3-halite)$(chroot "$root" dpkg-query -W -f='.\n' | wc -l) packages in all"
 chroot "$root" bash /tmp/in_root_checks.sh "$version"
 INNER
 ((rc == 0)) || fail "the checks in the Debian root failed (exit $rc, above)"

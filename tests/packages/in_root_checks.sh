@@ -3,7 +3,7 @@
 #   in_root_checks.sh VERSION
 # The installed tools run from /usr/bin with only what apt installed: versions, a raw save, info, verify, a restore
 # compared byte for byte, the image server in its service form (halite-image-server@.service's command), the -dev
-# package's pkg-config file, and systemd-analyze verify of the units.
+# package's pkg-config file, python3-halite reading the checkpoint back, and systemd-analyze verify of the units.
 set -euo pipefail
 version=${1%-*}  # the package version without its Debian revision: the project's version
 fail() { echo "FAILED: packages test (in the root): $*" >&2; exit 1; }
@@ -73,6 +73,19 @@ pc=$(pkg-config --modversion halite) || fail "pkg-config does not find halite"
 flags=$(pkg-config --cflags --libs halite) || fail "pkg-config --cflags --libs halite failed"
 grep -q -- '-lhalite' <<<"$flags" || fail "pkg-config --libs halite: $flags"
 say "pkg-config halite: $pc, $flags"
+
+# python3-halite: the package imports with the system's python3 and reads the checkpoint hlt-save wrote.
+py_version=$(python3 -c "import halite; print(halite.__version__)") || fail "python3 -c 'import halite' failed"
+[[ $py_version == "$version" ]] || fail "halite.__version__ is $py_version, expected $version"
+python3 - <<'PY' || fail "python3-halite could not read back the checkpoint"
+import halite
+with halite.Checkpoint("ckpt.hlt") as ckpt:
+    assert halite.library_path.startswith("libhalite.so."), halite.library_path
+    assert ckpt.read_pages(0) == open("image.raw", "rb").read()
+    report = ckpt.verify()
+    print(f"packages test (in the root): python3-halite {halite.__version__} ({halite.library_path}): "
+          f"ckpt.hlt read back equal to image.raw, {report.blocks} blocks verified")
+PY
 
 # The units: systemd-analyze verify of an instance of each template.
 if command -v systemd-analyze >/dev/null; then

@@ -44,6 +44,8 @@ sys.path.insert(0, os.path.join(REPO, "guest"))
 from hltharness import domain, realguest  # noqa: E402
 from hltharness.libvirt import EmbeddedLibvirt, LibvirtError, missing_prerequisite  # noqa: E402
 from hltharness.qga import AgentError, VirshAgent  # noqa: E402
+from hltharness.scratch import Scratch  # noqa: E402
+from hltharness.wait import poll_until  # noqa: E402
 
 BOOT_TIMEOUT = 420  # a loaded 2-core machine under TCG; an idle one boots the minimal guest in about 30 s
 
@@ -346,11 +348,8 @@ def run_libvirt(work, tools, image, lv):
     for key in ("uuid", "mac", "genid"):
         if cid[key] == ident[key] or not cid[key]:
             raise Fail(f"the clone's {key} {cid[key]} is not a new one (saved domain: {ident[key]})")
-    deadline = time.monotonic() + 60
-    while guest_macs(clone_agent) != [cid["mac"]]:
-        if time.monotonic() > deadline:
-            raise Fail(f"the clone's guest sees NICs {guest_macs(clone_agent)}, not its new MAC {cid['mac']}")
-        time.sleep(1)
+    if not poll_until(lambda: guest_macs(clone_agent) == [cid["mac"]], 60, poll=1):
+        raise Fail(f"the clone's guest sees NICs {guest_macs(clone_agent)}, not its new MAC {cid['mac']}")
     log(f"clone: new UUID {cid['uuid']}, MAC {cid['mac']} (seen by the guest), genid {cid['genid']}")
 
 
@@ -428,14 +427,19 @@ def main():
     work = os.path.join(a.work, a.scenario)
     shutil.rmtree(work, ignore_errors=True)  # overlays, NVRAM, checkpoints of an earlier run
     os.makedirs(work)
+    # The scenario's directory is its own: its overlays and checkpoints go when it passes, stay when it fails.
+    scratch = Scratch(work, whole=True, log=log)
     try:
         SCENARIOS[a.scenario](work, os.path.abspath(a.tools))
     except Skip as e:
+        scratch.finish(passed=True)
         skip_loudly(str(e))
     except Fail as e:
         print(f"FAIL ({a.scenario}): {e}", flush=True)
+        scratch.finish(passed=False)
         return 1
     log(f"PASS ({a.scenario}) in {time.monotonic() - T0:.1f} s")
+    scratch.finish(passed=True)
     return 0
 
 

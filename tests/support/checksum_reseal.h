@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "codec/hashing.h"
-#include "format/byte_order.h"
+#include "halite/bytes.h"
 #include "format/encryption_codec.h"
 #include "format/envelope_codec.h"
 #include "format/index_codec.h"
@@ -42,8 +42,8 @@ inline std::vector<uint8_t> ResealWithIndex(std::span<const uint8_t> file, std::
 inline size_t FindSectionBody(std::span<const uint8_t> index, uint32_t type) {
   size_t at = 0;
   while (at + format::kSectionHeaderSize <= index.size()) {
-    uint32_t t = format::LoadLe32(&index[at]);
-    uint64_t len = format::LoadLe64(&index[at + 8]);
+    uint32_t t = halite::LoadLe32(&index[at]);
+    uint64_t len = halite::LoadLe64(&index[at + 8]);
     if (t == type) return at + format::kSectionHeaderSize;
     if (len > index.size()) break;
     at += format::kSectionHeaderSize + (len + 7) / 8 * 8;

@@ -8,7 +8,7 @@
 
 #include <fmt/format.h>
 
-#include "format/byte_order.h"
+#include "halite/bytes.h"
 #include "format/encryption_codec.h"
 #include "format/envelope_codec.h"
 #include "format/index_codec.h"
@@ -117,8 +117,8 @@ struct IndexBytes {
 
 IndexBytes IndexOf(const std::vector<uint8_t>& f) {
   IndexBytes i;
-  i.offset = format::LoadLe64(&f[f.size() - 64]);
-  const uint64_t length = format::LoadLe64(&f[f.size() - 56]);
+  i.offset = halite::LoadLe64(&f[f.size() - 64]);
+  const uint64_t length = halite::LoadLe64(&f[f.size() - 56]);
   i.bytes.assign(f.begin() + long(i.offset), f.begin() + long(i.offset + length));
   return i;
 }
@@ -199,10 +199,10 @@ Result<std::vector<uint8_t>> WithPayloads(const std::vector<uint8_t>& f, const E
 
 std::vector<uint8_t> WithHeader(std::vector<uint8_t> f, const std::function<void(format::Header&)>& edit) {
   format::Header h;
-  h.major = format::LoadLe16(&f[8]);
-  h.minor = format::LoadLe16(&f[10]);
+  h.major = halite::LoadLe16(&f[8]);
+  h.minor = halite::LoadLe16(&f[10]);
   h.file_id = FileIdOf(f);
-  h.flags = format::LoadLe32(&f[36]);
+  h.flags = halite::LoadLe32(&f[36]);
   std::memcpy(h.key_id.data(), &f[40], 16);
   edit(h);
   auto hb = format::EncodeHeader(h);
@@ -296,9 +296,9 @@ Status AddPayloadVectors(const std::vector<uint8_t>& xchacha, const format::Inde
       // The last frame loses its tag's last byte; the frame table says so, as a careless writer would.
       std::vector<uint8_t>& p = blocks[framed_block];
       p.pop_back();
-      const uint32_t count = format::LoadLe32(p.data());
+      const uint32_t count = halite::LoadLe32(p.data());
       uint8_t* last = p.data() + 4 + 8 * (count - 1) + 4;
-      format::StoreLe32(last, format::LoadLe32(last) - 1);
+      halite::StoreLe32(last, halite::LoadLe32(last) - 1);
     }));
     AddInvalid(&out, "truncated-tag-frame.hlt", std::move(f), "a", kOk, kAuth, "frame 0: authentication failed",
             "a FRAMED block's last frame cut short by one byte of its tag, frame table and checksums agreeing: the "
@@ -312,8 +312,8 @@ Status AddPayloadVectors(const std::vector<uint8_t>& xchacha, const format::Inde
   {
     HLT_ASSIGN_OR_RETURN(auto f, WithPayloads(xchacha, a, [&](auto&, auto& blocks, auto&) {
       std::vector<uint8_t>& p = blocks[framed_block];  // a page moved from frame 0 to frame 1: the same sum
-      format::StoreLe32(&p[4], format::LoadLe32(&p[4]) - 1);
-      format::StoreLe32(&p[12], format::LoadLe32(&p[12]) + 1);
+      halite::StoreLe32(&p[4], halite::LoadLe32(&p[4]) - 1);
+      halite::StoreLe32(&p[12], halite::LoadLe32(&p[12]) + 1);
     }));
     AddInvalid(&out, "frame-layout-changed.hlt", std::move(f), "a", kOk, kAuth, "frame 0: authentication failed",
             "a frame table's page counts changed (one page moved from frame 0 to frame 1): each frame's tag binds "
@@ -321,7 +321,7 @@ Status AddPayloadVectors(const std::vector<uint8_t>& xchacha, const format::Inde
   }
   {
     HLT_ASSIGN_OR_RETURN(auto f, WithPayloads(xchacha, a, [&](auto&, auto& blocks, auto&) {
-      format::StoreLe32(blocks[framed_block].data(), 1);
+      halite::StoreLe32(blocks[framed_block].data(), 1);
     }));
     AddInvalid(&out, "frame-count-one.hlt", std::move(f), "a", kOk, kCorrupt, "frame_count 1 (expected 2..",
             "a frame table with one frame: rejected before anything is decrypted");
@@ -411,7 +411,7 @@ Status AddIndexVectors(const std::vector<uint8_t>& xchacha, const format::IndexM
     auto f = WithHeader(xchacha, [](format::Header& h) { h.minor = 3; });
     testing::ResealWithKey(f, a);
     AddInvalid(&out, "encrypted-in-version-1.3.hlt", std::move(f), "a", kCorrupt, kOk,
-            "format version 1.3 but the index uses version 1.5 features (encryption)",
+            "format version 1.3 but the index uses version 1.6 features (a packed PAGE_MAP; encryption)",
             "an encrypted file that declares 1.3 (the index tag recomputed: the version rule decides)");
   }
   return Status::Ok();

@@ -10,7 +10,7 @@
 #include <fmt/format.h>
 
 #include "codec/hashing.h"
-#include "format/byte_order.h"
+#include "halite/bytes.h"
 #include "format/envelope_codec.h"
 #include "format/index_codec.h"
 #include "format/integrity_checks.h"
@@ -125,6 +125,24 @@ Status FillAllZero(CheckpointWriter& w) {
   return w.PutZeroPages(r, 0, 4);
 }
 
+// packed-page-map: 512 pages, as a mostly idle guest's memory looks to the page map: 48 distinct pages stored in
+// page order, one duplicate, then zero pages, then absent ones. The plain map would be 2048 bytes; packed (5.3, 1.6)
+// it is a few dozen.
+Status FillPackedPageMap(CheckpointWriter& w) {
+  HLT_ASSIGN_OR_RETURN(uint32_t r, w.AddRegion("ram", 0, 512 * kPage));
+  testing::SyntheticMemory mem(13);
+  std::vector<uint8_t> buf(kPage);
+  for (uint64_t p = 0; p < 48; ++p) {
+    mem.MakePage(p % 2 ? testing::PageFlavor::kText : testing::PageFlavor::kPointers, buf.data());
+    buf[0] = uint8_t(p);  // no duplicates among these
+    HLT_RETURN_IF_ERROR(w.PutPage(r, p, buf));
+  }
+  HLT_RETURN_IF_ERROR(w.PutPage(r, 48, Page(testing::PageFlavor::kText, 1)));
+  HLT_RETURN_IF_ERROR(w.PutPage(r, 49, Page(testing::PageFlavor::kText, 1)));  // a duplicate of page 48
+  HLT_RETURN_IF_ERROR(w.PutZeroPages(r, 50, 400));
+  return Status::Ok();  // pages 450..511 absent
+}
+
 // --- invalid vectors: patches of a valid file, re-checksummed where the point is a deeper rule ---
 
 struct Parts {
@@ -134,11 +152,11 @@ struct Parts {
 
 Parts Split(const std::vector<uint8_t>& f) {
   Parts p;
-  p.footer.index_offset = format::LoadLe64(&f[f.size() - 64]);
-  p.footer.index_length = format::LoadLe64(&f[f.size() - 56]);
-  p.footer.file_size = format::LoadLe64(&f[f.size() - 48]);
+  p.footer.index_offset = halite::LoadLe64(&f[f.size() - 64]);
+  p.footer.index_length = halite::LoadLe64(&f[f.size() - 56]);
+  p.footer.file_size = halite::LoadLe64(&f[f.size() - 48]);
   std::memcpy(p.footer.file_id.data(), &f[f.size() - 40], 16);
-  p.footer.index_checksum = format::LoadLe64(&f[f.size() - 24]);
+  p.footer.index_checksum = halite::LoadLe64(&f[f.size() - 24]);
   p.index.assign(f.begin() + long(p.footer.index_offset), f.begin() + long(p.footer.index_offset + p.footer.index_length));
   return p;
 }
@@ -162,9 +180,9 @@ std::vector<StoredSection> SplitSections(const std::vector<uint8_t>& index) {
   std::vector<StoredSection> out;
   size_t at = 0;
   while (at + 16 <= index.size()) {
-    uint64_t len = format::LoadLe64(&index[at + 8]);
+    uint64_t len = halite::LoadLe64(&index[at + 8]);
     size_t end = at + 16 + size_t((len + 7) / 8 * 8);
-    out.push_back({format::LoadLe32(&index[at]), std::vector<uint8_t>(index.begin() + long(at), index.begin() + long(end))});
+    out.push_back({halite::LoadLe32(&index[at]), std::vector<uint8_t>(index.begin() + long(at), index.begin() + long(end))});
     at = end;
   }
   return out;
@@ -194,8 +212,8 @@ std::vector<uint8_t> WithSkippableSection(const std::vector<uint8_t>& f, uint32_
                                           size_t before) {
   auto sections = SplitSections(Split(f).index);
   std::vector<uint8_t> bytes(16);
-  format::StoreLe32(&bytes[0], type);
-  format::StoreLe64(&bytes[8], text.size());
+  halite::StoreLe32(&bytes[0], type);
+  halite::StoreLe64(&bytes[8], text.size());
   bytes.insert(bytes.end(), text.begin(), text.end());
   bytes.resize(16 + (text.size() + 7) / 8 * 8, 0);
   sections.insert(sections.begin() + long(std::min(before, sections.size())), StoredSection{type, bytes});
@@ -266,7 +284,7 @@ std::vector<uint8_t> ZstdRleFrame(uint32_t content_size, bool declare_size, uint
   if (dict_id) f.push_back(dict_id);
   if (declare_size) {
     uint8_t le[4];
-    format::StoreLe32(le, content_size);
+    halite::StoreLe32(le, content_size);
     f.insert(f.end(), le, le + 4);
   }
   uint32_t block_header = 1u | (1u << 1) | (content_size << 3);  // Last_Block, RLE, Block_Size
@@ -275,6 +293,35 @@ std::vector<uint8_t> ZstdRleFrame(uint32_t content_size, bool declare_size, uint
   f.push_back(uint8_t(block_header >> 16));
   f.push_back('A');
   return f;
+}
+
+// A hand-made zstd frame (RFC 8878) of one Raw block holding `content`: never shorter than its content.
+std::vector<uint8_t> ZstdRawFrame(const std::vector<uint8_t>& content) {
+  std::vector<uint8_t> f = {0x28, 0xB5, 0x2F, 0xFD, uint8_t((2u << 6) | (1u << 5))};  // 4-byte FCS, Single_Segment
+  uint8_t le[4];
+  format::StoreLe32(le, uint32_t(content.size()));
+  f.insert(f.end(), le, le + 4);
+  uint32_t block_header = 1u | (uint32_t(content.size()) << 3);  // Last_Block, Raw, Block_Size
+  f.push_back(uint8_t(block_header));
+  f.push_back(uint8_t(block_header >> 8));
+  f.push_back(uint8_t(block_header >> 16));
+  f.insert(f.end(), content.begin(), content.end());
+  return f;
+}
+
+// `f` with its PAGE_MAP section stored with `flags` and `body` (index checksum and footer recomputed).
+std::vector<uint8_t> WithPageMapSection(const std::vector<uint8_t>& f, uint32_t flags, const std::vector<uint8_t>& body) {
+  auto sections = SplitSections(Split(f).index);
+  for (auto& s : sections) {
+    if (s.type != uint32_t(format::SectionType::kPageMap)) continue;
+    s.bytes.assign(16, 0);
+    format::StoreLe32(&s.bytes[0], s.type);
+    format::StoreLe32(&s.bytes[4], flags);
+    format::StoreLe64(&s.bytes[8], body.size());
+    s.bytes.insert(s.bytes.end(), body.begin(), body.end());
+    s.bytes.resize(16 + (body.size() + 7) / 8 * 8, 0);
+  }
+  return WithIndex(f, JoinSections(sections));
 }
 
 // The first COMPRESSED block without a dictionary, and its raw size.
@@ -365,6 +412,12 @@ Result<std::vector<ValidVector>> BuildValidVectors() {
   o.dictionary = DictionaryMode::kAuto;
   HLT_ASSIGN_OR_RETURN(auto coding, Build("coding-record.hlt", o, FillDictionary));
   out.push_back(std::move(coding));
+
+  // Since 1.6: a page map of runs (stored pages in page order, zero pages, absent pages), PACKED (5.3).
+  o = DeterministicOptions();
+  o.block_pages = 16;
+  HLT_ASSIGN_OR_RETURN(auto packed, Build("packed-page-map.hlt", o, FillPackedPageMap));
+  out.push_back(std::move(packed));
   return out;
 }
 
@@ -440,7 +493,7 @@ Result<std::vector<InvalidVector>> BuildInvalidVectors(const std::vector<ValidVe
     Parts p = Split(m);
     auto idx = p.index;
     size_t body = SectionBody(idx, format::SectionType::kRegions);
-    format::StoreLe64(&idx[body + 8 + 8], 1ull << 60);  // region size
+    halite::StoreLe64(&idx[body + 8 + 8], 1ull << 60);  // region size
     add("region-2e60.hlt", WithIndex(m, idx), kC, kOk, "more than 2^31 pages",
         "a region claiming 2^60 bytes: rejected before allocating");
   }
@@ -448,21 +501,21 @@ Result<std::vector<InvalidVector>> BuildInvalidVectors(const std::vector<ValidVe
     Parts p = Split(m);
     auto idx = p.index;
     size_t body = SectionBody(idx, format::SectionType::kBlocks);
-    format::StoreLe32(&idx[body + 8 + 12], 0xffffffffu);  // block 0 page_count
+    halite::StoreLe32(&idx[body + 8 + 12], 0xffffffffu);  // block 0 page_count
     add("block-2e32-pages.hlt", WithIndex(m, idx), kC, kOk, "page_count 4294967295", "a block claiming 2^32-1 pages");
   }
   {
     Parts p = Split(m);
     auto idx = p.index;
     size_t body = SectionBody(idx, format::SectionType::kPageMap);
-    format::StoreLe32(&idx[body + 4 * 5], 1000);  // page 5 -> slot 998
+    halite::StoreLe32(&idx[body + 4 * 5], 1000);  // page 5 -> slot 998
     add("slot-out-of-range.hlt", WithIndex(m, idx), kC, kOk, "references slot 998", "a page pointing past the last slot");
   }
   {
     Parts p = Split(m);
     auto idx = p.index;
     size_t body = SectionBody(idx, format::SectionType::kPageMap);
-    format::StoreLe32(&idx[body + 4 * 5], format::LoadLe32(&idx[body + 4 * 4]));  // page 5 -> page 4's slot
+    halite::StoreLe32(&idx[body + 4 * 5], halite::LoadLe32(&idx[body + 4 * 4]));  // page 5 -> page 4's slot
     add("slot-unreferenced.hlt", WithIndex(m, idx), kC, kOk, "is referenced by no page",
         "a stored slot no page uses (unchecked bytes)");
   }
@@ -470,21 +523,21 @@ Result<std::vector<InvalidVector>> BuildInvalidVectors(const std::vector<ValidVe
     Parts p = Split(m);
     auto idx = p.index;
     size_t body = SectionBody(idx, format::SectionType::kBlocks);
-    format::StoreLe64(&idx[body + 8], 65);  // block 0 offset
+    halite::StoreLe64(&idx[body + 8], 65);  // block 0 offset
     add("block-gap.hlt", WithIndex(m, idx), kC, kOk, "payloads are contiguous", "block 0 not at offset 64");
   }
   {
     Parts p = Split(m);
     auto idx = p.index;
     size_t body = SectionBody(idx, format::SectionType::kRestoreOrder);
-    format::StoreLe32(&idx[body + 8], format::LoadLe32(&idx[body + 12]));  // duplicate entry
+    halite::StoreLe32(&idx[body + 8], halite::LoadLe32(&idx[body + 12]));  // duplicate entry
     add("order-not-permutation.hlt", WithIndex(m, idx), kC, kOk, "permutation", "restore order repeats a block");
   }
   {
     Parts p = Split(multi);
     auto idx = p.index;
     size_t body = SectionBody(idx, format::SectionType::kBlocks);
-    format::StoreLe32(&idx[body + 8 + 16], format::LoadLe32(&idx[body + 8 + 16]) ^ format::kBlockHot);
+    halite::StoreLe32(&idx[body + 8 + 16], halite::LoadLe32(&idx[body + 8 + 16]) ^ format::kBlockHot);
     add("hot-flag-mismatch.hlt", WithIndex(multi, idx), kC, kOk, "HOT flag disagrees",
         "a block's HOT flag differs from the working set");
   }
@@ -687,7 +740,7 @@ Result<std::vector<InvalidVector>> BuildInvalidVectors(const std::vector<ValidVe
     {
       Parts p = Split(m);
       auto idx = p.index;
-      format::StoreLe32(&idx[SectionBody(idx, format::SectionType::kBlocks) + 8 + 32 * compressed + 20], 1);
+      halite::StoreLe32(&idx[SectionBody(idx, format::SectionType::kBlocks) + 8 + 32 * compressed + 20], 1);
       add("base-page-without-based.hlt", WithIndex(m, idx), kC, kOk, "base_page is not zero on a block without BASED",
           "base_page set on a block that is not BASED (the field was reserved before 1.4)");
     }
@@ -704,10 +757,35 @@ Result<std::vector<InvalidVector>> BuildInvalidVectors(const std::vector<ValidVe
     add("coding-reserved-nonzero.hlt", patched([](auto& idx, size_t body) { idx[body + 20] = 1; }), kC, kOk,
         "CODING at offset", "the CODING section's reserved field set");
     add("coding-trial-count.hlt",
-        patched([](auto& idx, size_t body) { format::StoreLe32(&idx[body + 4], format::LoadLe32(&idx[body + 4]) - 1); }),
+        patched([](auto& idx, size_t body) { halite::StoreLe32(&idx[body + 4], halite::LoadLe32(&idx[body + 4]) - 1); }),
         kC, kOk, "(expected 32 + 24 x", "a trial_count one less than the entries present");
-    add("coding-used-over-tried.hlt", patched([](auto& idx, size_t body) { format::StoreLe32(&idx[body + 16], 1); }),
+    add("coding-used-over-tried.hlt", patched([](auto& idx, size_t body) { halite::StoreLe32(&idx[body + 16], 1); }),
         kC, kOk, "base_groups_used 1 exceeds base_groups_tried 0", "more groups used than tried");
+  }
+  // --- the PACKED PAGE_MAP (5.3, since 1.6) ---
+  {
+    const std::vector<uint8_t>& packed = valid[9].bytes;
+    const uint32_t kPacked = format::kSectionFlagPacked;
+    add("packed-page-map-in-version-1.5.hlt", RewriteHeader(packed, 5, 1), kC, kOk,
+        "format version 1.5 but the index uses version 1.6 features (a packed PAGE_MAP)",
+        "a PACKED PAGE_MAP in a file that declares 1.5");
+    add("packed-page-map-wrong-size.hlt", WithPageMapSection(packed, kPacked, ZstdRleFrame(4 * 511, true, 0)), kC,
+        kOk, "packed frame declares 2044 bytes (expected 2048", "a packed frame one page short of the map");
+    add("packed-page-map-not-shorter.hlt",
+        WithPageMapSection(packed, kPacked, ZstdRawFrame(std::vector<uint8_t>(4 * 512, 0))), kC, kOk,
+        "is not shorter than the 2048 bytes it holds", "a packed frame (one Raw block) longer than the plain map");
+    add("packed-page-map-bad-slot.hlt", WithPageMapSection(packed, kPacked, ZstdRleFrame(4 * 512, true, 0)), kC,
+        kOk, "references slot", "a packed map that decodes (running sums of 0x41414141) to slots past the last");
+    add("packed-page-map-dictionary.hlt", WithPageMapSection(packed, kPacked, ZstdRleFrame(4 * 512, true, 7)), kC,
+        kOk, "PAGE_MAP at offset", "a packed frame that names a dictionary");
+    add("packed-flag-on-blocks.hlt", [&] {
+          Parts p = Split(packed);
+          auto idx = p.index;
+          size_t body = SectionBody(idx, format::SectionType::kBlocks);
+          format::StoreLe32(&idx[body - 12], kPacked);
+          return WithIndex(packed, idx);
+        }(),
+        kC, kOk, "reserved section flags 0x4", "the PACKED flag on BLOCKS");
   }
   // --- skippable sections (5.9) ---
   {

@@ -42,47 +42,6 @@ Args::Args(int argc, char** argv, int first) {
   for (int i = first; i < argc; ++i) args_.emplace_back(argv[i]);
 }
 
-bool Args::Option(std::string_view name, std::string* value, std::string* error) {
-  if (Done()) return false;
-  const std::string& a = args_[i_];
-  if (a == name) {
-    if (i_ + 1 >= args_.size()) {
-      *error = std::string(name) + " needs a value";
-      ++i_;
-      return true;
-    }
-    *value = args_[i_ + 1];
-    i_ += 2;
-    return true;
-  }
-  if (a.size() > name.size() && a.compare(0, name.size(), name) == 0 && a[name.size()] == '=') {
-    *value = a.substr(name.size() + 1);
-    ++i_;
-    return true;
-  }
-  return false;
-}
-
-bool Args::Flag(std::string_view name) {
-  if (!Done() && args_[i_] == name) {
-    ++i_;
-    return true;
-  }
-  return false;
-}
-
-void Args::Positional(std::string* positional, std::string* error) {
-  const std::string& arg = args_[i_];
-  if (arg.size() > 1 && arg[0] == '-') {
-    *error = "unknown option " + arg;
-  } else if (positional == nullptr || !positional->empty()) {
-    *error = "unexpected argument " + arg;
-  } else {
-    *positional = arg;
-  }
-  ++i_;  // taken either way: the caller stops at the error
-}
-
 bool ParseU64(const std::string& s, uint64_t* out) {
   if (s.empty()) return false;
   std::string digits = s;
@@ -104,54 +63,6 @@ bool ParseU64(const std::string& s, uint64_t* out) {
   if (v > UINT64_MAX / mult) return false;
   *out = v * mult;
   return true;
-}
-
-bool BlockCacheOption(Args& args, std::string* dir, uint64_t* size, std::string* error) {
-  std::string v;
-  if (args.Option("--block-cache", &v, error)) {
-    if (error->empty() && v.empty()) *error = "--block-cache needs a directory";
-    *dir = v;
-    return true;
-  }
-  if (args.Option("--block-cache-size", &v, error)) {
-    if (error->empty() && (!ParseU64(v, size) || *size == 0)) {
-      *error = "--block-cache-size: expected a positive byte count (K/M/G suffixes), got \"" + v + "\"";
-    }
-    return true;
-  }
-  return false;
-}
-
-bool ReaderOption(Args& args, ReaderOptions* options, std::string* error) {
-  if (BlockCacheOption(args, &args.block_cache_dir, &args.block_cache_size, error)) return true;
-  if (KeySourceOption(args, &args.keys, error)) return true;
-  std::string v;
-  if (args.Option("--parent-dir", &v, error)) {
-    if (error->empty()) options->parent_dirs.push_back(v);
-    return true;
-  }
-  if (!args.Option("--key-file", &v, error)) return false;
-  if (!error->empty()) return true;
-  auto key = ReadMacKeyFile(v);
-  if (!key) {
-    *error = key.error().message();
-    return true;
-  }
-  options->mac_key = *key;
-  return true;
-}
-
-std::vector<std::string> ReaderFlags(const Args& args, const ReaderOptions& options) {
-  std::vector<std::string> flags = BlockCacheFlags(options);
-  const std::vector<std::string> keys = KeySourceFlags(args.keys);
-  flags.insert(flags.end(), keys.begin(), keys.end());
-  return flags;
-}
-
-Status PrepareReaderOptions(const Args& args, ReaderOptions* options) {
-  HLT_RETURN_IF_ERROR(OpenBlockCache(args.block_cache_dir, args.block_cache_size, options));
-  HLT_ASSIGN_OR_RETURN(options->keyring, OpenKeyring(args.keys));
-  return Status::Ok();
 }
 
 Status OpenBlockCache(const std::string& dir, uint64_t size, ReaderOptions* options) {

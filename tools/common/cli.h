@@ -29,26 +29,12 @@ int ExitCodeFor(const Status& s);
 int Fail(const std::string& tool, const Status& s);
 int UsageError(const std::string& tool, const std::string& message, const std::string& usage);
 
-// Walks argv; options may be given as "--name value" or "--name=value".
+// What follows the mode on the command line; a mode parses it with cli::Parser (cli_parser.h).
 class Args {
  public:
   Args(int argc, char** argv, int first);
   bool Done() const { return i_ >= args_.size(); }
-  const std::string& Peek() const { return args_[i_]; }
   std::string Next() { return args_[i_++]; }
-  // When the next argument is --name or --name=..., consumes it and sets *value (from "=" or the next arg).
-  bool Option(std::string_view name, std::string* value, std::string* error);
-  bool Flag(std::string_view name);
-  // For an argument no option took: an unknown option, or a plain argument once *positional is filled (or when
-  // the mode takes none: positional == nullptr), sets *error; otherwise the argument fills *positional. A lone
-  // "-" is a plain argument (standard input or output).
-  void Positional(std::string* positional, std::string* error);
-
-  // --block-cache DIR and --block-cache-size BYTES as ReaderOption found them (any order); OpenBlockCache opens it.
-  std::string block_cache_dir;
-  uint64_t block_cache_size = 0;  // 0: the default (or HALITE_BLOCK_CACHE_SIZE)
-  // --encrypt-key-file, --keyring, --key-command as ReaderOption found them; PrepareReaderOptions uses them.
-  KeySources keys;
 
  private:
   std::vector<std::string> args_;
@@ -58,12 +44,7 @@ class Args {
 // Decimal, 0x hex, or with a K/M/G suffix (binary).
 bool ParseU64(const std::string& s, uint64_t* out);
 
-// The options of every mode that reads a checkpoint: `--key-file K` loads the key into options->mac_key;
-// `--parent-dir DIR` (repeatable) adds a directory where the parents of an incremental checkpoint are looked for
-// when they are not where their path hints point (format-spec 12); `--block-cache DIR` and `--block-cache-size
-// BYTES` are kept in `args` for OpenBlockCache. Errors go to *error.
-// Also --encrypt-key-file, --keyring and --key-command (format-spec 13), kept in args.keys.
-bool ReaderOption(Args& args, ReaderOptions* options, std::string* error);
+// The options of every mode that reads a checkpoint (cli::Parser::AddReaderFlags).
 inline constexpr const char* kReaderFlagsHelp =
     "  --key-file K           refuse the checkpoint unless it is authenticated with this key (32 bytes or 64 hex)\n"
     "  --encrypt-key-file K   a key of encrypted checkpoints (64 hex digits or 32 bytes; repeatable); an encrypted\n"
@@ -76,19 +57,11 @@ inline constexpr const char* kReaderFlagsHelp =
     "  --block-cache DIR      keep the blocks read from s3:// or rados:// in this host cache directory, and read\n"
     "                         them from there next time (default: $HALITE_BLOCK_CACHE; local files never use it)\n"
     "  --block-cache-size B   bound of the cache directory (K/M/G suffixes; default $HALITE_BLOCK_CACHE_SIZE or 8G)\n";
-// --block-cache DIR / --block-cache-size BYTES at the cursor: consumes it into *dir / *size and returns true.
-bool BlockCacheOption(Args& args, std::string* dir, uint64_t* size, std::string* error);
-// After parsing: opens the block cache `args` names (--block-cache), else the one HALITE_BLOCK_CACHE names, into
-// options->block_cache, and the keys args.keys and the environment give into options->keyring. Errors: the cache
-// directory cannot be created or written, a bad size; a key file or keyring that cannot be read.
-Status PrepareReaderOptions(const Args& args, ReaderOptions* options);
-// The same from the values BlockCacheOption parsed (dir empty: the environment's; size 0: the default).
+// Opens the block cache `dir` names (empty: the one HALITE_BLOCK_CACHE names) into options->block_cache; size 0:
+// the default (HALITE_BLOCK_CACHE_SIZE, else 8G). Errors: the directory cannot be created or written, a bad size.
 Status OpenBlockCache(const std::string& dir, uint64_t size, ReaderOptions* options);
 // The flags that open the same cache in another process (the image server): empty without a cache.
 std::vector<std::string> BlockCacheFlags(const ReaderOptions& options);
-// BlockCacheFlags and the key flags (KeySourceFlags of args.keys): what the image server needs to read the same
-// checkpoint as this process (the environment, HALITE_ENCRYPT_KEY included, is inherited).
-std::vector<std::string> ReaderFlags(const Args& args, const ReaderOptions& options);
 // What a cache did for a reader, for summaries: "12 from the block cache, 3 fetched (1.2 MiB)"; empty when the
 // reader read nothing remote.
 std::string StorageSummary(const ReaderStats& stats);

@@ -15,24 +15,6 @@
 
 namespace halite::cli {
 
-bool KeySourceOption(Args& args, KeySources* sources, std::string* error) {
-  std::string v;
-  if (args.Option("--encrypt-key-file", &v, error)) {
-    if (error->empty()) sources->key_files.push_back(v);
-    return true;
-  }
-  if (args.Option("--keyring", &v, error)) {
-    if (error->empty()) sources->keyrings.push_back(v);
-    return true;
-  }
-  if (args.Option("--key-command", &v, error)) {
-    if (error->empty() && v.empty()) *error = "--key-command needs a command";
-    sources->key_command = v;
-    return true;
-  }
-  return false;
-}
-
 void ForbidCoreDumps() { (void)prctl(PR_SET_DUMPABLE, 0, 0, 0, 0); }
 
 Result<std::shared_ptr<Keyring>> OpenKeyring(const KeySources& sources) {

@@ -12,8 +12,6 @@
 
 namespace halite::cli {
 
-class Args;
-
 struct KeySources {
   std::vector<std::string> key_files;  // --encrypt-key-file K (repeatable)
   std::vector<std::string> keyrings;   // --keyring FILE (repeatable)
@@ -28,9 +26,6 @@ inline constexpr const char* kKeyFlagsHelp =
     "                         key of a new checkpoint), HALITE_KEY_PURPOSE is decrypt or encrypt; it prints the key\n"
     "                         (64 hex digits) on standard output (your KMS or vault client)\n"
     "                         environment: HALITE_ENCRYPT_KEY (a key), HALITE_KEYRING (a keyring file)\n";
-
-// Consumes --encrypt-key-file, --keyring or --key-command at the cursor into *sources.
-bool KeySourceOption(Args& args, KeySources* sources, std::string* error);
 
 // The keys `sources` and the environment give, as a keyring whose fetch runs the key command (null when there is no
 // key at all). Once a key source is in use the process is made not dumpable: no core file of it ever holds

@@ -9,6 +9,7 @@
 #include "halite/checkpoint_info.h"
 #include "halite/checkpoint_reader.h"
 #include "halite/format_constants.h"
+#include "common/cli_parser.h"
 #include "hlt-restore/restore_modes.h"
 
 namespace halite::restore {
@@ -123,25 +124,18 @@ int Info(cli::Args& args) {
                             "An incremental checkpoint is shown with its chain: each file's blocks, bytes and the pages it serves.\n" +
                             "An encrypted one without its key shows what is not sealed (format-spec 13.4): layout, sizes, blobs.\n" +
                             cli::kReaderFlagsHelp;
-  std::string ckpt, error;
+  std::string ckpt;
   bool json = false;
   ReaderOptions reader_options;
   reader_options.open_without_key = true;  // format-spec 13.7: what can be shown without the key
-  while (!args.Done()) {
-    if (args.Flag("-h") || args.Flag("--help")) {
-      std::cout << usage;
-      return 0;
-    }
-    if (args.Flag("--json")) {
-      json = true;
-    } else if (cli::ReaderOption(args, &reader_options, &error)) {
-    } else {
-      args.Positional(&ckpt, &error);
-    }
-    if (!error.empty()) return cli::UsageError(tool, error, usage);
-  }
-  if (ckpt.empty()) return cli::UsageError(tool, "CKPT is required", usage);
-  if (Status cache = cli::PrepareReaderOptions(args, &reader_options); !cache.ok()) return cli::Fail(tool, cache);
+  cli::Parser p(tool, usage);
+  cli::ReaderFlagValues reader_flags;
+  p.app().add_option("CKPT", ckpt);
+  p.app().add_flag("--json", json);
+  p.AddReaderFlags(&reader_flags);
+  if (int rc = p.Parse(args); rc >= 0) return rc;
+  if (ckpt.empty()) return p.UsageError("CKPT is required");
+  if (int rc = p.FinishReaderFlags(reader_flags, &reader_options); rc >= 0) return rc;
   auto reader = CheckpointReader::Open(ckpt, reader_options);
   if (!reader) return cli::Fail(tool, reader.error());
   const CheckpointCounts c = CountCheckpoint(**reader);

@@ -25,46 +25,63 @@ const char* kLazyRestoreFlagsHelp =
     "                         auto (default): direct when permitted, else channel (the summary and --stats-json\n"
     "                         say which, and why)\n";
 
-bool ParseLazyRestoreFlag(cli::Args& args, qemu::CheckpointRestoreOptions* opt, std::string* error) {
-  std::string v;
-  if (args.Flag("--eager")) {
-    opt->lazy = false;
-  } else if (args.Option("--loader", &v, error)) {
-    if (v == "on")
-      opt->engine.background_loader = true;
-    else if (v == "off")
-      opt->engine.background_loader = false;
-    else if (error->empty())
-      *error = "--loader: expected on or off, got \"" + v + "\"";
-  } else if (args.Option("--idle-ms", &v, error)) {
-    uint64_t n = 0;
-    if (error->empty() && (!cli::ParseU64(v, &n) || n > 3600000)) *error = "--idle-ms: bad value \"" + v + "\"";
+namespace {
+const char* const kLazyFlagNames[] = {"--eager",         "--loader",    "--idle-ms",   "--rate-limit",
+                                      "--loader-threads", "--placement", "--preload-ws"};
+}  // namespace
+
+void AddLazyRestoreFlags(CLI::App& app, LazyRestoreFlagValues* v) {
+  app.add_flag("--eager", v->eager);
+  app.add_option("--loader", v->loader);
+  app.add_option("--idle-ms", v->idle_ms);
+  app.add_option("--rate-limit", v->rate_limit);
+  app.add_option("--loader-threads", v->loader_threads);
+  app.add_option("--placement", v->placement);
+  app.add_flag("--preload-ws", v->preload_ws);
+}
+
+bool AnyLazyRestoreFlag(const CLI::App& app) {
+  for (const char* name : kLazyFlagNames) {
+    if (app.count(name)) return true;
+  }
+  return false;
+}
+
+std::string ApplyLazyRestoreFlags(const CLI::App& app, const LazyRestoreFlagValues& v,
+                                  qemu::CheckpointRestoreOptions* opt) {
+  if (v.eager) opt->lazy = false;
+  if (v.preload_ws) opt->engine.preload_working_set = true;
+  if (app.count("--loader")) {
+    if (v.loader != "on" && v.loader != "off") return "--loader: expected on or off, got \"" + v.loader + "\"";
+    opt->engine.background_loader = v.loader == "on";
+  }
+  uint64_t n = 0;
+  if (app.count("--idle-ms")) {
+    if (!cli::ParseU64(v.idle_ms, &n) || n > 3600000) return "--idle-ms: bad value \"" + v.idle_ms + "\"";
     opt->engine.idle_sweep_ms = uint32_t(n);
-  } else if (args.Option("--rate-limit", &v, error)) {
-    uint64_t n = 0;
-    if (error->empty() && !cli::ParseU64(v, &n)) *error = "--rate-limit: bad value \"" + v + "\"";
+  }
+  if (app.count("--rate-limit")) {
+    if (!cli::ParseU64(v.rate_limit, &n)) return "--rate-limit: bad value \"" + v.rate_limit + "\"";
     opt->engine.loader_rate_bytes_per_s = n;
-  } else if (args.Option("--loader-threads", &v, error)) {
-    uint64_t n = 0;
-    if (error->empty() && (!cli::ParseU64(v, &n) || n < 1 || n > 16)) {
-      *error = "--loader-threads: expected 1 to 16, got \"" + v + "\"";
+  }
+  if (app.count("--loader-threads")) {
+    if (!cli::ParseU64(v.loader_threads, &n) || n < 1 || n > 16) {
+      return "--loader-threads: expected 1 to 16, got \"" + v.loader_threads + "\"";
     }
     opt->engine.loader_threads = unsigned(n);
-  } else if (args.Option("--placement", &v, error)) {
-    if (v == "auto")
-      opt->placement = qemu::PagePlacement::kAuto;
-    else if (v == "direct")
-      opt->placement = qemu::PagePlacement::kDirect;
-    else if (v == "channel")
-      opt->placement = qemu::PagePlacement::kChannel;
-    else if (error->empty())
-      *error = "--placement: expected auto, direct or channel, got \"" + v + "\"";
-  } else if (args.Flag("--preload-ws")) {
-    opt->engine.preload_working_set = true;
-  } else {
-    return false;
   }
-  return true;
+  if (app.count("--placement")) {
+    if (v.placement == "auto") {
+      opt->placement = qemu::PagePlacement::kAuto;
+    } else if (v.placement == "direct") {
+      opt->placement = qemu::PagePlacement::kDirect;
+    } else if (v.placement == "channel") {
+      opt->placement = qemu::PagePlacement::kChannel;
+    } else {
+      return "--placement: expected auto, direct or channel, got \"" + v.placement + "\"";
+    }
+  }
+  return CheckLazyRestoreFlags(*opt);
 }
 
 std::string CheckLazyRestoreFlags(const qemu::CheckpointRestoreOptions& opt) {

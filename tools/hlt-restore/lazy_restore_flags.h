@@ -6,15 +6,27 @@
 #include <string>
 
 #include "common/cli.h"
+#include "common/cli_parser.h"
 #include "halite/qemu/qemu_checkpoint.h"
 
 namespace halite::restore {
 
 extern const char* kLazyRestoreFlagsHelp;
 
-// Consumes one of --eager, --loader on|off, --idle-ms N, --rate-limit R, --loader-threads N, --preload-ws;
-// false when the next argument is none of them. Errors go to *error.
-bool ParseLazyRestoreFlag(cli::Args& args, qemu::CheckpointRestoreOptions* options, std::string* error);
+// --eager, --loader on|off, --idle-ms N, --rate-limit R, --loader-threads N, --placement P, --preload-ws as given.
+struct LazyRestoreFlagValues {
+  bool eager = false;
+  bool preload_ws = false;
+  std::string loader, idle_ms, rate_limit, loader_threads, placement;
+};
+void AddLazyRestoreFlags(CLI::App& app, LazyRestoreFlagValues* values);
+// Puts the flags given into *options; returns the usage error (e.g. "--loader-threads: expected 1 to 16, got
+// \"0\""), empty when fine.
+std::string ApplyLazyRestoreFlags(const CLI::App& app, const LazyRestoreFlagValues& values,
+                                  qemu::CheckpointRestoreOptions* options);
+// Whether any of them was given.
+bool AnyLazyRestoreFlag(const CLI::App& app);
+
 // The combinations that make no sense; empty when fine.
 std::string CheckLazyRestoreFlags(const qemu::CheckpointRestoreOptions& options);
 

@@ -17,6 +17,7 @@
 #include "halite/hint_files.h"
 #include "halite/lazy_memory.h"
 #include "halite/restore_engine.h"
+#include "common/cli_parser.h"
 #include "hlt-restore/restore_modes.h"
 
 namespace halite::restore {
@@ -58,68 +59,82 @@ struct Config {
   RestoreEngineOptions engine;
   LazyMemoryOptions memory;
   ReaderOptions reader;
+  cli::ReaderFlagValues reader_flags;
 };
 
-int ParseArgs(cli::Args& args, Config* c) {
-  const std::string tool = "hlt-restore replay";
-  std::string v, error;
-  while (!args.Done()) {
-    uint64_t n = 0;
-    if (args.Flag("-h") || args.Flag("--help")) {
-      std::cout << kReplayUsage << cli::kReaderFlagsHelp << kReplayExitCodes;
-      return -1;
-    }
-    if (args.Option("--trace", &v, &error)) {
-      c->trace = v;
-    } else if (args.Option("--threads", &v, &error)) {
-      if (error.empty() && (!cli::ParseU64(v, &n) || n == 0 || n > 1024)) error = "--threads: bad value \"" + v + "\"";
-      c->threads = unsigned(n);
-    } else if (args.Option("--loader", &v, &error)) {
-      if (error.empty() && v != "on" && v != "off") error = "--loader: expected on or off, got \"" + v + "\"";
-      c->engine.background_loader = v == "on";
-    } else if (args.Option("--rate-limit", &v, &error)) {
-      if (error.empty() && !cli::ParseU64(v, &n)) error = "--rate-limit: bad value \"" + v + "\"";
-      c->engine.loader_rate_bytes_per_s = n;
-    } else if (args.Flag("--preload-ws")) {
-      c->engine.preload_working_set = true;
-    } else if (args.Flag("--eager")) {
-      c->engine.preload_all = true;
-    } else if (args.Option("--stream-faults", &v, &error)) {
-      if (error.empty() && v != "on" && v != "off") error = "--stream-faults: expected on or off, got \"" + v + "\"";
-      c->engine.stream_faults = v == "on";
-    } else if (args.Flag("--wait-loader")) {
-      c->wait_loader = true;
-    } else if (args.Option("--predict", &v, &error)) {
-      size_t colon = v.find(':');
-      uint64_t seg = 0, thr = 0;
-      if (error.empty() &&
-          (colon == std::string::npos || !cli::ParseU64(v.substr(0, colon), &seg) ||
-           !cli::ParseU64(v.substr(colon + 1), &thr) || seg == 0 || seg > (1u << 20) || thr == 0 || thr > seg)) {
-        error = "--predict: expected N:P with 1 <= P <= N, got \"" + v + "\"";
-      }
-      c->engine.predict_segment_pages = uint32_t(seg);
-      c->engine.predict_threshold = uint32_t(thr);
-    } else if (args.Option("--record-trace", &v, &error)) {
-      c->record = v;
-    } else if (args.Option("--timeline", &v, &error)) {
-      c->timeline = v;
-      c->engine.record_timeline = true;
-    } else if (args.Option("--backing", &v, &error)) {
-      if (error.empty() && v != "anon" && v != "memfd") error = "--backing: expected anon or memfd, got \"" + v + "\"";
-      c->memory.backing = v == "memfd" ? LazyBacking::kMemfd : LazyBacking::kAnonymous;
-    } else if (args.Option("--handlers", &v, &error)) {
-      if (error.empty() && (!cli::ParseU64(v, &n) || n == 0 || n > 256)) error = "--handlers: bad value \"" + v + "\"";
-      c->memory.handler_threads = unsigned(n);
-    } else if (args.Flag("--json")) {
-      c->json = true;
-    } else if (cli::ReaderOption(args, &c->reader, &error)) {
-    } else {
-      args.Positional(&c->ckpt, &error);
-    }
-    if (!error.empty()) return cli::UsageError(tool, error, kReplayUsage);
+// The flags as given: checked and converted by ParseArgs.
+struct FlagText {
+  std::string threads, loader, rate_limit, stream_faults, predict, backing, handlers;
+};
+
+// Converts what FlagText holds into *c; returns the usage error, empty when fine.
+std::string ConvertFlags(const CLI::App& app, const FlagText& f, Config* c) {
+  uint64_t n = 0;
+  if (app.count("--threads")) {
+    if (!cli::ParseU64(f.threads, &n) || n == 0 || n > 1024) return "--threads: bad value \"" + f.threads + "\"";
+    c->threads = unsigned(n);
   }
-  if (c->ckpt.empty() || c->trace.empty())
-    return cli::UsageError(tool, "CKPT and --trace FILE are required", kReplayUsage);
+  if (app.count("--loader")) {
+    if (f.loader != "on" && f.loader != "off") return "--loader: expected on or off, got \"" + f.loader + "\"";
+    c->engine.background_loader = f.loader == "on";
+  }
+  if (app.count("--rate-limit")) {
+    if (!cli::ParseU64(f.rate_limit, &n)) return "--rate-limit: bad value \"" + f.rate_limit + "\"";
+    c->engine.loader_rate_bytes_per_s = n;
+  }
+  if (app.count("--stream-faults")) {
+    if (f.stream_faults != "on" && f.stream_faults != "off") {
+      return "--stream-faults: expected on or off, got \"" + f.stream_faults + "\"";
+    }
+    c->engine.stream_faults = f.stream_faults == "on";
+  }
+  if (app.count("--predict")) {
+    const std::string& v = f.predict;
+    size_t colon = v.find(':');
+    uint64_t seg = 0, thr = 0;
+    if (colon == std::string::npos || !cli::ParseU64(v.substr(0, colon), &seg) ||
+        !cli::ParseU64(v.substr(colon + 1), &thr) || seg == 0 || seg > (1u << 20) || thr == 0 || thr > seg) {
+      return "--predict: expected N:P with 1 <= P <= N, got \"" + v + "\"";
+    }
+    c->engine.predict_segment_pages = uint32_t(seg);
+    c->engine.predict_threshold = uint32_t(thr);
+  }
+  if (app.count("--backing")) {
+    if (f.backing != "anon" && f.backing != "memfd") return "--backing: expected anon or memfd, got \"" + f.backing + "\"";
+    c->memory.backing = f.backing == "memfd" ? LazyBacking::kMemfd : LazyBacking::kAnonymous;
+  }
+  if (app.count("--handlers")) {
+    if (!cli::ParseU64(f.handlers, &n) || n == 0 || n > 256) return "--handlers: bad value \"" + f.handlers + "\"";
+    c->memory.handler_threads = unsigned(n);
+  }
+  return "";
+}
+
+// Returns 0 to go on, -1 after --help, else the exit code.
+int ParseArgs(cli::Args& args, cli::Parser& p, Config* c) {
+  CLI::App& app = p.app();
+  FlagText f;
+  app.add_option("CKPT", c->ckpt);
+  app.add_option("--trace", c->trace);
+  app.add_option("--threads", f.threads);
+  app.add_option("--loader", f.loader);
+  app.add_option("--rate-limit", f.rate_limit);
+  app.add_flag("--preload-ws", c->engine.preload_working_set);
+  app.add_flag("--eager", c->engine.preload_all);
+  app.add_option("--stream-faults", f.stream_faults);
+  app.add_flag("--wait-loader", c->wait_loader);
+  app.add_option("--predict", f.predict);
+  app.add_option("--record-trace", c->record);
+  app.add_option("--timeline", c->timeline);
+  app.add_option("--backing", f.backing);
+  app.add_option("--handlers", f.handlers);
+  app.add_flag("--json", c->json);
+  p.AddReaderFlags(&c->reader_flags);
+  if (int rc = p.Parse(args); rc >= 0) return rc == cli::kExitOk ? -1 : rc;
+  if (std::string bad = ConvertFlags(app, f, c); !bad.empty()) return p.UsageError(bad);
+  c->engine.record_timeline = !c->timeline.empty();
+  if (c->ckpt.empty() || c->trace.empty()) return p.UsageError("CKPT and --trace FILE are required");
+  if (int rc = p.CheckReaderFlags(c->reader_flags, &c->reader); rc >= 0) return rc;
   return 0;
 }
 
@@ -286,16 +301,136 @@ Check VerifyTouched(const CheckpointReader& reader, const LazyMemory& memory, co
 
 double Us(uint64_t ns) { return double(ns) / 1e3; }
 
+// What a replay measured, for the report.
+struct ReplayOutcome {
+  size_t accesses = 0;
+  uint64_t touched = 0;
+  Check check;
+  RestoreEngineStats st;
+  ReaderStats rs;
+  LazyMemoryStats ms;
+  double seconds = 0, open_seconds = 0, start_seconds = 0, loader_done_seconds = 0;
+  uint64_t prefetched = 0, missing_touches = 0;
+  double touch_stall_seconds = 0, first_access_seconds = 0;
+};
+
+void PrintReplayJson(const Config& c, const ReplayOutcome& o) {
+  nlohmann::ordered_json j = {
+      {"checkpoint", c.ckpt},
+      {"trace", c.trace},
+      {"accesses", o.accesses},
+      {"pages_touched", o.touched},
+      {"nonzero_pages_touched", o.check.nonzero},
+      {"pages_prefetched", o.prefetched},
+      {"threads", c.threads},
+      {"loader", c.engine.background_loader},
+      {"preload_ws", c.engine.preload_working_set},
+      {"eager", c.engine.preload_all},
+      {"stream_faults", c.engine.stream_faults},
+      {"faults_blocking", o.st.faults_blocking},
+      {"faults_joined", o.st.faults_joined},
+      {"faults_zero", o.st.faults_zero},
+      {"faults_present", o.st.faults_present},
+      {"stall_seconds", double(o.st.stall_ns) / 1e9},
+      {"stall_blocking_seconds", double(o.st.stall_blocking_ns) / 1e9},
+      {"stall_joined_seconds", double(o.st.stall_joined_ns) / 1e9},
+      {"stall_blocking_p50_us", Us(o.st.stall_latency.p50_ns)},
+      {"stall_blocking_p99_us", Us(o.st.stall_latency.p99_ns)},
+      {"stall_joined_p50_us", Us(o.st.join_latency.p50_ns)},
+      {"stall_joined_p99_us", Us(o.st.join_latency.p99_ns)},
+      {"touches_missing", o.missing_touches},
+      {"touch_stall_seconds", o.touch_stall_seconds},
+      {"blocks_read", o.st.blocks_read},
+      {"blocks_read_demand", o.st.blocks_read_demand},
+      {"blocks_read_loader", o.st.blocks_read_loader},
+      {"blocks_read_predicted", o.st.blocks_read_predicted},
+      {"blocks_read_preload", o.st.blocks_read_preload},
+      {"blocks_total", o.st.blocks_total},
+      {"bytes_read", o.st.bytes_read},
+      {"loader_batches", o.st.loader_batches},
+      {"loader_fetched_unused", o.st.loader_fetched_unused},
+      {"preload_batches", o.st.preload_batches},
+      {"storage_requests", o.rs.storage_requests},
+      {"storage_bytes", o.rs.storage_bytes},
+      {"blocks_fetched", o.rs.blocks_fetched},
+      {"block_bytes_fetched", o.rs.block_bytes_fetched},
+      {"cache_hits", o.rs.cache_hits},
+      {"cache_misses", o.rs.cache_misses},
+      {"cache_dropped", o.rs.cache_dropped},
+      {"cache_inserts", o.rs.cache_inserts},
+      {"bytes_decompressed", o.st.bytes_decompressed},
+      {"pages_installed", o.st.pages_installed},
+      {"zero_pages_installed", o.st.zero_pages_installed},
+      {"uffd_faults", o.ms.faults},
+      {"seconds", o.seconds},
+      {"open_seconds", o.open_seconds},
+      {"start_seconds", o.start_seconds},
+      {"loader_done_seconds", o.loader_done_seconds},
+      {"time_to_first_access_us", o.first_access_seconds * 1e6},
+      {"read_seconds", double(o.st.read_ns) / 1e9},
+      {"install_seconds", double(o.st.install_ns) / 1e9},
+      {"fault_p50_us", Us(o.st.fault_latency.p50_ns)},
+      {"fault_p90_us", Us(o.st.fault_latency.p90_ns)},
+      {"fault_p99_us", Us(o.st.fault_latency.p99_ns)},
+      {"fault_max_us", Us(o.st.fault_latency.max_ns)},
+      {"blocking_p50_us", Us(o.st.blocking_latency.p50_ns)},
+      {"blocking_p99_us", Us(o.st.blocking_latency.p99_ns)},
+      {"mismatches", o.check.mismatches},
+  };
+  std::cout << cli::JsonText(j);
+}
+
+void PrintReplayText(const Config& c, const ReplayOutcome& o) {
+  std::printf("replayed %zu accesses to %llu pages (%llu non-zero) of %s with %u thread(s), loader %s%s%s\n",
+              o.accesses, (unsigned long long)o.touched, (unsigned long long)o.check.nonzero, c.ckpt.c_str(),
+              c.threads, c.engine.background_loader ? "on" : "off",
+              c.engine.preload_working_set ? ", working set preloaded" : "", c.engine.preload_all ? ", eager" : "");
+  std::printf("  time            %.3f s (first access after %.1f us; start %.3f s)\n", o.seconds,
+              o.first_access_seconds * 1e6, o.start_seconds);
+  if (o.loader_done_seconds > 0) std::printf("  loader done     %.3f s\n", o.loader_done_seconds);
+  std::printf("  faults          %llu blocking (%llu joined a read in flight), %llu zero, %llu present\n",
+              (unsigned long long)o.st.faults_blocking, (unsigned long long)o.st.faults_joined,
+              (unsigned long long)o.st.faults_zero, (unsigned long long)o.st.faults_present);
+  std::printf("  stall           %.2f ms in the engine (blocking faults %.2f ms, of which joined %.2f ms; "
+              "blocking p50 %.1f us, p99 %.1f us); touching threads %.2f ms in %llu touches of pages not in yet\n",
+              double(o.st.stall_ns) / 1e6, double(o.st.stall_blocking_ns) / 1e6, double(o.st.stall_joined_ns) / 1e6,
+              Us(o.st.stall_latency.p50_ns), Us(o.st.stall_latency.p99_ns), o.touch_stall_seconds * 1e3,
+              (unsigned long long)o.missing_touches);
+  std::printf("  prefetched      %llu of the pages o.touched were in before their first touch\n",
+              (unsigned long long)o.prefetched);
+  std::printf("  fault latency   p50 %.1f us, p99 %.1f us, max %.1f us (blocking: p50 %.1f us, p99 %.1f us)\n",
+              Us(o.st.fault_latency.p50_ns), Us(o.st.fault_latency.p99_ns), Us(o.st.fault_latency.max_ns),
+              Us(o.st.blocking_latency.p50_ns), Us(o.st.blocking_latency.p99_ns));
+  std::printf("  blocks read     %llu of %llu (demand %llu, loader %llu, predicted %llu, preload %llu)\n",
+              (unsigned long long)o.st.blocks_read, (unsigned long long)o.st.blocks_total,
+              (unsigned long long)o.st.blocks_read_demand, (unsigned long long)o.st.blocks_read_loader,
+              (unsigned long long)o.st.blocks_read_predicted, (unsigned long long)o.st.blocks_read_preload);
+  std::printf("  bytes read      %s (%s decompressed)\n", cli::HumanBytes(o.st.bytes_read).c_str(),
+              cli::HumanBytes(o.st.bytes_decompressed).c_str());
+  std::printf("  storage         %llu requests, %s", (unsigned long long)o.rs.storage_requests,
+              cli::HumanBytes(o.rs.storage_bytes).c_str());
+  if (o.st.preload_batches) std::printf(" (preload: %llu batches)", (unsigned long long)o.st.preload_batches);
+  if (o.st.loader_batches) {
+    std::printf(" (loader: %llu batches, %llu blocks a fault took meanwhile)", (unsigned long long)o.st.loader_batches,
+                (unsigned long long)o.st.loader_fetched_unused);
+  }
+  std::printf("\n");
+  if (std::string cached = cli::StorageSummary(o.rs); !cached.empty()) std::printf("  block cache     %s\n", cached.c_str());
+  std::printf("  mismatches      %llu%s%s\n", (unsigned long long)o.check.mismatches,
+              o.check.mismatches ? ", first: " : "", o.check.first_mismatch.c_str());
+}
+
 }  // namespace
 
 int Replay(cli::Args& args) {
   const std::string tool = "hlt-restore replay";
   Config c;
-  int rc = ParseArgs(args, &c);
+  cli::Parser p(tool, std::string(kReplayUsage) + cli::kReaderFlagsHelp + kReplayExitCodes);
+  int rc = ParseArgs(args, p, &c);
   if (rc != 0) return rc < 0 ? cli::kExitOk : rc;
 
   Clock::time_point t_open = Clock::now();
-  if (Status cache = cli::PrepareReaderOptions(args, &c.reader); !cache.ok()) return cli::Fail(tool, cache);
+  if (int opened = p.OpenReaderFlags(c.reader_flags, &c.reader); opened >= 0) return opened;
   auto reader = CheckpointReader::Open(c.ckpt, c.reader);
   if (!reader) return cli::Fail(tool, reader.error());
   const CheckpointReader& r = **reader;
@@ -369,109 +504,25 @@ int Replay(cli::Args& args) {
     s = (*engine)->WriteTimelineCsv(c.timeline);
     if (!s.ok()) return cli::Fail(tool, s);
   }
-  uint64_t touched = log.pages.size();
+  ReplayOutcome o;
+  o.accesses = trace->size();
+  o.touched = log.pages.size();
+  o.check = check;
+  o.st = st;
+  o.rs = rs;
+  o.ms = ms;
+  o.seconds = seconds;
+  o.open_seconds = open_seconds;
+  o.start_seconds = start_seconds;
+  o.loader_done_seconds = loader_done_seconds;
+  o.prefetched = toucher.prefetched();
+  o.missing_touches = toucher.missing_touches();
+  o.touch_stall_seconds = toucher.stall_seconds();
+  o.first_access_seconds = toucher.first_access_seconds();
   if (c.json) {
-    nlohmann::ordered_json j = {
-        {"checkpoint", c.ckpt},
-        {"trace", c.trace},
-        {"accesses", trace->size()},
-        {"pages_touched", touched},
-        {"nonzero_pages_touched", check.nonzero},
-        {"pages_prefetched", toucher.prefetched()},
-        {"threads", c.threads},
-        {"loader", c.engine.background_loader},
-        {"preload_ws", c.engine.preload_working_set},
-        {"eager", c.engine.preload_all},
-        {"stream_faults", c.engine.stream_faults},
-        {"faults_blocking", st.faults_blocking},
-        {"faults_joined", st.faults_joined},
-        {"faults_zero", st.faults_zero},
-        {"faults_present", st.faults_present},
-        {"stall_seconds", double(st.stall_ns) / 1e9},
-        {"stall_blocking_seconds", double(st.stall_blocking_ns) / 1e9},
-        {"stall_joined_seconds", double(st.stall_joined_ns) / 1e9},
-        {"stall_blocking_p50_us", Us(st.stall_latency.p50_ns)},
-        {"stall_blocking_p99_us", Us(st.stall_latency.p99_ns)},
-        {"stall_joined_p50_us", Us(st.join_latency.p50_ns)},
-        {"stall_joined_p99_us", Us(st.join_latency.p99_ns)},
-        {"touches_missing", toucher.missing_touches()},
-        {"touch_stall_seconds", toucher.stall_seconds()},
-        {"blocks_read", st.blocks_read},
-        {"blocks_read_demand", st.blocks_read_demand},
-        {"blocks_read_loader", st.blocks_read_loader},
-        {"blocks_read_predicted", st.blocks_read_predicted},
-        {"blocks_read_preload", st.blocks_read_preload},
-        {"blocks_total", st.blocks_total},
-        {"bytes_read", st.bytes_read},
-        {"loader_batches", st.loader_batches},
-        {"loader_fetched_unused", st.loader_fetched_unused},
-        {"preload_batches", st.preload_batches},
-        {"storage_requests", rs.storage_requests},
-        {"storage_bytes", rs.storage_bytes},
-        {"blocks_fetched", rs.blocks_fetched},
-        {"block_bytes_fetched", rs.block_bytes_fetched},
-        {"cache_hits", rs.cache_hits},
-        {"cache_misses", rs.cache_misses},
-        {"cache_dropped", rs.cache_dropped},
-        {"cache_inserts", rs.cache_inserts},
-        {"bytes_decompressed", st.bytes_decompressed},
-        {"pages_installed", st.pages_installed},
-        {"zero_pages_installed", st.zero_pages_installed},
-        {"uffd_faults", ms.faults},
-        {"seconds", seconds},
-        {"open_seconds", open_seconds},
-        {"start_seconds", start_seconds},
-        {"loader_done_seconds", loader_done_seconds},
-        {"time_to_first_access_us", toucher.first_access_seconds() * 1e6},
-        {"read_seconds", double(st.read_ns) / 1e9},
-        {"install_seconds", double(st.install_ns) / 1e9},
-        {"fault_p50_us", Us(st.fault_latency.p50_ns)},
-        {"fault_p90_us", Us(st.fault_latency.p90_ns)},
-        {"fault_p99_us", Us(st.fault_latency.p99_ns)},
-        {"fault_max_us", Us(st.fault_latency.max_ns)},
-        {"blocking_p50_us", Us(st.blocking_latency.p50_ns)},
-        {"blocking_p99_us", Us(st.blocking_latency.p99_ns)},
-        {"mismatches", check.mismatches},
-    };
-    std::cout << cli::JsonText(j);
+    PrintReplayJson(c, o);
   } else {
-    std::printf("replayed %zu accesses to %llu pages (%llu non-zero) of %s with %u thread(s), loader %s%s%s\n",
-                trace->size(), (unsigned long long)touched, (unsigned long long)check.nonzero, c.ckpt.c_str(),
-                c.threads, c.engine.background_loader ? "on" : "off",
-                c.engine.preload_working_set ? ", working set preloaded" : "", c.engine.preload_all ? ", eager" : "");
-    std::printf("  time            %.3f s (first access after %.1f us; start %.3f s)\n", seconds,
-                toucher.first_access_seconds() * 1e6, start_seconds);
-    if (loader_done_seconds > 0) std::printf("  loader done     %.3f s\n", loader_done_seconds);
-    std::printf("  faults          %llu blocking (%llu joined a read in flight), %llu zero, %llu present\n",
-                (unsigned long long)st.faults_blocking, (unsigned long long)st.faults_joined,
-                (unsigned long long)st.faults_zero, (unsigned long long)st.faults_present);
-    std::printf("  stall           %.2f ms in the engine (blocking faults %.2f ms, of which joined %.2f ms; "
-                "blocking p50 %.1f us, p99 %.1f us); touching threads %.2f ms in %llu touches of pages not in yet\n",
-                double(st.stall_ns) / 1e6, double(st.stall_blocking_ns) / 1e6, double(st.stall_joined_ns) / 1e6,
-                Us(st.stall_latency.p50_ns), Us(st.stall_latency.p99_ns), toucher.stall_seconds() * 1e3,
-                (unsigned long long)toucher.missing_touches());
-    std::printf("  prefetched      %llu of the pages touched were in before their first touch\n",
-                (unsigned long long)toucher.prefetched());
-    std::printf("  fault latency   p50 %.1f us, p99 %.1f us, max %.1f us (blocking: p50 %.1f us, p99 %.1f us)\n",
-                Us(st.fault_latency.p50_ns), Us(st.fault_latency.p99_ns), Us(st.fault_latency.max_ns),
-                Us(st.blocking_latency.p50_ns), Us(st.blocking_latency.p99_ns));
-    std::printf("  blocks read     %llu of %llu (demand %llu, loader %llu, predicted %llu, preload %llu)\n",
-                (unsigned long long)st.blocks_read, (unsigned long long)st.blocks_total,
-                (unsigned long long)st.blocks_read_demand, (unsigned long long)st.blocks_read_loader,
-                (unsigned long long)st.blocks_read_predicted, (unsigned long long)st.blocks_read_preload);
-    std::printf("  bytes read      %s (%s decompressed)\n", cli::HumanBytes(st.bytes_read).c_str(),
-                cli::HumanBytes(st.bytes_decompressed).c_str());
-    std::printf("  storage         %llu requests, %s", (unsigned long long)rs.storage_requests,
-                cli::HumanBytes(rs.storage_bytes).c_str());
-    if (st.preload_batches) std::printf(" (preload: %llu batches)", (unsigned long long)st.preload_batches);
-    if (st.loader_batches) {
-      std::printf(" (loader: %llu batches, %llu blocks a fault took meanwhile)", (unsigned long long)st.loader_batches,
-                  (unsigned long long)st.loader_fetched_unused);
-    }
-    std::printf("\n");
-    if (std::string cached = cli::StorageSummary(rs); !cached.empty()) std::printf("  block cache     %s\n", cached.c_str());
-    std::printf("  mismatches      %llu%s%s\n", (unsigned long long)check.mismatches,
-                check.mismatches ? ", first: " : "", check.first_mismatch.c_str());
+    PrintReplayText(c, o);
   }
   if (check.mismatches > 0) {
     std::cerr << tool << ": " << check.mismatches

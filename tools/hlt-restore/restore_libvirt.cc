@@ -21,6 +21,7 @@
 #include "halite/checkpoint_location.h"
 
 #include "halite/libvirt/libvirt_checkpoint.h"
+#include "common/cli_parser.h"
 #include "hlt-restore/lazy_restore_flags.h"
 #include "hlt-restore/learn_layout_flag.h"
 #include "halite/libvirt/libvirt_dirs.h"
@@ -124,209 +125,208 @@ int Detach(const std::string& tool, const std::string& log, int* report_fd) {
   return cli::kExitIo;
 }
 
+// What a completed restore made: the domain, its own files, the clock, the NICs.
+void PrintRestored(const std::string& ckpt, bool clone, const libvirt::LibvirtRestoreResult& res) {
+  std::printf("restored %s as domain %s (uuid %s)%s\n", ckpt.c_str(), res.domain.c_str(), res.uuid.c_str(),
+              clone ? ", a clone" : "");
+  std::printf("  libvirt          domain started (waiting for its memory) %.1f ms after the call\n", Ms(res.define_us));
+  for (const auto& o : res.overlays) std::printf("  disk overlay     %s\n", o.c_str());
+  for (const auto& r : res.renamed) {
+    std::printf("  own file         %s: %s (saved: %s)\n", r.what.c_str(), r.to.c_str(), r.from.c_str());
+  }
+  if (!res.nvram.empty()) {
+    std::printf("  nvram            %s, a copy of the saved UEFI variables\n", res.nvram.c_str());
+  }
+  if (!res.tpm_state.empty()) {
+    std::printf("  tpm              %s, a copy of the saved TPM state\n", res.tpm_state.c_str());
+  }
+  if (!res.tpm_note.empty()) std::printf("  note             tpm: %s\n", res.tpm_note.c_str());
+  if (res.time_sync.synced && res.time_sync.read_before) {
+    std::printf("  clock            set to the host's through the guest agent (it was %.3f s behind)\n",
+                res.time_sync.guest_behind_s);
+  } else if (res.time_sync.synced) {
+    std::printf("  clock            set to the host's through the guest agent\n");
+  } else if (res.time_sync.attempted) {
+    std::printf("  note             clock not synced: %s\n", res.time_sync.note.c_str());
+  }
+  for (const auto& m : res.replugged) std::printf("  nic              %s unplugged and plugged again: the guest probes it with its new MAC\n", m.c_str());
+  if (clone && !res.had_genid) {
+    std::printf("  note             the saved domain has no <genid>: the clone's kernel is not told it was cloned "
+                "(its RNG is not reseeded); add <genid/> to the domain before saving\n");
+  }
+}
+
+// One restore of hlt-restore libvirt as the flags describe it; Run is called again by a supervisor to resume.
+struct LibvirtJob {
+  std::string tool = "hlt-restore libvirt";
+  std::chrono::steady_clock::time_point tool_start = std::chrono::steady_clock::now();  // reset by a resume
+  std::string ckpt, uri, status_path, ram_dir, image_dir = "/run/halite/images", resume_domain;
+  bool detach = false, supervise = false, learn = false, shared_memory = false;
+  ReaderOptions ropts;
+  cli::ReaderFlagValues reader_flags;
+  libvirt::LibvirtRestoreOptions opt;
+  int report_fd = STDOUT_FILENO;
+
+  // A line for the detaching parent (or stdout): once it has "running ...", it returns and we go on quietly.
+  void Report(const std::string& line) {
+    if (report_fd < 0) return;
+    (void)!write(report_fd, line.data(), line.size());
+    if (detach && report_fd != STDOUT_FILENO && line.rfind("running", 0) == 0) {
+      close(report_fd);
+      report_fd = -1;
+    }
+  }
+  int Fail(const Status& s) {
+    if (detach) Report("failed: " + s.ToString() + "\n");
+    return cli::Fail(tool, s);
+  }
+  // The restore itself, or with `resume` a domain's restore taken over (--resume, or a detached restore's
+  // supervisor after its worker died).
+  int Run(const std::string& resume);
+};
+
+int LibvirtJob::Run(const std::string& resume) {
+  libvirt::DomainRestoreOptions o;
+  LearnedLayoutChoice learned;
+  if (learn && resume.empty()) {
+    if (Status chosen = learned.Choose(&ckpt, ropts); !chosen.ok()) {
+      libvirt::StatusFile(status_path).Write("failed", chosen.ToString());
+      return Fail(chosen);
+    }
+  }
+  o.connect_uri = uri;
+  o.checkpoint = ckpt;
+  o.reader = ropts;
+  o.restore = opt;
+  o.resume_domain = resume;
+  o.shared_memory = shared_memory;
+  o.ram_dir = ram_dir;
+  o.image_dir = image_dir;
+  o.server_flags = cli::ReaderFlags(reader_flags, ropts);
+  o.status_path = status_path;
+  o.on_notice = [](const std::string& line) {
+    std::printf("%s\n", line.c_str());
+    std::fflush(stdout);
+  };
+  o.on_warning = [this](const std::string& line) {
+    std::fprintf(stderr, "%s: warning: %s\n", tool.c_str(), line.c_str());
+  };
+  if (!resume.empty()) {
+    o.restore.qemu.on_resumed = [this, &resume](uint64_t) {
+      const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - tool_start).count();
+      std::printf("guest resumed: domain %s gets its pages again %.1f ms after hlt-restore started\n", resume.c_str(),
+                  ms);
+      std::fflush(stdout);
+    };
+    libvirt::LibvirtRestoreResult res;
+    Status s = libvirt::RestoreDomain(std::move(o), &res);
+    if (!s.ok()) return Fail(s);
+    std::printf("resumed the restore of domain %s: QEMU held %llu pages already\n", resume.c_str(),
+                (unsigned long long)res.qemu.resume_present_pages);
+    PrintRestoreSummary(res.qemu, 0);
+    std::fflush(stdout);
+    return cli::kExitOk;
+  }
+  std::string started_name;
+  double running_ms = 0;
+  o.restore.on_started = [&started_name](const std::string& name, const std::string&) { started_name = name; };
+  o.restore.qemu.on_running = [this, &started_name, &running_ms](uint64_t) {
+    running_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - tool_start).count();
+    std::string line = fmt::format("running {} {:.1f} ms after hlt-restore started\n", started_name, running_ms);
+    if (detach) {
+      line += "  the restore goes on detached (pid " + std::to_string(getpid()) + "); its outcome: " + status_path +
+              " (its output: " + status_path + ".log)\n";
+    }
+    Report(line);
+  };
+  libvirt::LibvirtRestoreResult res;
+  const bool lazy = opt.qemu.lazy && !shared_memory;
+  Status s = libvirt::RestoreDomain(std::move(o), &res);
+  if (!s.ok()) return Fail(s);
+  if (learn && lazy) learned.LearnFrom(res.qemu.requested);
+  const uint64_t tool_to_running = uint64_t(running_ms * 1000);
+  PrintRestored(ckpt, opt.clone, res);
+  PrintRestoreSummary(res.qemu, tool_to_running);
+  std::fflush(stdout);
+  return cli::kExitOk;
+}
+
+// Parses the flags into *job; returns an exit code (usage or help) when the tool stops here, -1 to go on.
+int ParseLibvirtFlags(cli::Args& args, LibvirtJob* job) {
+  LibvirtJob& j = *job;
+  libvirt::LibvirtRestoreOptions& opt = j.opt;
+  std::string usage = std::string(kLibvirtUsage) + kLazyRestoreFlagsHelp + kLearnLayoutHelp + cli::kReaderFlagsHelp;
+  std::string memory;
+  bool sync_time = false;
+  cli::Parser p(j.tool, usage);
+  CLI::App& app = p.app();
+  LazyRestoreFlagValues lazy;
+  app.add_option("CKPT", j.ckpt);
+  app.add_option("--connect,-c", j.uri);
+  app.add_option("--name", opt.name);
+  app.add_flag("--clone", opt.clone);
+  app.add_option("--disk-dir,--clone-dir", opt.disk_dir);
+  app.add_flag("--paused", opt.paused);
+  app.add_flag("--sync-time,!--no-sync-time", sync_time);
+  app.add_option("--swtpm-dir", opt.swtpm_storage_dir);
+  app.add_flag("--detach", j.detach);
+  app.add_flag("--supervise", j.supervise);
+  app.add_flag("--learn-layout", j.learn);
+  app.add_option("--status-file", j.status_path);
+  app.add_option("--memory", memory);
+  app.add_option("--ram-dir", j.ram_dir);
+  app.add_option("--resume", j.resume_domain);
+  app.add_option("--image-dir", j.image_dir);
+  AddLazyRestoreFlags(app, &lazy);
+  p.AddReaderFlags(&j.reader_flags);
+  if (int rc = p.Parse(args); rc >= 0) return rc;
+  if (app.count("--memory") && memory != "copy" && memory != "shared") {
+    return p.UsageError("--memory: expected copy or shared, got \"" + memory + "\"");
+  }
+  j.shared_memory = memory == "shared";
+  if (std::string bad = ApplyLazyRestoreFlags(app, lazy, &opt.qemu); !bad.empty()) return p.UsageError(bad);
+  if (j.ckpt.empty()) return p.UsageError("CKPT is required");
+  if (int rc = p.FinishReaderFlags(j.reader_flags, &j.ropts); rc >= 0) return rc;
+  if (j.shared_memory && AnyLazyRestoreFlag(app)) {
+    return p.UsageError("--memory shared sends only the device state, eagerly: the lazy options do not apply");
+  }
+  if (!j.shared_memory && (!j.ram_dir.empty() || j.image_dir != "/run/halite/images")) {
+    return p.UsageError("--ram-dir and --image-dir go with --memory shared");
+  }
+  if (!j.resume_domain.empty() &&
+      (j.shared_memory || j.detach || j.supervise || opt.clone || !opt.name.empty() || !opt.qemu.lazy || j.learn)) {
+    return p.UsageError("--resume continues a lazy restore as it was: no --memory shared, --detach, --supervise, "
+                        "--clone, --name, --eager or --learn-layout");
+  }
+  if (j.detach && j.supervise) return p.UsageError("--detach or --supervise, not both");
+  opt.sync_time = app.count("--sync-time") ? sync_time : opt.clone;
+  if ((j.detach || j.supervise) && j.status_path.empty()) {
+    j.status_path = j.ckpt + "." + (opt.name.empty() ? "restore" : opt.name) + ".status";
+  }
+  return -1;
+}
+
 }  // namespace
 
 int RestoreLibvirt(cli::Args& args) {
-  const std::string tool = "hlt-restore libvirt";
-  auto tool_start = std::chrono::steady_clock::now();  // reset by a supervised resume (its own start)
-  std::string usage = std::string(kLibvirtUsage) + kLazyRestoreFlagsHelp + kLearnLayoutHelp + cli::kReaderFlagsHelp;
-  std::string ckpt, uri, status_path, error, v, ram_dir, image_dir = "/run/halite/images", resume_domain;
-  bool detach = false, supervise = false, shared_memory = false, lazy_flags = false, learn = false;
-  std::optional<bool> sync_time;
-  ReaderOptions ropts;
-  libvirt::LibvirtRestoreOptions opt;
-  while (!args.Done()) {
-    if (args.Flag("-h") || args.Flag("--help")) {
-      std::cout << usage;
-      return cli::kExitOk;
-    }
-    if (args.Option("--connect", &v, &error) || args.Option("-c", &v, &error)) {
-      uri = v;
-    } else if (args.Option("--name", &v, &error)) {
-      opt.name = v;
-    } else if (args.Flag("--clone")) {
-      opt.clone = true;
-    } else if (args.Option("--disk-dir", &v, &error) || args.Option("--clone-dir", &v, &error)) {
-      opt.disk_dir = v;
-    } else if (args.Flag("--paused")) {
-      opt.paused = true;
-    } else if (args.Flag("--sync-time")) {
-      sync_time = true;
-    } else if (args.Flag("--no-sync-time")) {
-      sync_time = false;
-    } else if (args.Option("--swtpm-dir", &v, &error)) {
-      opt.swtpm_storage_dir = v;
-    } else if (args.Flag("--detach")) {
-      detach = true;
-    } else if (args.Flag("--supervise")) {
-      supervise = true;
-    } else if (args.Flag("--learn-layout")) {
-      learn = true;
-    } else if (args.Option("--status-file", &v, &error)) {
-      status_path = v;
-    } else if (args.Option("--memory", &v, &error)) {
-      if (v != "copy" && v != "shared") error = "--memory: expected copy or shared, got \"" + v + "\"";
-      shared_memory = v == "shared";
-    } else if (args.Option("--ram-dir", &v, &error)) {
-      ram_dir = v;
-    } else if (args.Option("--resume", &v, &error)) {
-      resume_domain = v;
-    } else if (args.Option("--image-dir", &v, &error)) {
-      image_dir = v;
-    } else if (ParseLazyRestoreFlag(args, &opt.qemu, &error)) {
-      lazy_flags = true;
-    } else if (cli::ReaderOption(args, &ropts, &error)) {
-    } else {
-      args.Positional(&ckpt, &error);
-    }
-    if (!error.empty()) return cli::UsageError(tool, error, usage);
-  }
-  if (ckpt.empty()) return cli::UsageError(tool, "CKPT is required", usage);
-  if (Status cache = cli::PrepareReaderOptions(args, &ropts); !cache.ok()) return cli::Fail(tool, cache);
-  if (shared_memory && lazy_flags) {
-    return cli::UsageError(tool, "--memory shared sends only the device state, eagerly: the lazy options do not apply",
-                           usage);
-  }
-  if (!shared_memory && (!ram_dir.empty() || image_dir != "/run/halite/images")) {
-    return cli::UsageError(tool, "--ram-dir and --image-dir go with --memory shared", usage);
-  }
-  if (std::string bad = CheckLazyRestoreFlags(opt.qemu); !bad.empty()) return cli::UsageError(tool, bad, usage);
-  if (!resume_domain.empty() &&
-      (shared_memory || detach || supervise || opt.clone || !opt.name.empty() || !opt.qemu.lazy || learn)) {
-    return cli::UsageError(tool, "--resume continues a lazy restore as it was: no --memory shared, --detach, "
-                                 "--supervise, --clone, --name, --eager or --learn-layout", usage);
-  }
-  if (detach && supervise) return cli::UsageError(tool, "--detach or --supervise, not both", usage);
-  opt.sync_time = sync_time.value_or(opt.clone);
-  if ((detach || supervise) && status_path.empty()) {
-    status_path = ckpt + "." + (opt.name.empty() ? "restore" : opt.name) + ".status";
-  }
-
-  int report_fd = STDOUT_FILENO;
-  // The restore itself, or with `resume` a domain's restore taken over (--resume, or a detached restore's
-  // supervisor after its worker died).
-  auto run = [&](const std::string& resume) -> int {
-    auto report = [&](const std::string& line) {
-      if (report_fd < 0) return;
-      (void)!write(report_fd, line.data(), line.size());
-      if (detach && report_fd != STDOUT_FILENO && line.rfind("running", 0) == 0) {
-        // The parent has what it waits for: it returns, we go on quietly.
-        close(report_fd);
-        report_fd = -1;
-      }
-    };
-    auto fail = [&](const Status& s) {
-      if (detach) report("failed: " + s.ToString() + "\n");
-      return cli::Fail(tool, s);
-    };
-    libvirt::DomainRestoreOptions o;
-    LearnedLayoutChoice learned;
-    if (learn && resume.empty()) {
-      if (Status chosen = learned.Choose(&ckpt, ropts); !chosen.ok()) {
-        libvirt::StatusFile(status_path).Write("failed", chosen.ToString());
-        return fail(chosen);
-      }
-    }
-    o.connect_uri = uri;
-    o.checkpoint = ckpt;
-    o.reader = ropts;
-    o.restore = opt;
-    o.resume_domain = resume;
-    o.shared_memory = shared_memory;
-    o.ram_dir = ram_dir;
-    o.image_dir = image_dir;
-    o.server_flags = cli::ReaderFlags(args, ropts);
-    o.status_path = status_path;
-    o.on_notice = [](const std::string& line) {
-      std::printf("%s\n", line.c_str());
-      std::fflush(stdout);
-    };
-    o.on_warning = [&](const std::string& line) {
-      std::fprintf(stderr, "%s: warning: %s\n", tool.c_str(), line.c_str());
-    };
-    if (!resume.empty()) {
-      o.restore.qemu.on_resumed = [&](uint64_t) {
-        const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - tool_start).count();
-        std::printf("guest resumed: domain %s gets its pages again %.1f ms after hlt-restore started\n", resume.c_str(),
-                    ms);
-        std::fflush(stdout);
-      };
-      libvirt::LibvirtRestoreResult res;
-      Status s = libvirt::RestoreDomain(std::move(o), &res);
-      if (!s.ok()) return fail(s);
-      std::printf("resumed the restore of domain %s: QEMU held %llu pages already\n", resume.c_str(),
-                  (unsigned long long)res.qemu.resume_present_pages);
-      PrintRestoreSummary(res.qemu, 0);
-      std::fflush(stdout);
-      return cli::kExitOk;
-    }
-    std::string started_name;
-    double running_ms = 0;
-    o.restore.on_started = [&](const std::string& name, const std::string&) { started_name = name; };
-    o.restore.qemu.on_running = [&](uint64_t) {
-      running_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - tool_start).count();
-      std::string line = fmt::format("running {} {:.1f} ms after hlt-restore started\n", started_name, running_ms);
-      if (detach) {
-        line += "  the restore goes on detached (pid " + std::to_string(getpid()) + "); its outcome: " + status_path +
-                " (its output: " + status_path + ".log)\n";
-      }
-      report(line);
-    };
-    libvirt::LibvirtRestoreResult res;
-    const bool lazy = opt.qemu.lazy && !shared_memory;
-    Status s = libvirt::RestoreDomain(std::move(o), &res);
-    if (!s.ok()) return fail(s);
-    if (learn && lazy) learned.LearnFrom(res.qemu.requested);
-    const auto& q = res.qemu;
-    const uint64_t tool_to_running = uint64_t(running_ms * 1000);
-    std::printf("restored %s as domain %s (uuid %s)%s\n", ckpt.c_str(), res.domain.c_str(), res.uuid.c_str(),
-                opt.clone ? ", a clone" : "");
-    std::printf("  libvirt          domain started (waiting for its memory) %.1f ms after the call\n", Ms(res.define_us));
-    for (const auto& o : res.overlays) std::printf("  disk overlay     %s\n", o.c_str());
-    for (const auto& r : res.renamed) {
-      std::printf("  own file         %s: %s (saved: %s)\n", r.what.c_str(), r.to.c_str(), r.from.c_str());
-    }
-    if (!res.nvram.empty()) {
-      std::printf("  nvram            %s, a copy of the saved UEFI variables\n", res.nvram.c_str());
-    }
-    if (!res.tpm_state.empty()) {
-      std::printf("  tpm              %s, a copy of the saved TPM state\n", res.tpm_state.c_str());
-    }
-    if (!res.tpm_note.empty()) std::printf("  note             tpm: %s\n", res.tpm_note.c_str());
-    if (res.time_sync.synced && res.time_sync.read_before) {
-      std::printf("  clock            set to the host's through the guest agent (it was %.3f s behind)\n",
-                  res.time_sync.guest_behind_s);
-    } else if (res.time_sync.synced) {
-      std::printf("  clock            set to the host's through the guest agent\n");
-    } else if (res.time_sync.attempted) {
-      std::printf("  note             clock not synced: %s\n", res.time_sync.note.c_str());
-    }
-    for (const auto& m : res.replugged) std::printf("  nic              %s unplugged and plugged again: the guest probes it with its new MAC\n", m.c_str());
-    if (opt.clone && !res.had_genid) {
-      std::printf("  note             the saved domain has no <genid>: the clone's kernel is not told it was cloned "
-                  "(its RNG is not reseeded); add <genid/> to the domain before saving\n");
-    }
-    PrintRestoreSummary(q, tool_to_running);
-    std::fflush(stdout);
-    return cli::kExitOk;
-  };  // run
-
-  if (!detach && !supervise) return run(resume_domain);
-  if (detach) {
-    if (const int rc = Detach(tool, status_path + ".log", &report_fd); rc >= 0) return rc;  // the parent
+  LibvirtJob job;
+  if (int rc = ParseLibvirtFlags(args, &job); rc >= 0) return rc;
+  if (!job.detach && !job.supervise) return job.Run(job.resume_domain);
+  if (job.detach) {
+    if (const int rc = Detach(job.tool, job.status_path + ".log", &job.report_fd); rc >= 0) return rc;  // the parent
   }
   // The detached process (or with --supervise this one): it supervises the worker that restores, and resumes the
   // restore when that dies. With --supervise the workers write to our stdout, which the supervisor keeps open.
-  SupervisedRestore job;
-  job.status_path = status_path;
-  job.report_fd = detach ? report_fd : -1;
-  job.restore = [&] { return run(""); };
-  job.resume = [&](const std::string& domain) {
-    if (detach) report_fd = -1;  // the parent is gone
-    tool_start = std::chrono::steady_clock::now();
-    return run(domain);
+  SupervisedRestore supervised;
+  supervised.status_path = job.status_path;
+  supervised.report_fd = job.detach ? job.report_fd : -1;
+  supervised.restore = [&] { return job.Run(""); };
+  supervised.resume = [&](const std::string& domain) {
+    if (job.detach) job.report_fd = -1;  // the parent is gone
+    job.tool_start = std::chrono::steady_clock::now();
+    return job.Run(domain);
   };
-  return SuperviseRestore(job);
+  return SuperviseRestore(supervised);
 }
 
 }  // namespace halite::restore

@@ -23,6 +23,7 @@
 #include "halite/qemu/qemu_checkpoint.h"
 #include "halite/qemu/qemu_launcher.h"
 #include "halite/qemu/qemu_migration_control.h"
+#include "common/cli_parser.h"
 #include "hlt-restore/lazy_restore_flags.h"
 #include "hlt-restore/restore_modes.h"
 #include "hlt-restore/learn_layout_flag.h"
@@ -116,60 +117,39 @@ struct QemuFlags {
 
 // Parses the flags into *f; returns an exit code (usage or help) when the tool stops here, -1 to go on.
 int ParseQemuFlags(cli::Args& args, const std::string& usage, QemuFlags* f) {
-  const std::string tool = "hlt-restore qemu";
   qemu::RestoreSessionOptions& so = f->session;
-  qemu::CheckpointRestoreOptions& opt = so.restore;
-  std::string error, v, memory;
+  cli::Parser p("hlt-restore qemu", usage);
+  CLI::App& app = p.app();
+  std::string memory;
+  LazyRestoreFlagValues lazy;
+  cli::ReaderFlagValues reader;
+  app.add_option("CKPT", so.checkpoint);
+  app.add_option("--qmp", so.qmp_socket);
+  app.add_option("--qemu", so.qemu_binary);
+  app.add_option("--qemu-dir", so.qemu_dir);
+  app.add_option("--incoming-socket", so.restore.unix_socket_path);
+  app.add_option("--record-trace", f->record);
+  app.add_option("--timeline", f->timeline);
+  app.add_option("--stats-json", f->stats_json);
+  app.add_option("--progress-log", f->progress_log);
+  app.add_option("--memory", memory);
+  app.add_option("--image-dir", so.image_dir);
+  app.add_flag("--resume", so.resume);
+  app.add_flag("--learn-layout", f->learn);
+  app.add_flag("--wait", f->wait);
+  app.add_flag("--quiet", f->quiet);
+  AddLazyRestoreFlags(app, &lazy);
+  p.AddReaderFlags(&reader);
   bool launch = false;
-  while (!args.Done()) {
-    if (args.Flag("-h") || args.Flag("--help")) {
-      std::cout << usage;
-      return cli::kExitOk;
-    }
-    if (args.Flag("--")) {
-      launch = true;
-      while (!args.Done()) so.qemu_args.push_back(args.Next());
-      break;
-    }
-    if (args.Option("--qmp", &v, &error)) {
-      so.qmp_socket = v;
-    } else if (args.Option("--qemu", &v, &error)) {
-      so.qemu_binary = v;
-    } else if (args.Option("--qemu-dir", &v, &error)) {
-      so.qemu_dir = v;
-    } else if (args.Option("--incoming-socket", &v, &error)) {
-      opt.unix_socket_path = v;
-    } else if (ParseLazyRestoreFlag(args, &opt, &error)) {
-    } else if (args.Option("--record-trace", &v, &error)) {
-      f->record = v;
-    } else if (args.Option("--timeline", &v, &error)) {
-      f->timeline = v;
-      opt.engine.record_timeline = true;
-    } else if (args.Option("--stats-json", &v, &error)) {
-      f->stats_json = v;
-    } else if (args.Option("--progress-log", &v, &error)) {
-      f->progress_log = v;
-    } else if (args.Option("--memory", &v, &error)) {
-      if (v != "copy" && v != "shared") error = "--memory: expected copy or shared, got \"" + v + "\"";
-      so.shared_memory = v == "shared";
-    } else if (args.Option("--image-dir", &v, &error)) {
-      so.image_dir = v;
-    } else if (args.Flag("--resume")) {
-      so.resume = true;
-    } else if (args.Flag("--learn-layout")) {
-      f->learn = true;
-    } else if (args.Flag("--wait")) {
-      f->wait = true;
-    } else if (args.Flag("--quiet")) {
-      f->quiet = true;
-    } else if (cli::ReaderOption(args, &so.reader, &error)) {
-    } else {
-      args.Positional(&so.checkpoint, &error);
-    }
-    if (!error.empty()) return cli::UsageError(tool, error, usage);
+  if (int rc = p.Parse(args, &so.qemu_args, &launch); rc >= 0) return rc;
+  if (app.count("--memory") && memory != "copy" && memory != "shared") {
+    return p.UsageError("--memory: expected copy or shared, got \"" + memory + "\"");
   }
-  if (so.checkpoint.empty()) return cli::UsageError(tool, "CKPT is required", usage);
-  if (launch && so.qemu_args.empty()) return cli::UsageError(tool, "no QEMU arguments after --", usage);
+  so.shared_memory = memory == "shared";
+  so.restore.engine.record_timeline = !f->timeline.empty();
+  if (std::string bad = ApplyLazyRestoreFlags(app, lazy, &so.restore); !bad.empty()) return p.UsageError(bad);
+  if (so.checkpoint.empty()) return p.UsageError("CKPT is required");
+  if (launch && so.qemu_args.empty()) return p.UsageError("no QEMU arguments after --");
   // `-- qemu-system-x86_64 -m 1G ...`: the binary typed first, as after `strace --` or `perf record --`. QEMU's
   // own arguments never name an executable in first place (they start with '-', or are a disk image), so an
   // executable there is the binary; QEMU would otherwise fail with "Could not open 'qemu-system-x86_64'".
@@ -177,18 +157,17 @@ int ParseQemuFlags(cli::Args& args, const std::string& usage, QemuFlags* f) {
     std::string binary = cli::FindExecutable(so.qemu_args.front());
     if (!binary.empty()) {
       if (!so.qemu_binary.empty()) {
-        return cli::UsageError(tool, "the QEMU binary is given twice: --qemu " + so.qemu_binary + " and " +
-                                         so.qemu_args.front() + " after --", usage);
+        return p.UsageError("the QEMU binary is given twice: --qemu " + so.qemu_binary + " and " +
+                            so.qemu_args.front() + " after --");
       }
       so.qemu_binary = binary;
       so.qemu_args.erase(so.qemu_args.begin());
-      if (so.qemu_args.empty()) return cli::UsageError(tool, "no QEMU arguments after the binary " + binary, usage);
+      if (so.qemu_args.empty()) return p.UsageError("no QEMU arguments after the binary " + binary);
     }
   }
-  if (std::string bad = CheckLazyRestoreFlags(opt); !bad.empty()) return cli::UsageError(tool, bad, usage);
-  if (f->learn && so.resume) return cli::UsageError(tool, "--learn-layout: a resumed restore goes on as it was", usage);
-  if (Status cache = cli::PrepareReaderOptions(args, &so.reader); !cache.ok()) return cli::Fail(tool, cache);
-  so.server_flags = cli::ReaderFlags(args, so.reader);
+  if (f->learn && so.resume) return p.UsageError("--learn-layout: a resumed restore goes on as it was");
+  if (int rc = p.FinishReaderFlags(reader, &so.reader); rc >= 0) return rc;
+  so.server_flags = cli::ReaderFlags(reader, so.reader);
   return -1;
 }
 

@@ -3,6 +3,7 @@
 
 #include "halite/checkpoint_reader.h"
 #include "halite/raw_export.h"
+#include "common/cli_parser.h"
 #include "hlt-restore/restore_modes.h"
 
 namespace halite::restore {
@@ -16,33 +17,25 @@ int RestoreRaw(cli::Args& args) {
                   "fails. An incremental checkpoint is read through its chain. IMAGE of an encrypted checkpoint holds the\n"
                   "guest's memory in the clear: it is written only with --plaintext-output.\n") +
       cli::kReaderFlagsHelp;
-  std::string ckpt, out, error, v;
+  std::string ckpt, out, threads;
   RawExportOptions opt;
   ReaderOptions reader_options;
-  bool plaintext_output = false;
-  while (!args.Done()) {
-    if (args.Flag("-h") || args.Flag("--help")) {
-      std::cout << usage;
-      return 0;
-    }
-    if (args.Option("-o", &v, &error) || args.Option("--output", &v, &error)) {
-      out = v;
-    } else if (args.Option("--threads", &v, &error)) {
-      uint64_t n;
-      if (error.empty() && (!cli::ParseU64(v, &n) || n > 1024)) error = "--threads: bad value";
-      opt.threads = unsigned(n);
-    } else if (cli::ReaderOption(args, &reader_options, &error)) {
-    } else if (args.Flag("--no-sync")) {
-      opt.sync = false;
-    } else if (args.Flag("--plaintext-output")) {
-      plaintext_output = true;
-    } else {
-      args.Positional(&ckpt, &error);
-    }
-    if (!error.empty()) return cli::UsageError(tool, error, usage);
-  }
-  if (ckpt.empty() || out.empty()) return cli::UsageError(tool, "CKPT and -o IMAGE are required", usage);
-  if (Status cache = cli::PrepareReaderOptions(args, &reader_options); !cache.ok()) return cli::Fail(tool, cache);
+  bool plaintext_output = false, no_sync = false;
+  cli::Parser p(tool, usage);
+  cli::ReaderFlagValues reader_flags;
+  p.app().add_option("CKPT", ckpt);
+  p.app().add_option("-o,--output", out);
+  p.app().add_option("--threads", threads);
+  p.app().add_flag("--no-sync", no_sync);
+  p.app().add_flag("--plaintext-output", plaintext_output);
+  p.AddReaderFlags(&reader_flags);
+  if (int rc = p.Parse(args); rc >= 0) return rc;
+  uint64_t n = 0;
+  if (p.app().count("--threads") && (!cli::ParseU64(threads, &n) || n > 1024)) return p.UsageError("--threads: bad value");
+  if (p.app().count("--threads")) opt.threads = unsigned(n);
+  opt.sync = !no_sync;
+  if (ckpt.empty() || out.empty()) return p.UsageError("CKPT and -o IMAGE are required");
+  if (int rc = p.FinishReaderFlags(reader_flags, &reader_options); rc >= 0) return rc;
   auto reader = CheckpointReader::Open(ckpt, reader_options);
   if (!reader) return cli::Fail(tool, reader.error());
   if ((*reader)->encrypted() && !plaintext_output) {

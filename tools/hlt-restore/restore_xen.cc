@@ -12,6 +12,7 @@
 #include "halite/checkpoint_reader.h"
 #include "halite/storage.h"
 #include "halite/xen/xen_checkpoint.h"
+#include "common/cli_parser.h"
 #include "hlt-restore/restore_modes.h"
 
 namespace halite::restore {
@@ -29,36 +30,29 @@ int RestoreXen(cli::Args& args) {
       "  --xen-417-order        rewrite records in the order Xen 4.17's saver writes them\n"
       "  --cache-mb N           decoded blocks kept while writing (default 64)\n"
       "  --no-sync              do not fsync the output file\n";
-  std::string ckpt, out, error, v;
+  std::string ckpt, out, cache_mb;
   ReaderOptions reader_options;
   xen::ExportOptions opt;
-  bool sync = true, plaintext_output = false;
-  while (!args.Done()) {
-    if (args.Flag("-h") || args.Flag("--help")) {
-      std::cout << usage;
-      return cli::kExitOk;
-    }
-    if (args.Option("-o", &v, &error) || args.Option("--output", &v, &error)) {
-      out = v;
-    } else if (cli::ReaderOption(args, &reader_options, &error)) {
-    } else if (args.Flag("--xen-417-order")) {
-      opt.reorder_like_xen417 = true;
-    } else if (args.Option("--cache-mb", &v, &error)) {
-      uint64_t n = 0;
-      if (error.empty() && (!cli::ParseU64(v, &n) || n == 0 || n > (1u << 20))) error = "--cache-mb: bad value";
-      opt.cache_bytes = n << 20;
-    } else if (args.Flag("--no-sync")) {
-      sync = false;
-    } else if (args.Flag("--plaintext-output")) {
-      plaintext_output = true;
-    } else {
-      args.Positional(&ckpt, &error);
-    }
-    if (!error.empty()) return cli::UsageError(tool, error, usage);
+  bool no_sync = false, plaintext_output = false;
+  cli::Parser p(tool, usage);
+  cli::ReaderFlagValues reader_flags;
+  p.app().add_option("CKPT", ckpt);
+  p.app().add_option("-o,--output", out);
+  p.app().add_flag("--xen-417-order", opt.reorder_like_xen417);
+  p.app().add_option("--cache-mb", cache_mb);
+  p.app().add_flag("--no-sync", no_sync);
+  p.app().add_flag("--plaintext-output", plaintext_output);
+  p.AddReaderFlags(&reader_flags);
+  if (int rc = p.Parse(args); rc >= 0) return rc;
+  const bool sync = !no_sync;
+  if (p.app().count("--cache-mb")) {
+    uint64_t n = 0;
+    if (!cli::ParseU64(cache_mb, &n) || n == 0 || n > (1u << 20)) return p.UsageError("--cache-mb: bad value");
+    opt.cache_bytes = n << 20;
   }
-  if (ckpt.empty() || out.empty()) return cli::UsageError(tool, "CKPT and -o STREAM are required", usage);
+  if (ckpt.empty() || out.empty()) return p.UsageError("CKPT and -o STREAM are required");
 
-  if (Status cache = cli::PrepareReaderOptions(args, &reader_options); !cache.ok()) return cli::Fail(tool, cache);
+  if (int rc = p.FinishReaderFlags(reader_flags, &reader_options); rc >= 0) return rc;
   auto reader = CheckpointReader::Open(ckpt, reader_options);
   if (!reader) return cli::Fail(tool, reader.error());
 

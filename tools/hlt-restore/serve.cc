@@ -20,6 +20,7 @@
 #include <thread>
 
 #include "halite/image_server/fuse_image_server.h"
+#include "common/cli_parser.h"
 #include "hlt-restore/restore_modes.h"
 
 namespace halite::restore {
@@ -111,36 +112,31 @@ std::string FileNamePart(const std::string& region) {
 
 int Serve(cli::Args& args) {
   const std::string tool = "hlt-restore serve";
-  std::string mountpoint, stats_path, image_dir, error, v;
+  std::string mountpoint, stats_path, image_dir, prefetch_rate, exit_when_unused;
   uint64_t exit_when_unused_s = 0;
   std::vector<std::string> checkpoints;
   image_server::ImageServerOptions options;
   ReaderOptions reader_options;
-  while (!args.Done()) {
-    if (args.Flag("-h") || args.Flag("--help")) {
-      std::cout << kServeUsage << cli::kReaderFlagsHelp;
-      return cli::kExitOk;
-    }
-    if (args.Option("--prefetch-rate", &v, &error)) {
-      if (error.empty() && !cli::ParseU64(v, &options.prefetch_bytes_per_s)) error = "--prefetch-rate: bad value \"" + v + "\"";
-    } else if (args.Flag("--no-pin")) {
-      options.pin_page_cache = false;
-    } else if (args.Flag("--owner-only")) {
-      options.allow_other = false;
-    } else if (args.Option("--stats-json", &v, &error)) {
-      stats_path = v;
-    } else if (cli::ReaderOption(args, &reader_options, &error)) {  // --key-file, --parent-dir, --block-cache
-    } else if (args.Option("--image-dir", &v, &error)) {
-      image_dir = v;
-    } else if (args.Option("--exit-when-unused", &v, &error)) {
-      if (error.empty() && !cli::ParseU64(v, &exit_when_unused_s)) error = "--exit-when-unused: bad value \"" + v + "\"";
-    } else {
-      std::string p;
-      args.Positional(&p, &error);
-      if (error.empty()) checkpoints.push_back(p);
-    }
-    if (!error.empty()) return cli::UsageError(tool, error, std::string(kServeUsage) + cli::kReaderFlagsHelp);
+  bool no_pin = false, owner_only = false;
+  cli::Parser p(tool, std::string(kServeUsage) + cli::kReaderFlagsHelp);
+  cli::ReaderFlagValues reader_flags;
+  p.app().add_option("CKPT", checkpoints)->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  p.app().add_option("--prefetch-rate", prefetch_rate);
+  p.app().add_flag("--no-pin", no_pin);
+  p.app().add_flag("--owner-only", owner_only);
+  p.app().add_option("--stats-json", stats_path);
+  p.app().add_option("--image-dir", image_dir);
+  p.app().add_option("--exit-when-unused", exit_when_unused);
+  p.AddReaderFlags(&reader_flags);  // --key-file, --parent-dir, --block-cache
+  if (int rc = p.Parse(args); rc >= 0) return rc;
+  if (p.app().count("--prefetch-rate") && !cli::ParseU64(prefetch_rate, &options.prefetch_bytes_per_s)) {
+    return p.UsageError("--prefetch-rate: bad value \"" + prefetch_rate + "\"");
   }
+  if (p.app().count("--exit-when-unused") && !cli::ParseU64(exit_when_unused, &exit_when_unused_s)) {
+    return p.UsageError("--exit-when-unused: bad value \"" + exit_when_unused + "\"");
+  }
+  options.pin_page_cache = !no_pin;
+  options.allow_other = !owner_only;
   if (image_dir.empty()) {
     if (checkpoints.size() < 2) {
       return cli::UsageError(tool, "MOUNTPOINT and at least one CKPT are required", kServeUsage);
@@ -151,7 +147,7 @@ int Serve(cli::Args& args) {
     if (checkpoints.size() != 1) return cli::UsageError(tool, "--image-dir serves exactly one CKPT", kServeUsage);
     checkpoints.front() += "=ckpt";  // the name restores map (ckpt.pc.ram); the last '=' is ours
   }
-  if (Status cache = cli::PrepareReaderOptions(args, &reader_options); !cache.ok()) return cli::Fail(tool, cache);
+  if (int rc = p.FinishReaderFlags(reader_flags, &reader_options); rc >= 0) return rc;
   std::vector<image_server::ServedImage> images;
   for (const std::string& arg : checkpoints) {
     // The last '=' ends the checkpoint: an s3:// key may hold '=' itself, a NAME never does.

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "halite/image_server/ram_dir_server.h"
+#include "common/cli_parser.h"
 #include "hlt-restore/restore_modes.h"
 
 namespace halite::restore {
@@ -40,27 +41,17 @@ void OnSignal(int) { g_signals++; }
 
 int ServeRamDir(cli::Args& args) {
   const std::string tool = "hlt-restore serve-ram-dir";
-  std::string ram_dir, lock_path, error, v;
+  std::string ram_dir, lock_path, exit_when_unused;
   uint64_t exit_when_unused_s = 0;
-  while (!args.Done()) {
-    if (args.Flag("-h") || args.Flag("--help")) {
-      std::cout << kServeRamDirUsage;
-      return cli::kExitOk;
-    }
-    if (args.Option("--exit-when-unused", &v, &error)) {
-      if (error.empty() && !cli::ParseU64(v, &exit_when_unused_s)) error = "--exit-when-unused: bad value \"" + v + "\"";
-    } else if (args.Option("--lock", &v, &error)) {
-      lock_path = v;
-    } else if (ram_dir.empty()) {
-      args.Positional(&ram_dir, &error);
-    } else {
-      std::string extra;
-      args.Positional(&extra, &error);
-      if (error.empty()) error = "unexpected argument \"" + extra + "\"";
-    }
-    if (!error.empty()) return cli::UsageError(tool, error, kServeRamDirUsage);
+  cli::Parser p(tool, kServeRamDirUsage);
+  p.app().add_option("RAMDIR", ram_dir);
+  p.app().add_option("--exit-when-unused", exit_when_unused);
+  p.app().add_option("--lock", lock_path);
+  if (int rc = p.Parse(args); rc >= 0) return rc;
+  if (p.app().count("--exit-when-unused") && !cli::ParseU64(exit_when_unused, &exit_when_unused_s)) {
+    return p.UsageError("--exit-when-unused: bad value \"" + exit_when_unused + "\"");
   }
-  if (ram_dir.empty()) return cli::UsageError(tool, "RAMDIR is required", kServeRamDirUsage);
+  if (ram_dir.empty()) return p.UsageError("RAMDIR is required");
   auto server = image_server::RamDirServer::Start({ram_dir, true});
   if (!server) return cli::Fail(tool, server.error());
   std::printf("serving libvirt's memory backing directory %s (registry %s/%s)\n", ram_dir.c_str(), ram_dir.c_str(),

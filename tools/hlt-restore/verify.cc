@@ -2,6 +2,7 @@
 #include <iostream>
 
 #include "halite/checkpoint_reader.h"
+#include "common/cli_parser.h"
 #include "hlt-restore/restore_modes.h"
 
 namespace halite::restore {
@@ -15,22 +16,16 @@ int Verify(cli::Args& args) {
                   "needs its key (every tag is checked), or --without-key: its structure and every payload's checksum\n"
                   "only (storage scrubbing without the tenant's key).\n") +
       cli::kReaderFlagsHelp;
-  std::string ckpt, error;
+  std::string ckpt;
   ReaderOptions reader_options;
-  while (!args.Done()) {
-    if (args.Flag("-h") || args.Flag("--help")) {
-      std::cout << usage;
-      return 0;
-    }
-    if (args.Flag("--without-key")) {
-      reader_options.open_without_key = true;
-      continue;
-    }
-    if (!cli::ReaderOption(args, &reader_options, &error)) args.Positional(&ckpt, &error);
-    if (!error.empty()) return cli::UsageError(tool, error, usage);
-  }
-  if (ckpt.empty()) return cli::UsageError(tool, "CKPT is required", usage);
-  if (Status cache = cli::PrepareReaderOptions(args, &reader_options); !cache.ok()) return cli::Fail(tool, cache);
+  cli::Parser p(tool, usage);
+  cli::ReaderFlagValues reader_flags;
+  p.app().add_option("CKPT", ckpt);
+  p.app().add_flag("--without-key", reader_options.open_without_key);
+  p.AddReaderFlags(&reader_flags);
+  if (int rc = p.Parse(args); rc >= 0) return rc;
+  if (ckpt.empty()) return p.UsageError("CKPT is required");
+  if (int rc = p.FinishReaderFlags(reader_flags, &reader_options); rc >= 0) return rc;
   auto reader = CheckpointReader::Open(ckpt, reader_options);
   if (!reader) return cli::Fail(tool, reader.error());
   cli::Progress progress("verifying");

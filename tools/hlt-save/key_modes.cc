@@ -11,6 +11,7 @@
 #include "common/key_sources.h"
 #include "halite/authentication.h"
 #include "halite/checkpoint_rekey.h"
+#include "common/cli_parser.h"
 #include "hlt-save/save_modes.h"
 
 namespace halite::save {
@@ -35,40 +36,38 @@ const char* kRekeyUsage =
 
 int Rekey(cli::Args& args) {
   const std::string tool = "hlt-save rekey";
-  std::string in, out, new_key_file, new_key_command, error;
+  std::string in, out, new_key_file, new_key_command, cipher, input_key_file;
   RekeyOptions options;
-  while (!args.Done()) {
-    std::string v;
-    if (args.Flag("-h") || args.Flag("--help")) {
-      std::cout << kRekeyUsage;
-      return cli::kExitOk;
-    }
-    if (args.Option("-o", &v, &error) || args.Option("--output", &v, &error)) {
-      out = v;
-    } else if (args.Option("--key-file", &v, &error)) {  // here: the new key (issue 26's spelling)
-      new_key_file = v;
-    } else if (args.Option("--new-key-command", &v, &error)) {
-      new_key_command = v;
-    } else if (args.Option("--cipher", &v, &error)) {
-      auto c = ParseCipher(v);
-      if (c) options.cipher = *c; else error = c.error().message();
-    } else if (args.Option("--input-key-file", &v, &error)) {
-      auto key = ReadMacKeyFile(v);
-      if (key) options.reader.mac_key = *key; else error = key.error().message();
-    } else if (args.Flag("--no-sync")) {
-      options.sink.sync = false;
-    } else if (cli::ReaderOption(args, &options.reader, &error)) {
-    } else {
-      args.Positional(&in, &error);
-    }
-    if (!error.empty()) return cli::UsageError(tool, error, kRekeyUsage);
+  bool no_sync = false;
+  cli::Parser p(tool, kRekeyUsage);
+  cli::ReaderFlagValues reader_flags;
+  p.app().add_option("CKPT", in);
+  p.app().add_option("-o,--output", out);
+  p.app().add_option("--key-file", new_key_file);  // here: the new key (issue 26's spelling)
+  p.app().add_option("--new-key-command", new_key_command);
+  p.app().add_option("--cipher", cipher);
+  p.app().add_option("--input-key-file", input_key_file);
+  p.app().add_flag("--no-sync", no_sync);
+  p.AddReaderFlags(&reader_flags, /*with_key_file=*/false);
+  if (int rc = p.Parse(args); rc >= 0) return rc;
+  if (p.app().count("--cipher")) {
+    auto c = ParseCipher(cipher);
+    if (!c) return p.UsageError(c.error().message());
+    options.cipher = *c;
   }
+  if (p.app().count("--input-key-file")) {
+    auto key = ReadMacKeyFile(input_key_file);
+    if (!key) return p.UsageError(key.error().message());
+    options.reader.mac_key = *key;
+  }
+  if (no_sync) options.sink.sync = false;
+  if (int rc = p.CheckReaderFlags(reader_flags, &options.reader); rc >= 0) return rc;
   if (in.empty() || out.empty()) return cli::UsageError(tool, "CKPT and -o NEW are required", kRekeyUsage);
   if (new_key_file.empty() == new_key_command.empty()) {
     return cli::UsageError(tool, "the new key: give one of --key-file NEW_KEY and --new-key-command CMD", kRekeyUsage);
   }
   if (in == out) return cli::UsageError(tool, "NEW must differ from CKPT", kRekeyUsage);
-  if (Status s = cli::PrepareReaderOptions(args, &options.reader); !s.ok()) return cli::Fail(tool, s);
+  if (int rc = p.OpenReaderFlags(reader_flags, &options.reader); rc >= 0) return rc;
   auto key = new_key_file.empty() ? cli::RunKeyCommand(new_key_command, nullptr) : ReadKeyFile(new_key_file);
   if (!key) return cli::Fail(tool, key.error());
   options.key = *key;
@@ -92,19 +91,10 @@ int KeyGen(cli::Args& args) {
       "usage: hlt-save keygen -o KEY_FILE\n"
       "Writes a new random key for encrypted checkpoints (64 hex digits, mode 0600; an existing file is never\n"
       "replaced) and prints its key id, the name checkpoints and keyrings know it by.\n";
-  std::string out, error, v;
-  while (!args.Done()) {
-    if (args.Flag("-h") || args.Flag("--help")) {
-      std::cout << usage;
-      return cli::kExitOk;
-    }
-    if (args.Option("-o", &v, &error) || args.Option("--output", &v, &error)) {
-      out = v;
-    } else {
-      args.Positional(nullptr, &error);
-    }
-    if (!error.empty()) return cli::UsageError(tool, error, usage);
-  }
+  std::string out;
+  cli::Parser p(tool, usage);
+  p.app().add_option("-o,--output", out);
+  if (int rc = p.Parse(args); rc >= 0) return rc;
   if (out.empty()) return cli::UsageError(tool, "-o KEY_FILE is required", usage);
   const EncryptionKey key = GenerateKey();
   auto id = ComputeKeyId(key);
@@ -126,15 +116,10 @@ int KeyGen(cli::Args& args) {
 int KeyIdOf(cli::Args& args) {
   const std::string tool = "hlt-save key-id";
   const std::string usage = "usage: hlt-save key-id KEY_FILE\nPrints the key id of a key (format-spec 13.1).\n";
-  std::string file, error;
-  while (!args.Done()) {
-    if (args.Flag("-h") || args.Flag("--help")) {
-      std::cout << usage;
-      return cli::kExitOk;
-    }
-    args.Positional(&file, &error);
-    if (!error.empty()) return cli::UsageError(tool, error, usage);
-  }
+  std::string file;
+  cli::Parser p(tool, usage);
+  p.app().add_option("KEY_FILE", file);
+  if (int rc = p.Parse(args); rc >= 0) return rc;
   if (file.empty()) return cli::UsageError(tool, "KEY_FILE is required", usage);
   auto key = ReadKeyFile(file);
   if (!key) return cli::Fail(tool, key.error());

@@ -32,31 +32,22 @@ const char* kFlattenUsage =
 int Rewrite(cli::Args& args, bool flatten) {
   const std::string tool = flatten ? "hlt-save flatten" : "hlt-save relayout";
   std::string usage = std::string(flatten ? kFlattenUsage : kRelayoutUsage) + kWriterFlagsHelp;
-  std::string in, out, error;
+  std::string in, out, input_key_file;
   WriterFlags flags;
   ReaderOptions reader_options;
-  while (!args.Done()) {
-    std::string v;
-    if (args.Flag("-h") || args.Flag("--help")) {
-      std::cout << usage;
-      return cli::kExitOk;
-    }
-    if (args.Option("-o", &v, &error) || args.Option("--output", &v, &error)) {
-      out = v;
-    } else if (args.Option("--input-key-file", &v, &error)) {
-      if (error.empty()) {
-        auto key = ReadMacKeyFile(v);
-        if (key)
-          reader_options.mac_key = *key;
-        else
-          error = key.error().message();
-      }
-    } else if (ParseWriterFlag(args, &flags, &error)) {
-    } else {
-      args.Positional(&in, &error);
-    }
-    if (!error.empty()) return cli::UsageError(tool, error, usage);
+  cli::Parser p(tool, usage);
+  WriterFlagText text;
+  p.app().add_option("CKPT", in);
+  p.app().add_option("-o,--output", out);
+  p.app().add_option("--input-key-file", input_key_file);
+  AddWriterFlags(p.app(), &text, &flags);
+  if (int rc = p.Parse(args); rc >= 0) return rc;
+  if (p.app().count("--input-key-file")) {
+    auto key = ReadMacKeyFile(input_key_file);
+    if (!key) return p.UsageError(key.error().message());
+    reader_options.mac_key = *key;
   }
+  if (std::string bad = ApplyWriterFlags(p.app(), text, &flags); !bad.empty()) return p.UsageError(bad);
   if (in.empty() || out.empty()) return cli::UsageError(tool, "CKPT and -o NEW are required", usage);
   if (!flatten && flags.access_trace.empty()) return cli::UsageError(tool, "--access-trace FILE is required", usage);
   if (!flags.parent.empty()) return cli::UsageError(tool, "--parent: the output is a full checkpoint", usage);

@@ -36,40 +36,40 @@ const char* kLibvirtUsage =
 int SaveLibvirt(cli::Args& args) {
   const std::string tool = "hlt-save libvirt";
   std::string usage = std::string(kLibvirtUsage) + kAccessWindowHelp + kWriterFlagsHelp;
-  std::string domain, uri, out, error, v;
+  std::string domain, uri, out, then;
   WriterFlags flags;
   flags.options.metadata.creator = "libhalite hlt-save libvirt";
   libvirt::LibvirtSaveOptions opt;
-  while (!args.Done()) {
-    if (args.Flag("-h") || args.Flag("--help")) {
-      std::cout << usage;
-      return cli::kExitOk;
-    }
-    if (args.Option("-o", &v, &error) || args.Option("--output", &v, &error)) {
-      out = v;
-    } else if (args.Option("--connect", &v, &error) || args.Option("-c", &v, &error)) {
-      uri = v;
-    } else if (args.Flag("--live")) {
-      opt.qemu.live = true;
-    } else if (args.Option("--then", &v, &error)) {
-      if (v == "cont")
-        opt.then = libvirt::LibvirtSaveOptions::Then::kContinue;
-      else if (v == "stop")
-        opt.then = libvirt::LibvirtSaveOptions::Then::kStop;
-      else if (v == "destroy")
-        opt.then = libvirt::LibvirtSaveOptions::Then::kDestroy;
-      else if (error.empty())
-        error = "--then: expected cont, stop or destroy, got \"" + v + "\"";
-    } else if (args.Flag("--no-va")) {
-      opt.qemu.va_walk = false;
-    } else if (ParseAccessWindowFlag(args, &opt.qemu.access_window, &error)) {
-    } else if (ParseWriterFlag(args, &flags, &error)) {
+  bool no_va = false;
+  cli::Parser p(tool, usage);
+  WriterFlagText text;
+  AccessWindowText window;
+  p.app().add_option("DOMAIN", domain);
+  p.app().add_option("-o,--output", out);
+  p.app().add_option("--connect,-c", uri);
+  p.app().add_flag("--live", opt.qemu.live);
+  p.app().add_option("--then", then);
+  p.app().add_flag("--no-va", no_va);
+  AddAccessWindowFlags(p.app(), &window);
+  AddWriterFlags(p.app(), &text, &flags);
+  if (int rc = p.Parse(args); rc >= 0) return rc;
+  if (p.app().count("--then")) {
+    if (then == "cont") {
+      opt.then = libvirt::LibvirtSaveOptions::Then::kContinue;
+    } else if (then == "stop") {
+      opt.then = libvirt::LibvirtSaveOptions::Then::kStop;
+    } else if (then == "destroy") {
+      opt.then = libvirt::LibvirtSaveOptions::Then::kDestroy;
     } else {
-      args.Positional(&domain, &error);
+      return p.UsageError("--then: expected cont, stop or destroy, got \"" + then + "\"");
     }
-    if (!error.empty()) return cli::UsageError(tool, error, usage);
   }
-  if (domain.empty() || out.empty()) return cli::UsageError(tool, "DOMAIN and -o CKPT are required", usage);
+  if (no_va) opt.qemu.va_walk = false;
+  if (std::string bad = ApplyAccessWindowFlags(p.app(), window, &opt.qemu.access_window); !bad.empty()) {
+    return p.UsageError(bad);
+  }
+  if (std::string bad = ApplyWriterFlags(p.app(), text, &flags); !bad.empty()) return p.UsageError(bad);
+  if (domain.empty() || out.empty()) return p.UsageError("DOMAIN and -o CKPT are required");
 
   auto conn = libvirt::Connection::Open(uri);
   if (!conn) return cli::Fail(tool, conn.error());

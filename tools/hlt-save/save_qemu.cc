@@ -31,40 +31,39 @@ const char* kQemuUsage =
 int SaveQemu(cli::Args& args) {
   const std::string tool = "hlt-save qemu";
   std::string usage = std::string(kQemuUsage) + kAccessWindowHelp + kWriterFlagsHelp;
-  std::string socket, out, error, v;
+  std::string socket, out, then;
   WriterFlags flags;
   flags.options.metadata.creator = "libhalite hlt-save qemu";
   qemu::CheckpointSaveOptions opt;
-  while (!args.Done()) {
-    if (args.Flag("-h") || args.Flag("--help")) {
-      std::cout << usage;
-      return cli::kExitOk;
-    }
-    if (args.Option("-o", &v, &error) || args.Option("--output", &v, &error)) {
-      out = v;
-    } else if (args.Option("--qmp", &v, &error)) {
-      socket = v;
-    } else if (args.Flag("--live")) {
-      opt.live = true;
-    } else if (args.Option("--then", &v, &error)) {
-      if (v == "stop")
-        opt.then = qemu::SaveOptions::Then::kLeaveStopped;
-      else if (v == "quit")
-        opt.then = qemu::SaveOptions::Then::kQuit;
-      else if (v == "cont")
-        opt.then = qemu::SaveOptions::Then::kContinue;
-      else if (error.empty())
-        error = "--then: expected stop, quit or cont, got \"" + v + "\"";
-    } else if (args.Flag("--no-va")) {
-      opt.va_walk = false;
-    } else if (ParseAccessWindowFlag(args, &opt.access_window, &error)) {
-    } else if (ParseWriterFlag(args, &flags, &error)) {
+  bool no_va = false;
+  cli::Parser p(tool, usage);
+  WriterFlagText text;
+  AccessWindowText window;
+  p.app().add_option("-o,--output", out);
+  p.app().add_option("--qmp", socket);
+  p.app().add_flag("--live", opt.live);
+  p.app().add_option("--then", then);
+  p.app().add_flag("--no-va", no_va);
+  AddAccessWindowFlags(p.app(), &window);
+  AddWriterFlags(p.app(), &text, &flags);
+  if (int rc = p.Parse(args); rc >= 0) return rc;
+  if (p.app().count("--then")) {
+    if (then == "stop") {
+      opt.then = qemu::SaveOptions::Then::kLeaveStopped;
+    } else if (then == "quit") {
+      opt.then = qemu::SaveOptions::Then::kQuit;
+    } else if (then == "cont") {
+      opt.then = qemu::SaveOptions::Then::kContinue;
     } else {
-      args.Positional(nullptr, &error);
+      return p.UsageError("--then: expected stop, quit or cont, got \"" + then + "\"");
     }
-    if (!error.empty()) return cli::UsageError(tool, error, usage);
   }
-  if (socket.empty() || out.empty()) return cli::UsageError(tool, "--qmp SOCKET and -o CKPT are required", usage);
+  if (no_va) opt.va_walk = false;
+  if (std::string bad = ApplyAccessWindowFlags(p.app(), window, &opt.access_window); !bad.empty()) {
+    return p.UsageError(bad);
+  }
+  if (std::string bad = ApplyWriterFlags(p.app(), text, &flags); !bad.empty()) return p.UsageError(bad);
+  if (socket.empty() || out.empty()) return p.UsageError("--qmp SOCKET and -o CKPT are required");
 
   auto qmp = qemu::QmpClient::Connect(socket, 5000);
   if (!qmp) return cli::Fail(tool, qmp.error());

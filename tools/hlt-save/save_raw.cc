@@ -16,25 +16,18 @@ const char* kRawUsage =
 int SaveRaw(cli::Args& args) {
   const std::string tool = "hlt-save raw";
   std::string usage = std::string(kRawUsage) + kWriterFlagsHelp;
-  std::string image, out, error;
+  std::string image, out;
   WriterFlags flags;
   flags.options.metadata.vmm_kind = VmmKind::kRaw;
   flags.options.metadata.creator = "libhalite hlt-save raw";
-  while (!args.Done()) {
-    std::string v;
-    if (args.Flag("-h") || args.Flag("--help")) {
-      std::cout << usage;
-      return cli::kExitOk;
-    }
-    if (args.Option("-o", &v, &error) || args.Option("--output", &v, &error)) {
-      out = v;
-    } else if (ParseWriterFlag(args, &flags, &error)) {
-    } else {
-      args.Positional(&image, &error);
-    }
-    if (!error.empty()) return cli::UsageError(tool, error, usage);
-  }
-  if (image.empty() || out.empty()) return cli::UsageError(tool, "IMAGE and -o CKPT are required", usage);
+  cli::Parser p(tool, usage);
+  WriterFlagText text;
+  p.app().add_option("IMAGE", image);
+  p.app().add_option("-o,--output", out);
+  AddWriterFlags(p.app(), &text, &flags);
+  if (int rc = p.Parse(args); rc >= 0) return rc;
+  if (std::string bad = ApplyWriterFlags(p.app(), text, &flags); !bad.empty()) return p.UsageError(bad);
+  if (image.empty() || out.empty()) return p.UsageError("IMAGE and -o CKPT are required");
 
   struct stat st;
   if (::stat(image.c_str(), &st) != 0) return cli::Fail(tool, Status::IoError(image + ": cannot stat", errno));

@@ -28,32 +28,34 @@ const char* kXenUsage =
 int SaveXen(cli::Args& args) {
   const std::string tool = "hlt-save xen";
   std::string usage = std::string(kXenUsage) + kWriterFlagsHelp;
-  std::string stream, out, error, v;
+  std::string stream, out, format;
   WriterFlags flags;
   flags.options.metadata.creator = "libhalite hlt-save xen";
   xen::SaveOptions opt;
-  while (!args.Done()) {
-    if (args.Flag("-h") || args.Flag("--help")) {
-      std::cout << usage;
-      return cli::kExitOk;
-    }
-    if (args.Option("-o", &v, &error) || args.Option("--output", &v, &error)) {
-      out = v;
-    } else if (args.Option("--format", &v, &error)) {
-      opt.detect_format = false;
-      if (v == "xl") opt.read.format = xen::StreamFormat::kXl;
-      else if (v == "libxl") opt.read.format = xen::StreamFormat::kLibxl;
-      else if (v == "libxc") opt.read.format = xen::StreamFormat::kLibxc;
-      else if (error.empty()) error = "--format: expected xl, libxl or libxc, got \"" + v + "\"";
-    } else if (args.Flag("--no-va")) {
-      opt.va_walk = false;
-    } else if (ParseWriterFlag(args, &flags, &error)) {
+  bool no_va = false;
+  cli::Parser p(tool, usage);
+  WriterFlagText text;
+  p.app().add_option("STREAM", stream);
+  p.app().add_option("-o,--output", out);
+  p.app().add_option("--format", format);
+  p.app().add_flag("--no-va", no_va);
+  AddWriterFlags(p.app(), &text, &flags);
+  if (int rc = p.Parse(args); rc >= 0) return rc;
+  if (p.app().count("--format")) {
+    opt.detect_format = false;
+    if (format == "xl") {
+      opt.read.format = xen::StreamFormat::kXl;
+    } else if (format == "libxl") {
+      opt.read.format = xen::StreamFormat::kLibxl;
+    } else if (format == "libxc") {
+      opt.read.format = xen::StreamFormat::kLibxc;
     } else {
-      args.Positional(&stream, &error);
+      return p.UsageError("--format: expected xl, libxl or libxc, got \"" + format + "\"");
     }
-    if (!error.empty()) return cli::UsageError(tool, error, usage);
   }
-  if (stream.empty() || out.empty()) return cli::UsageError(tool, "STREAM and -o CKPT are required", usage);
+  if (no_va) opt.va_walk = false;
+  if (std::string bad = ApplyWriterFlags(p.app(), text, &flags); !bad.empty()) return p.UsageError(bad);
+  if (stream.empty() || out.empty()) return p.UsageError("STREAM and -o CKPT are required");
 
   int fd = stream == "-" ? STDIN_FILENO : ::open(stream.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return cli::Fail(tool, Status::IoError(stream + ": cannot open", errno));

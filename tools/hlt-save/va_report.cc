@@ -26,26 +26,28 @@ void PrintVaReport(const x86::PageTableHintReport& va) {
   if (!va.notes.empty()) std::printf("  va notes         %s\n", va.notes.c_str());
 }
 
-bool ParseAccessWindowFlag(cli::Args& args, qemu::AccessWindowOptions* window, std::string* error) {
-  std::string v;
-  if (args.Option("--access-window", &v, error)) {
+void AddAccessWindowFlags(CLI::App& app, AccessWindowText* text) {
+  app.add_option("--access-window", text->window);
+  app.add_option("--access-interval", text->interval);
+}
+
+std::string ApplyAccessWindowFlags(const CLI::App& app, const AccessWindowText& t, qemu::AccessWindowOptions* window) {
+  if (app.count("--access-window")) {
     char* end = nullptr;
-    const double seconds = error->empty() ? std::strtod(v.c_str(), &end) : 0;
-    if (error->empty() && (end == v.c_str() || *end != '\0' || !(seconds >= 0) || seconds > 3600)) {
-      *error = "--access-window: expected seconds from 0 to 3600, got \"" + v + "\"";
+    const double seconds = std::strtod(t.window.c_str(), &end);
+    if (end == t.window.c_str() || *end != '\0' || !(seconds >= 0) || seconds > 3600) {
+      return "--access-window: expected seconds from 0 to 3600, got \"" + t.window + "\"";
     }
     window->window_ms = int(seconds * 1000);
-    return true;
   }
-  if (args.Option("--access-interval", &v, error)) {
+  if (app.count("--access-interval")) {
     uint64_t ms = 0;
-    if (error->empty() && (!cli::ParseU64(v, &ms) || ms < 1 || ms > 60000)) {
-      *error = "--access-interval: expected milliseconds from 1 to 60000, got \"" + v + "\"";
+    if (!cli::ParseU64(t.interval, &ms) || ms < 1 || ms > 60000) {
+      return "--access-interval: expected milliseconds from 1 to 60000, got \"" + t.interval + "\"";
     }
     window->interval_ms = int(ms);
-    return true;
   }
-  return false;
+  return "";
 }
 
 void PrintAccessWindow(const qemu::CheckpointSaveResult& r) {

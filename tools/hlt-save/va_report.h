@@ -8,13 +8,19 @@
 #include "halite/qemu/qemu_checkpoint.h"
 #include "halite/x86_guest_hints.h"
 #include "common/cli.h"
+#include "common/cli_parser.h"
 
 namespace halite::save {
 
 void PrintVaReport(const x86::PageTableHintReport& va);
 
-// --access-window SECONDS and --access-interval MS (hlt-save qemu and libvirt): true when it was one of them.
-bool ParseAccessWindowFlag(cli::Args& args, qemu::AccessWindowOptions* window, std::string* error);
+// --access-window SECONDS and --access-interval MS (hlt-save qemu and libvirt), as given; ApplyAccessWindowFlags
+// checks and converts them (the usage error, empty when fine).
+struct AccessWindowText {
+  std::string window, interval;
+};
+void AddAccessWindowFlags(CLI::App& app, AccessWindowText* text);
+std::string ApplyAccessWindowFlags(const CLI::App& app, const AccessWindowText& text, qemu::AccessWindowOptions* window);
 inline constexpr const char* kAccessWindowHelp =
     "  --access-window S      a running guest: sample the accessed bits of its page tables for S seconds\n"
     "                         before the save (default 2; 0: off); the pages it touched, in the order the\n"

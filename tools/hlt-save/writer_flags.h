@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "common/cli.h"
+#include "common/cli_parser.h"
 #include "halite/checkpoint_writer.h"
 
 namespace halite::save {
@@ -30,7 +31,8 @@ inline constexpr const char* kWriterFlagsHelp =
     "  --block-pages N        pages per locality block (1..4096, default 64)\n"
     "  --frame-pages N|auto   store a block of more pages as independent zstd frames of N pages, so a fault\n"
     "                         decodes only its page's frame first (format 1.3; 0 = one frame a block); auto\n"
-    "                         (default): 16, or 32 when a sample of blocks is 3% smaller so\n"
+    "                         (default): 16, or 32 when a sample of blocks is 3% smaller so, or one frame\n"
+    "                         a block when that is 2% smaller than the frames so chosen\n"
     "  --level L              zstd level (default 3)\n"
     "  --threads N            compression threads (default: one per CPU)\n"
     "  --rate-limit BYTES_PER_S  throttle compression to this many raw bytes a second (K/M/G suffixes)\n"
@@ -65,9 +67,16 @@ inline constexpr const char* kWriterFlagsHelp =
     "hint files: one entry a line, `PAGE` or `PAGE COUNT` (COUNT consecutive pages), `REGION:PAGE` for a page of\n"
     "another region than `ram`; numbers decimal or 0x-hex; `#` starts a comment. See format-spec/hint-files.md.\n";
 
-// Consumes one writer option at the cursor if there is one. Returns true when it did; *error is set on a bad
-// value.
-bool ParseWriterFlag(cli::Args& args, WriterFlags* flags, std::string* error);
+// The writer options as given (those that need checking), before ApplyWriterFlags.
+struct WriterFlagText {
+  std::string block_pages, frame_pages, parent_coding, level, threads, rate_limit, policy, dictionary, key_file,
+      cipher, block_cache_size, rewrite_fraction;
+  bool no_sync = false;
+};
+// Adds every writer option to `app`: plain values straight into *flags, the others into *text.
+void AddWriterFlags(CLI::App& app, WriterFlagText* text, WriterFlags* flags);
+// After parsing: checks and converts *text into *flags; returns the usage error, empty when fine.
+std::string ApplyWriterFlags(const CLI::App& app, const WriterFlagText& text, WriterFlags* flags);
 
 // After parsing, before CheckpointWriter::Create: the keys (PrepareEncryption), then, with --parent, the parent's
 // chain opened (checked as a restorer checks it, with every key known) into flags->options.parent and PAGE_HASHES

@@ -3,13 +3,9 @@
 #include <string>
 
 #include "halite/xen/xen_format.h"
-#include "xen_endian.h"
+#include "halite/bytes.h"
 
 namespace halite::xen {
-
-using internal::LoadLe16;
-using internal::LoadLe32;
-using internal::LoadLe64;
 
 Result<HvmContextSummary> ParseHvmContext(std::span<const uint8_t> blob) {
   HvmContextSummary out;

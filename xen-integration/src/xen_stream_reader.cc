@@ -11,18 +11,11 @@
 
 #include <fmt/format.h>
 
-#include "xen_endian.h"
+#include "halite/bytes.h"
 
 namespace halite::xen {
 namespace {
 
-using internal::LoadBe16;
-using internal::LoadBe32;
-using internal::LoadBe64;
-using internal::LoadLe16;
-using internal::LoadLe32;
-using internal::LoadLe64;
-using internal::PaddingFor;
 
 enum class Layer { kLibxl, kLibxc };
 

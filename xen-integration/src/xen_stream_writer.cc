@@ -4,19 +4,9 @@
 #include <cstring>
 #include <string>
 
-#include "xen_endian.h"
+#include "halite/bytes.h"
 
 namespace halite::xen {
-
-using internal::PaddingFor;
-using internal::PutLe32;
-using internal::PutLe64;
-using internal::StoreBe16;
-using internal::StoreBe32;
-using internal::StoreBe64;
-using internal::StoreLe16;
-using internal::StoreLe32;
-using internal::StoreLe64;
 
 Status StreamWriter::Put(const void* p, size_t n) {
   HLT_RETURN_IF_ERROR(sink_.Write(p, n));
@@ -143,29 +133,29 @@ Status StreamWriter::WritePageBatch(std::span<const PageEntry> entries) {
 
 std::vector<uint8_t> MakeTscInfoBody(uint32_t mode, uint32_t khz, uint64_t nsec, uint32_t incarnation) {
   std::vector<uint8_t> b;
-  PutLe32(b, mode);
-  PutLe32(b, khz);
-  PutLe64(b, nsec);
-  PutLe32(b, incarnation);
-  PutLe32(b, 0);
+  PutLe32(&b, mode);
+  PutLe32(&b, khz);
+  PutLe64(&b, nsec);
+  PutLe32(&b, incarnation);
+  PutLe32(&b, 0);
   return b;
 }
 
 std::vector<uint8_t> MakeHvmParamsBody(std::span<const std::pair<uint64_t, uint64_t>> params) {
   std::vector<uint8_t> b;
-  PutLe32(b, static_cast<uint32_t>(params.size()));
-  PutLe32(b, 0);
+  PutLe32(&b, static_cast<uint32_t>(params.size()));
+  PutLe32(&b, 0);
   for (const auto& [index, value] : params) {
-    PutLe64(b, index);
-    PutLe64(b, value);
+    PutLe64(&b, index);
+    PutLe64(&b, value);
   }
   return b;
 }
 
 std::vector<uint8_t> MakeEmulatorBody(uint32_t emulator_id, uint32_t index, std::span<const uint8_t> payload) {
   std::vector<uint8_t> b;
-  PutLe32(b, emulator_id);
-  PutLe32(b, index);
+  PutLe32(&b, emulator_id);
+  PutLe32(&b, index);
   b.insert(b.end(), payload.begin(), payload.end());
   return b;
 }

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <set>
 
+#include "halite/bytes.h"
 #include "halite/xen/xen_format.h"
 #include "xen_test_dump.h"
 
@@ -128,13 +129,11 @@ uint64_t SynthLinuxGuest::NewTable() {
 }
 
 uint64_t SynthLinuxGuest::Entry(uint64_t table, size_t i) const {
-  uint64_t v;
-  std::memcpy(&v, tables_.at(table).data() + 8 * i, 8);
-  return v;
+  return LoadLe64(tables_.at(table).data() + 8 * i);
 }
 
 void SynthLinuxGuest::SetEntry(uint64_t table, size_t i, uint64_t v) {
-  std::memcpy(tables_.at(table).data() + 8 * i, &v, 8);
+  StoreLe64(tables_.at(table).data() + 8 * i, v);
 }
 
 void SynthLinuxGuest::Map(uint64_t root, uint64_t va, uint64_t pfn, int leaf_level) {
@@ -185,9 +184,9 @@ std::string SynthLinuxGuest::Describe() const {
 XenSaveImage MakeSynthGuestImage(uint64_t pages, std::span<const SynthVcpu> vcpus) {
   XenSaveImage image = MakeSynthImage(pages);
   std::vector<uint8_t> ctx;
-  auto put16 = [&](uint16_t v) { ctx.push_back(v & 0xff); ctx.push_back(v >> 8); };
-  auto put32 = [&](uint32_t v) { for (int i = 0; i < 4; ++i) ctx.push_back((v >> (8 * i)) & 0xff); };
-  auto store64 = [&](size_t at, uint64_t v) { for (int i = 0; i < 8; ++i) ctx[at + i] = (v >> (8 * i)) & 0xff; };
+  auto put16 = [&](uint16_t v) { PutLe16(&ctx, v); };
+  auto put32 = [&](uint32_t v) { PutLe32(&ctx, v); };
+  auto store64 = [&](size_t at, uint64_t v) { StoreLe64(&ctx[at], v); };
   put16(kHvmCodeHeader); put16(0); put32(kHvmSaveHeaderSize);
   put32(kHvmFileMagic); put32(kHvmFileVersion); put32(0); put32(0); put32(0x906ea); put32(2400000);
   for (size_t v = 0; v < vcpus.size(); ++v) {

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "halite/bytes.h"
 #include "halite/xen/xen_stream_writer.h"
 
 namespace halite::xen::testing {
@@ -172,8 +173,8 @@ XenSaveImage MakeSynthImage(uint64_t pages) {
 
   std::vector<uint8_t> cpuid(2 * kCpuidLeafSize, 0x11), msr(kMsrEntrySize, 0);
   std::vector<uint8_t> ctx;
-  auto put16 = [&](uint16_t v) { ctx.push_back(v & 0xff); ctx.push_back(v >> 8); };
-  auto put32 = [&](uint32_t v) { for (int i = 0; i < 4; ++i) ctx.push_back((v >> (8 * i)) & 0xff); };
+  auto put16 = [&](uint16_t v) { PutLe16(&ctx, v); };
+  auto put32 = [&](uint32_t v) { PutLe32(&ctx, v); };
   put16(kHvmCodeHeader); put16(0); put32(kHvmSaveHeaderSize);
   put32(kHvmFileMagic); put32(kHvmFileVersion); put32(0); put32(0); put32(0x906ea); put32(2400000);
   put16(kHvmCodeCpu); put16(0); put32(kHvmHwCpuSize);

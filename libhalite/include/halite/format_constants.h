@@ -10,12 +10,13 @@ namespace halite::format {
 // Section 9: versions. kFormatMinor is the highest minor this code reads; a writer writes the lowest minor whose
 // features the file uses (a file without skippable sections is a 1.0 file).
 inline constexpr uint16_t kFormatMajor = 1;
-inline constexpr uint16_t kFormatMinor = 5;
+inline constexpr uint16_t kFormatMinor = 6;
 inline constexpr uint16_t kFormatMinorSkippableSections = 1;  // 1.1 added skippable sections (5.9)
 inline constexpr uint16_t kFormatMinorParent = 2;             // 1.2 added PARENT and IN_PARENT (5.10, 12)
 inline constexpr uint16_t kFormatMinorFramedBlocks = 3;       // 1.3 added the block flag FRAMED (5.4)
 inline constexpr uint16_t kFormatMinorBasedBlocks = 4;        // 1.4 added BASED blocks and block groups (5.4, 12)
 inline constexpr uint16_t kFormatMinorEncrypted = 5;          // 1.5 added encrypted checkpoints (section 13)
+inline constexpr uint16_t kFormatMinorPackedPageMap = 6;      // 1.6 added the PACKED (compressed) PAGE_MAP (5.3)
 
 // Section 1: a format page is always 4096 bytes.
 inline constexpr uint32_t kPageSize = 4096;
@@ -50,6 +51,9 @@ inline constexpr uint32_t kSectionHeaderSize = 16;
 inline constexpr uint32_t kSectionFlagSparse = 1u << 0;
 // 13.4, since 1.5: the body is sealed (AEAD ciphertext and tag) in an encrypted file.
 inline constexpr uint32_t kSectionFlagSealed = 1u << 1;
+// 5.3, since 1.6: section flag of PAGE_MAP: the body is the plain body (dense or sparse) delta-coded by u32 words
+// and compressed as one zstd frame; sealed after packing in an encrypted file.
+inline constexpr uint32_t kSectionFlagPacked = 1u << 2;
 inline constexpr uint32_t kSparsePageMapFixedSize = 8;
 inline constexpr uint32_t kSparsePageMapEntrySize = 8;
 inline constexpr uint32_t kMetadataFixedSize = 40;      // 5.1

@@ -20,7 +20,7 @@
 
 #include "cache/cache_entry.h"
 #include "cache/cache_eviction.h"
-#include "format/byte_order.h"
+#include "halite/bytes.h"
 
 namespace halite {
 
@@ -272,13 +272,13 @@ class HALITE_HIDDEN BlockCache::Impl {
       // Torn or emptied: the listing is the truth.
       return cache::CountEntryBytes(dir_fd_, dir_);
     }
-    return format::LoadLe64(buf + 8);
+    return halite::LoadLe64(buf + 8);
   }
 
   Status WriteCount(uint64_t bytes) {
     uint8_t buf[kStateSize];
     std::memcpy(buf, kStateMagic, 8);
-    format::StoreLe64(buf + 8, bytes);
+    halite::StoreLe64(buf + 8, bytes);
     if (::pwrite(state_fd_, buf, kStateSize, 0) != ssize_t(kStateSize)) {
       return Status::IoError(dir_ + "/state: cannot write the block cache's count", errno);
     }

@@ -5,7 +5,7 @@
 
 #include <fmt/format.h>
 
-#include "format/byte_order.h"
+#include "halite/bytes.h"
 
 namespace halite::cache {
 
@@ -25,9 +25,9 @@ std::array<uint8_t, kEntryHeaderSize> EncodeEntryHeader(const BlockCacheKey& key
   std::array<uint8_t, kEntryHeaderSize> h{};
   std::memcpy(h.data(), kMagic, sizeof kMagic);
   std::copy(key.file_id.begin(), key.file_id.end(), h.begin() + 8);
-  format::StoreLe32(h.data() + 24, key.block);
-  format::StoreLe32(h.data() + 28, key.stored_length);
-  format::StoreLe64(h.data() + 32, key.checksum);
+  halite::StoreLe32(h.data() + 24, key.block);
+  halite::StoreLe32(h.data() + 28, key.stored_length);
+  halite::StoreLe64(h.data() + 32, key.checksum);
   return h;
 }
 

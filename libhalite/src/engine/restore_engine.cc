@@ -7,7 +7,7 @@
 #include <fmt/format.h>
 
 #include "engine/engine_impl.h"
-#include "format/byte_order.h"
+#include "halite/bytes.h"
 
 namespace halite {
 namespace {

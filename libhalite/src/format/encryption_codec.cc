@@ -5,7 +5,7 @@
 #include <fmt/format.h>
 
 #include "codec/mac.h"
-#include "format/byte_order.h"
+#include "halite/bytes.h"
 
 namespace halite::format {
 

@@ -5,7 +5,7 @@
 #include <fmt/format.h>
 
 #include "codec/hashing.h"
-#include "format/byte_order.h"
+#include "halite/bytes.h"
 
 namespace halite::format {
 

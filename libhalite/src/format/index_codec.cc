@@ -1,10 +1,12 @@
 #include "format/index_codec.h"
 
+#include <algorithm>
 #include <set>
 
 #include <fmt/format.h>
 
-#include "format/byte_order.h"
+#include "format/page_map_packing.h"
+#include "halite/bytes.h"
 #include "halite/format_constants.h"
 
 namespace halite::format {
@@ -78,7 +80,8 @@ class Decoder {
 
   Status DecodeMetadata(std::span<const uint8_t> body, uint64_t at);
   Status DecodeRegions(std::span<const uint8_t> body, uint64_t at);
-  Status DecodePageMap(std::span<const uint8_t> body, uint64_t at, bool sparse);
+  Status DecodePageMap(std::span<const uint8_t> body, uint64_t at, uint32_t flags);
+  Status DecodePlainPageMap(std::span<const uint8_t> body, uint64_t at, bool sparse);
   Status CheckSparsePageMap(std::vector<bool>* used);
   Status DecodeBlocks(std::span<const uint8_t> body, uint64_t at);
   Status DecodeBlobs(std::span<const uint8_t> body, uint64_t at);
@@ -145,7 +148,7 @@ uint32_t AllowedFlags(uint32_t type) {
   if (type == kCodingSectionType) return 0;  // 13.4: CODING reveals no content; it is never sealed
   if (IsSkippableSection(type)) return kSectionFlagSealed;
   switch (static_cast<SectionType>(type)) {
-    case SectionType::kPageMap: return kSectionFlagSparse | kSectionFlagSealed;
+    case SectionType::kPageMap: return kSectionFlagSparse | kSectionFlagSealed | kSectionFlagPacked;
     case SectionType::kDictionary: return kSectionFlagSealed;
     default: return 0;
   }
@@ -291,7 +294,7 @@ Status Decoder::DecodeKnown(uint32_t type, uint32_t flags, std::span<const uint8
   switch (static_cast<SectionType>(type)) {
     case SectionType::kMetadata: return DecodeMetadata(body, body_at);
     case SectionType::kRegions: return DecodeRegions(body, body_at);
-    case SectionType::kPageMap: return DecodePageMap(body, body_at, (flags & kSectionFlagSparse) != 0);
+    case SectionType::kPageMap: return DecodePageMap(body, body_at, flags);
     case SectionType::kBlocks: return DecodeBlocks(body, body_at);
     case SectionType::kBlobs: return DecodeBlobs(body, body_at);
     case SectionType::kRestoreOrder: return DecodeRestoreOrder(body, body_at);
@@ -334,6 +337,7 @@ Status Decoder::DecodeSealed(uint32_t type, uint32_t flags, const std::string& s
       page_map_opaque_ = true;
       page_map_at_ = body_at;
       m_.sparse_page_map = (flags & kSectionFlagSparse) != 0;
+      m_.packed_page_map = (flags & kSectionFlagPacked) != 0;
       for (auto& r : m_.regions) m_.page_count += r.page_count();
     }
     if (type == static_cast<uint32_t>(SectionType::kDictionary)) {
@@ -361,7 +365,14 @@ Status Decoder::CheckSealedLength(uint32_t type, const std::string& sname, uint6
   if (type == static_cast<uint32_t>(SectionType::kPageMap)) {
     // The SPARSE flag was read with the header; a dense map is 4 bytes a page, a sparse one 8 + 8 an entry.
     const uint32_t flags = LoadLe32(&index_[size_t(at - index_offset_) + 4]);
-    if (flags & kSectionFlagSparse) {
+    const uint64_t plain_max = (flags & kSectionFlagSparse) ? kSparsePageMapFixedSize + kSparsePageMapEntrySize * total
+                                                            : 4 * total;
+    if (flags & kSectionFlagPacked) {
+      // 5.3, since 1.6: a zstd frame shorter than the plain body it holds.
+      if (plain == 0 || plain >= plain_max) {
+        expected = "16 + 1.." + std::to_string(plain_max - 1) + " (packed: shorter than the plain body)";
+      }
+    } else if (flags & kSectionFlagSparse) {
       if (plain < kSparsePageMapFixedSize || (plain - kSparsePageMapFixedSize) % kSparsePageMapEntrySize != 0 ||
           (plain - kSparsePageMapFixedSize) / kSparsePageMapEntrySize > total) {
         expected = "16 + 8 + 8 x entries, at most " + std::to_string(total) + " entries";
@@ -489,7 +500,21 @@ Status Decoder::DecodeRegions(std::span<const uint8_t> body, uint64_t at) {
   return Status::Ok();
 }
 
-Status Decoder::DecodePageMap(std::span<const uint8_t> body, uint64_t at, bool sparse) {
+Status Decoder::DecodePageMap(std::span<const uint8_t> body, uint64_t at, uint32_t flags) {
+  const bool sparse = (flags & kSectionFlagSparse) != 0;
+  if (!(flags & kSectionFlagPacked)) return DecodePlainPageMap(body, at, sparse);
+  // 5.3, since 1.6: unpacked into the plain body, whose every rule then applies (its offsets in messages are
+  // those of the plain body as if it were stored where the packed one is).
+  m_.packed_page_map = true;
+  uint64_t total = 0;
+  for (auto& r : m_.regions) total += r.page_count();
+  const uint64_t plain_max = sparse ? kSparsePageMapFixedSize + kSparsePageMapEntrySize * total : 4 * total;
+  Result<std::vector<uint8_t>> plain = UnpackPageMap(body, sparse, plain_max, !sparse);
+  if (!plain) return Err(at, "PAGE_MAP", "packed (flag 0x4): " + plain.error().message());
+  return DecodePlainPageMap(*plain, at, sparse);
+}
+
+Status Decoder::DecodePlainPageMap(std::span<const uint8_t> body, uint64_t at, bool sparse) {
   page_map_at_ = at;
   uint64_t total = 0;
   for (auto& r : m_.regions) total += r.page_count();
@@ -920,6 +945,44 @@ std::vector<uint8_t> EncodeMacSection(const MacSection& mac) {
   return out;
 }
 
+namespace {
+
+// 5.3: the plain PAGE_MAP body: one u32 a page (dense), or a child's pages that are not IN_PARENT (sparse, 1.2).
+std::vector<uint8_t> PlainPageMapBody(const IndexModel& m) {
+  std::vector<uint8_t> out;
+  ByteWriter b(&out);
+  if (!m.parent) {
+    for (uint32_t v : m.page_map) b.U32(v);
+    return out;
+  }
+  if (!m.page_map.empty()) {
+    uint64_t n = 0;
+    for (uint32_t v : m.page_map) n += v != kPageMapInParent;
+    b.U64(n);
+    for (uint64_t g = 0; g < m.page_map.size(); ++g) {
+      if (m.page_map[g] == kPageMapInParent) continue;
+      b.U32(uint32_t(g));
+      b.U32(m.page_map[g]);
+    }
+  } else {
+    b.U64(m.page_map_entries.size());
+    for (const auto& e : m.page_map_entries) {
+      b.U32(e.page);
+      b.U32(e.value);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+Status ChoosePageMapPacking(IndexModel* model) {
+  const std::vector<uint8_t> plain = PlainPageMapBody(*model);
+  HLT_ASSIGN_OR_RETURN(std::vector<uint8_t> packed, PackPageMap(plain, model->parent.has_value()));
+  model->packed_page_map = packed.size() < plain.size();
+  return Status::Ok();
+}
+
 std::vector<uint8_t> EncodeIndex(const IndexModel& m, const SectionSealer* seal) {
   std::vector<uint8_t> out;
   ByteWriter w(&out);
@@ -948,37 +1011,26 @@ std::vector<uint8_t> EncodeIndex(const IndexModel& m, const SectionSealer* seal)
       b.PadTo(start, 8);
     }
   });
+  // 5.3: sparse in a file with PARENT; packed (since 1.6) when the model says so and packing makes it shorter.
   const uint32_t page_map_type = static_cast<uint32_t>(SectionType::kPageMap);
-  if (m.parent) {
-    // 5.3, since 1.2: a child lists only its pages that are not IN_PARENT.
-    WriteContentSection(
-        w, m, page_map_type,
-        [&](ByteWriter& b) {
-          if (!m.page_map.empty()) {
-            uint64_t n = 0;
-            for (uint32_t v : m.page_map) n += v != kPageMapInParent;
-            b.U64(n);
-            for (uint64_t g = 0; g < m.page_map.size(); ++g) {
-              if (m.page_map[g] == kPageMapInParent) continue;
-              b.U32(uint32_t(g));
-              b.U32(m.page_map[g]);
-            }
-          } else {
-            b.U64(m.page_map_entries.size());
-            for (const auto& e : m.page_map_entries) {
-              b.U32(e.page);
-              b.U32(e.value);
-            }
-          }
-        },
-        kSectionFlagSparse, seal);
-  } else {
-    WriteContentSection(
-        w, m, page_map_type, [&](ByteWriter& b) {
-          for (uint32_t v : m.page_map) b.U32(v);
-        },
-        0, seal);
+  const uint32_t shape = m.parent ? kSectionFlagSparse : 0;
+  std::vector<uint8_t> page_map_body;
+  uint32_t page_map_flags = shape;
+  if (m.FindSealed(page_map_type) == nullptr) {
+    page_map_body = PlainPageMapBody(m);
+    if (m.packed_page_map) {
+      // Packing fails only when zstd cannot allocate; the plain body is then written, and is valid in a file that
+      // declares 1.6 (a reader accepts a higher minor than the index needs, section 9).
+      Result<std::vector<uint8_t>> packed = PackPageMap(page_map_body, m.parent.has_value());
+      if (packed && packed->size() < page_map_body.size()) {
+        page_map_body = std::move(*packed);
+        page_map_flags |= kSectionFlagPacked;
+      }
+    }
   }
+  WriteContentSection(
+      w, m, page_map_type, [&](ByteWriter& b) { b.Bytes(page_map_body.data(), page_map_body.size()); },
+      page_map_flags, seal);
   WriteSection(w, SectionType::kBlocks, [&](ByteWriter& b) {
     b.U32(uint32_t(m.blocks.size()));
     b.U32(0);
@@ -1076,19 +1128,29 @@ std::vector<uint8_t> EncodeIndex(const IndexModel& m, const SectionSealer* seal)
   return out;
 }
 
-uint16_t MinimumMinorVersion(const IndexModel& model) {
-  if (model.encryption.present) return kFormatMinorEncrypted;
-  uint16_t minor = 0;
-  for (const BlockInfo& b : model.blocks) {
-    if (b.based()) return kFormatMinorBasedBlocks;
-    if (b.framed()) minor = kFormatMinorFramedBlocks;
+std::vector<VersionedFeature> VersionedFeatures(const IndexModel& model) {
+  std::vector<VersionedFeature> out;
+  const SealedSection* sealed_map = model.FindSealed(static_cast<uint32_t>(SectionType::kPageMap));
+  if (sealed_map ? (sealed_map->flags & kSectionFlagPacked) != 0 : model.packed_page_map) {
+    out.push_back({kFormatMinorPackedPageMap, "a packed PAGE_MAP"});
   }
-  if (minor) return minor;
-  if (model.parent) return kFormatMinorParent;
+  if (model.encryption.present) out.push_back({kFormatMinorEncrypted, "encryption"});
+  if (std::any_of(model.blocks.begin(), model.blocks.end(), [](const BlockInfo& b) { return b.based(); })) {
+    out.push_back({kFormatMinorBasedBlocks, "blocks coded against the parent"});
+  }
+  if (std::any_of(model.blocks.begin(), model.blocks.end(), [](const BlockInfo& b) { return b.framed(); })) {
+    out.push_back({kFormatMinorFramedBlocks, "blocks of independent frames"});
+  }
+  if (model.parent) out.push_back({kFormatMinorParent, "a PARENT section"});
   if (!model.skippable_sections.empty() || !model.page_hashes.empty() || model.coding) {
-    return kFormatMinorSkippableSections;
+    out.push_back({kFormatMinorSkippableSections, "skippable sections"});
   }
-  return 0;
+  return out;
+}
+
+uint16_t MinimumMinorVersion(const IndexModel& model) {
+  const std::vector<VersionedFeature> features = VersionedFeatures(model);
+  return features.empty() ? 0 : features.front().minor;
 }
 
 Result<IndexModel> DecodeIndex(std::span<const uint8_t> index, uint64_t index_offset, const std::string& name,

@@ -80,6 +80,9 @@ struct IndexModel {
   // by the decoder so that nothing is allocated per page before the parent is verified; MaterializePageMap() makes
   // page_map from it. EncodeIndex writes a file with PARENT this way, from page_map when it is filled.
   bool sparse_page_map = false;
+  // 5.3, since 1.6: the PAGE_MAP is stored PACKED (delta-coded and compressed). Decode: as stored; encode: what
+  // EncodeIndex writes (ChoosePageMapPacking sets it when that makes the section shorter).
+  bool packed_page_map = false;
   std::vector<PageMapEntry> page_map_entries;
   uint64_t page_count = 0;  // total pages from REGIONS (decode)
   std::vector<BlockInfo> blocks;
@@ -129,9 +132,20 @@ Result<IndexModel> DecodeIndex(std::span<const uint8_t> index, uint64_t index_of
 // 5.9: a section type with the high bit set may be skipped by a reader that does not know it.
 inline bool IsSkippableSection(uint32_t type) { return (type & kSkippableSectionBit) != 0; }
 
-// Section 9: the lowest minor version whose features `model` uses (5 encrypted, else 4 with a BASED block, else 3
+// 5.3, since 1.6: sets model->packed_page_map when the packed PAGE_MAP is shorter than the plain one (call with
+// page_map, parent and regions set, before the header's minor version is chosen).
+Status ChoosePageMapPacking(IndexModel* model);
+
+// Section 9: the lowest minor version whose features `model` uses (6 with a packed PAGE_MAP, else 5 encrypted, else 4 with a BASED block, else 3
 // with a FRAMED block, else 2 with a PARENT section, else 1 with a skippable section, else 0).
 uint16_t MinimumMinorVersion(const IndexModel& model);
+
+// Section 9: each feature of a later minor that `model` uses, newest first (for messages that name them).
+struct VersionedFeature {
+  uint16_t minor;
+  const char* name;
+};
+std::vector<VersionedFeature> VersionedFeatures(const IndexModel& model);
 
 // 5.10: a path hint is 1..1024 printable ASCII bytes, relative (no leading '/'), with no empty component.
 bool IsValidPathHint(const std::string& s);

@@ -3,7 +3,7 @@
 #include <fmt/format.h>
 
 #include "codec/hashing.h"
-#include "format/byte_order.h"
+#include "halite/bytes.h"
 #include "halite/format_constants.h"
 
 namespace halite::format {
@@ -39,14 +39,13 @@ Status CheckEncryptedFlag(const Header& header, const IndexModel& index, const s
 Status CheckMinorVersionCoversIndex(const Header& header, const IndexModel& index, const std::string& name) {
   const uint16_t needed = MinimumMinorVersion(index);
   if (header.minor >= needed) return Status::Ok();
+  std::string features;  // every feature newer than the header says, newest first
+  for (const VersionedFeature& f : VersionedFeatures(index)) {
+    if (f.minor > header.minor) features += (features.empty() ? "" : "; ") + std::string(f.name);
+  }
   return Status::Corrupt(fmt::format("{}: header at offset 0xa: format version {}.{} but the index uses version {}.{} "
                                      "features ({})",
-                                     name, header.major, header.minor, header.major, needed,
-                                     needed >= kFormatMinorEncrypted      ? "encryption"
-                                     : needed >= kFormatMinorBasedBlocks  ? "blocks coded against the parent"
-                                     : needed >= kFormatMinorFramedBlocks ? "blocks of independent frames"
-                                     : needed >= kFormatMinorParent       ? "a PARENT section"
-                                                                          : "skippable sections"));
+                                     name, header.major, header.minor, header.major, needed, features));
 }
 
 Status CheckParentIsNotSelf(const Header& header, const IndexModel& index, const std::string& name) {

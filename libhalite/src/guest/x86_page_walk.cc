@@ -12,6 +12,8 @@
 
 #include <fmt/format.h>
 
+#include "halite/bytes.h"
+
 namespace halite::x86 {
 namespace {
 
@@ -37,9 +39,7 @@ constexpr uint64_t kCr3Reserved = 0x1FF0000000000000ull;  // bits 60:52
 using Page = std::array<uint8_t, kGuestPageSize>;
 
 inline uint64_t Entry(std::span<const uint8_t, kGuestPageSize> page, size_t i) {
-  uint64_t v;
-  std::memcpy(&v, page.data() + 8 * i, 8);  // x86 entries are little-endian, as is every host we build for
-  return v;
+  return LoadLe64(page.data() + 8 * i);  // x86 entries are little-endian
 }
 
 inline uint64_t Mix(uint64_t h, uint64_t v) {

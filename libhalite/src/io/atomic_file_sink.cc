@@ -9,7 +9,7 @@
 #include <cstring>
 #include <random>
 
-#include "format/byte_order.h"
+#include "halite/bytes.h"
 #include "halite/storage.h"
 #include "io/posix_io.h"
 #include "io/uring_batch.h"

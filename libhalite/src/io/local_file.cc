@@ -10,7 +10,7 @@
 
 #include <fmt/format.h>
 
-#include "format/byte_order.h"
+#include "halite/bytes.h"
 #include "halite/storage.h"
 #include "io/posix_io.h"
 #include "io/uring_batch.h"

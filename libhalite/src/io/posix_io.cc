@@ -9,7 +9,7 @@
 
 #include <fmt/format.h>
 
-#include "format/byte_order.h"
+#include "halite/bytes.h"
 
 namespace halite::io {
 namespace {

@@ -6,7 +6,7 @@
 #include <deque>
 #include <vector>
 
-#include "format/byte_order.h"
+#include "halite/bytes.h"
 
 #ifdef HALITE_HAVE_URING
 #include <liburing.h>

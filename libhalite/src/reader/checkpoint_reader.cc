@@ -11,7 +11,7 @@
 #include "codec/hashing.h"
 #include "codec/mac.h"
 #include "codec/zstd_codec.h"
-#include "format/byte_order.h"
+#include "halite/bytes.h"
 #include "format/envelope_codec.h"
 #include "format/index_codec.h"
 #include "format/integrity_checks.h"

@@ -13,7 +13,7 @@
 #include "codec/zstd_codec.h"
 #include "common/rate_limiter.h"
 #include "common/worker_pool.h"
-#include "format/byte_order.h"
+#include "halite/bytes.h"
 #include "format/encryption_codec.h"
 #include "format/envelope_codec.h"
 #include "format/index_codec.h"
@@ -789,9 +789,12 @@ Result<WriteSummary> CheckpointWriter::Impl::Finish() {
     model.encryption.present = true;
     model.encryption.cipher = cipher_number_;
   }
+  // 5.3: the page map is known from the plan; whether it is packed (1.6) decides the header's minor version.
+  model.page_map = std::move(plan.page_map);
+  model.regions = regions_;
+  HLT_RETURN_IF_ERROR(format::ChoosePageMapPacking(&model));
   HLT_ASSIGN_OR_RETURN(std::vector<uint8_t> hb, AppendHeader(model, plan.blocks));
   // compress (and append each block as it is ready, in block order)
-  model.page_map = std::move(plan.page_map);
   HLT_RETURN_IF_ERROR(WriteBlocks(plan.blocks, coding.dictionary.get(), pool, &model, seed));
   HLT_RETURN_IF_ERROR(WriteBlobs(&model, seed));
 

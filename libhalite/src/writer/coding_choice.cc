@@ -22,6 +22,10 @@ constexpr size_t kTrialBlocks = 32;
 // 150 us a warm 64-page block fault may cost: bench/core/README.md) and is taken when it saves this much.
 constexpr uint32_t kFastFrames = 16, kLargerFrames = 32;
 constexpr double kLargerFramesMinGain = 0.03;
+// One frame a block: a fault then waits for the block's zstd blocks up to its page (up to 64 pages instead of 16 or
+// 32), and the whole block costs the same to decode. Taken when the frames chosen would cost this much more: on
+// memory whose content is spread over many pages of a block, independent frames lose most (bench/core/README.md).
+constexpr double kOneFrameMinGain = 0.02;
 constexpr double kDictionaryMinGain = 0.01;
 
 struct Candidate {
@@ -102,16 +106,16 @@ std::string Reason(const CodingChoice& c) {
   return s;
 }
 
-// The ways to try: frame sizes left open (one frame a block too, to say what frames cost, without a dictionary),
-// each without a dictionary (unless one is required) and with each trained one.
+// The ways to try: frame sizes left open (one frame a block among them when frames are automatic), each without a
+// dictionary (unless one is required) and with each trained one.
 std::vector<Candidate> Candidates(const CodingChoiceOptions& options, uint32_t largest, size_t dictionaries) {
   const bool auto_frames = options.frame_pages == WriterOptions::kFramePagesAuto;
   std::vector<uint32_t> frames;
   if (!auto_frames) frames = {options.frame_pages};
   else if (largest <= kFastFrames) frames = {kFastFrames};
   else frames = {kFastFrames, kLargerFrames};
+  if (auto_frames && largest > kFastFrames) frames.push_back(0);
   std::vector<Candidate> out;
-  if (auto_frames && largest > kFastFrames) out.push_back({0, -1});
   for (int d = (options.dictionary == DictionaryMode::kOn && dictionaries > 0) ? 0 : -1; d < int(dictionaries); ++d) {
     for (uint32_t f : frames) out.push_back({f, d});
   }
@@ -168,27 +172,35 @@ Result<CodingChoice> ChooseCoding(const CodingChoiceOptions& options, uint64_t s
     const uint32_t dict_bytes = tried[i].dictionary >= 0 ? uint32_t(dicts[tried[i].dictionary]->bytes().size()) : 0;
     c.trials.push_back({tried[i].frames, dict_bytes, bytes[i], uint64_t(double(bytes[i]) * scale) + dict_bytes});
   }
-  // Per dictionary choice (none, each trained one): the frames to use, then the best of those.
+  // The file's estimated block bytes coded one way (-1 when that way was not tried).
   auto estimate = [&](uint32_t frames, int d) {
     for (size_t i = 0; i < tried.size(); ++i) {
       if (tried[i].frames == frames && tried[i].dictionary == d) return double(c.trials[i].estimate);
     }
     return -1.0;
   };
-  auto frames_for = [&](int d) {
-    if (!auto_frames || largest <= kFastFrames) return c.frame_pages;
-    return estimate(kLargerFrames, d) <= (1 - kLargerFramesMinGain) * estimate(kFastFrames, d) ? kLargerFrames
-                                                                                              : kFastFrames;
+  // For each frame size, the dictionary choice that makes it smallest (a trained one only when that is
+  // kDictionaryMinGain smaller than none, unless one is required); then the frames: 16 pages, or 32 when that saves
+  // kLargerFramesMinGain, or one frame a block when that saves kOneFrameMinGain against the frames so chosen, each
+  // compared at its own best dictionary choice.
+  auto dictionary_for = [&](uint32_t frames) {
+    int best = options.dictionary == DictionaryMode::kOn && !dicts.empty() ? 0 : -1;
+    for (int d = best + 1; d < int(dicts.size()); ++d) {
+      if (estimate(frames, d) < estimate(frames, best)) best = d;
+    }
+    if (best >= 0 && options.dictionary == DictionaryMode::kAuto &&
+        estimate(frames, best) > (1 - kDictionaryMinGain) * estimate(frames, -1)) {
+      best = -1;  // not worth its own size and a trained dictionary's upkeep
+    }
+    return best;
   };
-  int best = options.dictionary == DictionaryMode::kOn && !dicts.empty() ? 0 : -1;
-  for (int d = best + 1; d < int(dicts.size()); ++d) {
-    if (estimate(frames_for(d), d) < estimate(frames_for(best), best)) best = d;
+  auto size_with = [&](uint32_t frames) { return estimate(frames, dictionary_for(frames)); };
+  if (auto_frames && largest > kFastFrames) {
+    c.frame_pages = size_with(kLargerFrames) <= (1 - kLargerFramesMinGain) * size_with(kFastFrames) ? kLargerFrames
+                                                                                                  : kFastFrames;
+    if (size_with(0) <= (1 - kOneFrameMinGain) * size_with(c.frame_pages)) c.frame_pages = 0;
   }
-  if (best >= 0 && options.dictionary == DictionaryMode::kAuto &&
-      estimate(frames_for(best), best) > (1 - kDictionaryMinGain) * estimate(frames_for(-1), -1)) {
-    best = -1;  // not worth its own size and a trained dictionary's upkeep
-  }
-  c.frame_pages = frames_for(best);
+  const int best = dictionary_for(c.frame_pages);
   if (best >= 0) c.dictionary = dicts[best];
   c.reason = Reason(c);
   return c;

@@ -7,7 +7,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "format/byte_order.h"
+#include "halite/bytes.h"
 #include "io/posix_io.h"
 #include "halite/format_constants.h"
 
@@ -64,11 +64,11 @@ void PageStore::EncodeSlot(uint64_t slot, std::span<const uint8_t> page, uint8_t
   // slot, so a slot's bytes cannot stand in for another's.
   const uint64_t counter = ++staging_writes_;
   codec::AeadNonce nonce{};
-  format::StoreLe64(nonce.data(), counter);
+  halite::StoreLe64(nonce.data(), counter);
   uint8_t ad[8];
-  format::StoreLe64(ad, slot);
+  halite::StoreLe64(ad, slot);
   staging_key_->Seal(nonce, ad, page, std::span(out, kPage + codec::kAeadTagSize));
-  format::StoreLe64(out + kPage + codec::kAeadTagSize, counter);
+  halite::StoreLe64(out + kPage + codec::kAeadTagSize, counter);
 }
 
 Status PageStore::DecodeSlot(uint64_t slot, std::span<const uint8_t> stored, uint8_t* out) const {
@@ -77,9 +77,9 @@ Status PageStore::DecodeSlot(uint64_t slot, std::span<const uint8_t> stored, uin
     return Status::Ok();
   }
   codec::AeadNonce nonce{};
-  format::StoreLe64(nonce.data(), format::LoadLe64(stored.data() + kPage + codec::kAeadTagSize));
+  halite::StoreLe64(nonce.data(), halite::LoadLe64(stored.data() + kPage + codec::kAeadTagSize));
   uint8_t ad[8];
-  format::StoreLe64(ad, slot);
+  halite::StoreLe64(ad, slot);
   if (!staging_key_->Open(nonce, ad, stored.first(kPage + codec::kAeadTagSize), std::span(out, kPage))) {
     return Status::IoError("page staging file: slot " + std::to_string(slot) +
                            " does not authenticate (changed on disk while the checkpoint was written)");

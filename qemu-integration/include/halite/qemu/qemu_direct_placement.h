@@ -29,7 +29,7 @@
 #include <vector>
 
 #include "halite/page_sink.h"
-#include "halite/qemu/qemu_byte_io.h"
+#include "halite/qemu/qemu_stream_input.h"
 #include "halite/qemu/qemu_qmp_client.h"
 #include "halite/qemu/qemu_stream_format.h"
 #include "halite/status.h"

@@ -16,7 +16,7 @@
 #include <string_view>
 #include <vector>
 
-#include "halite/qemu/qemu_byte_io.h"
+#include "halite/qemu/qemu_stream_input.h"
 #include "halite/qemu/qemu_guest_info.h"
 #include "halite/qemu/qemu_qmp_client.h"
 #include "halite/status.h"

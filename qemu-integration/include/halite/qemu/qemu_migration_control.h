@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "halite/qemu/qemu_byte_io.h"
-#include "halite/qemu/qemu_json.h"
+#include "halite/qemu/qemu_stream_input.h"
+#include "halite/qemu/qmp_json.h"
 #include "halite/qemu/qemu_launcher.h"
 #include "halite/qemu/qemu_qmp_client.h"
 #include "halite/qemu/qemu_saved_state.h"

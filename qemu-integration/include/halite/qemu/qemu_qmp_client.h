@@ -15,7 +15,7 @@
 #include <string_view>
 #include <vector>
 
-#include "halite/qemu/qemu_json.h"
+#include "halite/qemu/qmp_json.h"
 #include "halite/status.h"
 
 namespace halite::qemu {

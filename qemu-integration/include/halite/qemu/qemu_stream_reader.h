@@ -26,7 +26,7 @@
 #include <string>
 #include <vector>
 
-#include "halite/qemu/qemu_byte_io.h"
+#include "halite/qemu/qemu_stream_input.h"
 #include "halite/qemu/qemu_saved_state.h"
 #include "halite/status.h"
 

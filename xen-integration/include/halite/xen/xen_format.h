@@ -83,6 +83,8 @@ enum LibxcRecordType : uint32_t {
 
 // Both layers: records are u32 type, u32 body_length, body, zero padding to a multiple of 8 bytes.
 inline constexpr size_t kRecordHeaderSize = 8;
+// Bytes of zero padding after a record body of `length` bytes so the record ends on an 8-byte boundary.
+inline constexpr uint32_t PaddingFor(uint64_t length) { return static_cast<uint32_t>((8 - (length & 7)) & 7); }
 inline constexpr uint32_t kRecordOptional = 1u << 31;  // unknown optional records may be skipped
 // [xc-rs] REC_LENGTH_MAX: the restorer refuses any record body longer than 128 MiB.
 inline constexpr uint32_t kRestoreRecordLengthMax = 128u << 20;

@@ -1,4 +1,4 @@
-#include "halite/qemu/qemu_byte_io.h"
+#include "halite/qemu/qemu_stream_input.h"
 
 #include <unistd.h>
 
@@ -8,25 +8,13 @@
 
 #include <fmt/format.h>
 
+#include "halite/bytes.h"
+
 namespace halite::qemu {
 
 void UniqueFd::reset(int fd) {
   if (fd_ >= 0) close(fd_);
   fd_ = fd;
-}
-
-void PutU8(std::string* out, uint8_t v) { out->push_back(static_cast<char>(v)); }
-void PutBe16(std::string* out, uint16_t v) {
-  PutU8(out, v >> 8);
-  PutU8(out, v & 0xff);
-}
-void PutBe32(std::string* out, uint32_t v) {
-  PutBe16(out, v >> 16);
-  PutBe16(out, v & 0xffff);
-}
-void PutBe64(std::string* out, uint64_t v) {
-  PutBe32(out, static_cast<uint32_t>(v >> 32));
-  PutBe32(out, static_cast<uint32_t>(v));
 }
 
 StreamInput::StreamInput(SequentialSource* source, std::string name, size_t initial_buffer)
@@ -76,30 +64,24 @@ void StreamInput::Consume(size_t n) {
   offset_ += n;
 }
 
-Result<uint8_t> StreamInput::U8(const char* what) {
-  HLT_ASSIGN_OR_RETURN(const uint8_t* p, Need(1, what));
-  const uint8_t v = p[0];
-  Consume(1);
+namespace {
+
+uint8_t LoadU8(const uint8_t* p) { return p[0]; }
+
+template <typename T, T (*Load)(const uint8_t*)>
+Result<T> ReadFixed(StreamInput& in, const char* what) {
+  HLT_ASSIGN_OR_RETURN(const uint8_t* p, in.Need(sizeof(T), what));
+  const T v = Load(p);
+  in.Consume(sizeof(T));
   return v;
 }
-Result<uint16_t> StreamInput::Be16(const char* what) {
-  HLT_ASSIGN_OR_RETURN(const uint8_t* p, Need(2, what));
-  const uint16_t v = LoadBe16(p);
-  Consume(2);
-  return v;
-}
-Result<uint32_t> StreamInput::Be32(const char* what) {
-  HLT_ASSIGN_OR_RETURN(const uint8_t* p, Need(4, what));
-  const uint32_t v = LoadBe32(p);
-  Consume(4);
-  return v;
-}
-Result<uint64_t> StreamInput::Be64(const char* what) {
-  HLT_ASSIGN_OR_RETURN(const uint8_t* p, Need(8, what));
-  const uint64_t v = LoadBe64(p);
-  Consume(8);
-  return v;
-}
+
+}  // namespace
+
+Result<uint8_t> StreamInput::U8(const char* what) { return ReadFixed<uint8_t, LoadU8>(*this, what); }
+Result<uint16_t> StreamInput::Be16(const char* what) { return ReadFixed<uint16_t, LoadBe16>(*this, what); }
+Result<uint32_t> StreamInput::Be32(const char* what) { return ReadFixed<uint32_t, LoadBe32>(*this, what); }
+Result<uint64_t> StreamInput::Be64(const char* what) { return ReadFixed<uint64_t, LoadBe64>(*this, what); }
 
 Status StreamInput::Bytes(size_t n, const char* what, std::string* out) {
   // Large copies go through in buffer-sized pieces so a huge length cannot force a huge allocation up front.

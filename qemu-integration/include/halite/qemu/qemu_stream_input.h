@@ -1,10 +1,10 @@
-// Reading QEMU's migration streams record by record, and the big-endian helpers its records need. The byte
-// streams themselves (file descriptors, memory) are the library's: halite/byte_streams.h.
+// Reading QEMU's migration streams record by record, and the descriptors that carry them. The byte streams
+// themselves (file descriptors, memory) are the library's: halite/byte_streams.h; byte order is halite/bytes.h.
 //
 // A migration channel is a stream: nothing here ever seeks. StreamInput keeps a buffer so parsers can look at a
 // whole record at once without copying. Not thread-safe.
-#ifndef HALITE_QEMU_QEMU_BYTE_IO_H_
-#define HALITE_QEMU_QEMU_BYTE_IO_H_
+#ifndef HALITE_QEMU_QEMU_STREAM_INPUT_H_
+#define HALITE_QEMU_QEMU_STREAM_INPUT_H_
 
 #include <atomic>
 #include <cstddef>
@@ -61,18 +61,6 @@ class StreamInput {
   bool eof_ = false;
 };
 
-
-// Big-endian appenders for building records in memory.
-void PutU8(std::string* out, uint8_t v);
-void PutBe16(std::string* out, uint16_t v);
-void PutBe32(std::string* out, uint32_t v);
-void PutBe64(std::string* out, uint64_t v);
-inline uint16_t LoadBe16(const uint8_t* p) { return static_cast<uint16_t>((p[0] << 8) | p[1]); }
-inline uint32_t LoadBe32(const uint8_t* p) {
-  return (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | uint32_t{p[3]};
-}
-inline uint64_t LoadBe64(const uint8_t* p) { return (uint64_t{LoadBe32(p)} << 32) | LoadBe32(p + 4); }
-
 // Owns a file descriptor; closes it on destruction.
 class UniqueFd {
  public:
@@ -99,4 +87,4 @@ class UniqueFd {
 
 }  // namespace halite::qemu
 
-#endif  // HALITE_QEMU_QEMU_BYTE_IO_H_
+#endif  // HALITE_QEMU_QEMU_STREAM_INPUT_H_
