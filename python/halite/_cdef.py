@@ -272,6 +272,64 @@ int hlt_save_get_stat(const hlt_save* s, hlt_save_stat stat, uint64_t* value);
 
 void hlt_save_free(hlt_save* s);
 
+typedef struct hlt_session hlt_session;
+typedef enum hlt_session_kind {
+  HLT_SESSION_QEMU = 1
+} hlt_session_kind;
+typedef enum hlt_session_param {
+  HLT_SESSION_EAGER = 1,
+  HLT_SESSION_RESUME = 4,
+  HLT_SESSION_LOADER_RATE = 6,
+  HLT_SESSION_START_PAUSED = 7
+} hlt_session_param;
+typedef enum hlt_session_string {
+  HLT_SESSION_QMP_SOCKET = 3,
+  HLT_SESSION_QEMU_BINARY = 4,
+  HLT_SESSION_QEMU_DIR = 5
+} hlt_session_string;
+typedef enum hlt_session_stat {
+  HLT_SESSION_STAT_STATE = 1,
+  HLT_SESSION_STAT_QEMU_PID = 2,
+  HLT_SESSION_STAT_RUNNING_US = 3,
+  HLT_SESSION_STAT_DONE_US = 4,
+  HLT_SESSION_STAT_PAGES_SENT = 5,
+  HLT_SESSION_STAT_BYTES_READ = 6,
+  HLT_SESSION_STAT_FAULTS = 7,
+  HLT_SESSION_STAT_RESUMED = 8,
+  HLT_SESSION_STAT_REQUESTS = 9,
+  HLT_SESSION_STAT_RESUMABLE = 10
+} hlt_session_stat;
+enum {
+  HLT_SESSION_STATE_CREATED = 0, HLT_SESSION_STATE_STARTING = 1, HLT_SESSION_STATE_RUNNING = 2,
+  HLT_SESSION_STATE_DONE = 3, HLT_SESSION_STATE_FAILED = 4, HLT_SESSION_STATE_DETACHED = 5
+};
+typedef enum hlt_event_kind {
+  HLT_EVENT_NOTICE = 1,
+  HLT_EVENT_WARNING = 2,
+  HLT_EVENT_RUNNING = 3,
+  HLT_EVENT_DONE = 5,
+  HLT_EVENT_FAILED = 6
+} hlt_event_kind;
+int hlt_session_create(hlt_session_kind kind, const char* checkpoint, hlt_session** out);
+
+int hlt_session_set_param(hlt_session* s, hlt_session_param param, int64_t value);
+int hlt_session_set_string(hlt_session* s, hlt_session_string option, const char* value);
+
+int hlt_session_add_qemu_arg(hlt_session* s, const char* arg);
+
+int hlt_session_set_open_options(hlt_session* s, const hlt_open_options* options);
+
+int hlt_session_start(hlt_session* s);
+
+int hlt_session_wait(hlt_session* s, int64_t timeout_ms);
+
+int hlt_session_detach(hlt_session* s);
+int hlt_session_get_stat(const hlt_session* s, hlt_session_stat stat, uint64_t* value);
+
+int hlt_session_next_event(hlt_session* s, int64_t timeout_ms, hlt_event_kind* kind, const char** text);
+
+void hlt_session_destroy(hlt_session* s);
+
 typedef struct hlt_restore hlt_restore;
 
 typedef enum hlt_restore_param {
