@@ -579,7 +579,14 @@ TEST_CASE("push channel: an answer to a page request waiting for the stream goes
       waiting.emplace_back(take, SectionKind::kBackgroundPush, "push 2");
       std::this_thread::sleep_for(std::chrono::milliseconds(30));
       waiting.emplace_back(take, SectionKind::kRequestAnswer, "answer");
-      std::this_thread::sleep_for(std::chrono::milliseconds(30));
+      // The answer must be queued before the stream is released (on a loaded machine 30 ms was not always enough:
+      // push 1 took the stream first in a full suite run). The pushes need not be: one that comes later steps back.
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+      while (writer.answers_waiting() == 0 && std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+      REQUIRE(writer.answers_waiting() == 1);
+      std::this_thread::sleep_for(std::chrono::milliseconds(30));  // gives the pushes time to queue too (not required)
     }
     for (auto& t : waiting) t.join();
     REQUIRE(order.size() == 3);

@@ -299,7 +299,7 @@ std::vector<uint8_t> ZstdRleFrame(uint32_t content_size, bool declare_size, uint
 std::vector<uint8_t> ZstdRawFrame(const std::vector<uint8_t>& content) {
   std::vector<uint8_t> f = {0x28, 0xB5, 0x2F, 0xFD, uint8_t((2u << 6) | (1u << 5))};  // 4-byte FCS, Single_Segment
   uint8_t le[4];
-  halite::StoreLe32(le, uint32_t(content.size()));
+  StoreLe32(le, uint32_t(content.size()));
   f.insert(f.end(), le, le + 4);
   uint32_t block_header = 1u | (uint32_t(content.size()) << 3);  // Last_Block, Raw, Block_Size
   f.push_back(uint8_t(block_header));
@@ -315,9 +315,9 @@ std::vector<uint8_t> WithPageMapSection(const std::vector<uint8_t>& f, uint32_t 
   for (auto& s : sections) {
     if (s.type != uint32_t(format::SectionType::kPageMap)) continue;
     s.bytes.assign(16, 0);
-    halite::StoreLe32(&s.bytes[0], s.type);
-    halite::StoreLe32(&s.bytes[4], flags);
-    halite::StoreLe64(&s.bytes[8], body.size());
+    StoreLe32(&s.bytes[0], s.type);
+    StoreLe32(&s.bytes[4], flags);
+    StoreLe64(&s.bytes[8], body.size());
     s.bytes.insert(s.bytes.end(), body.begin(), body.end());
     s.bytes.resize(16 + (body.size() + 7) / 8 * 8, 0);
   }
@@ -782,7 +782,7 @@ Result<std::vector<InvalidVector>> BuildInvalidVectors(const std::vector<ValidVe
           Parts p = Split(packed);
           auto idx = p.index;
           size_t body = SectionBody(idx, format::SectionType::kBlocks);
-          halite::StoreLe32(&idx[body - 12], kPacked);
+          StoreLe32(&idx[body - 12], kPacked);
           return WithIndex(packed, idx);
         }(),
         kC, kOk, "reserved section flags 0x4", "the PACKED flag on BLOCKS");

@@ -127,11 +127,13 @@ std::string VersionText(const std::string& tool) {
       "{} {} (libhalite)\n"
       "checkpoint format: reads {}.0 to {}.{}; writes {}.{} when blocks are stored as independent frames (by default "
       "for blocks of more than 16 pages), else {}.0 ({}.{} when a file carries skippable sections, {}.{} for an "
-      "incremental child, {}.{} for a child with blocks coded against its parent); {}.{} when encrypted\n",
+      "incremental child, {}.{} for a child with blocks coded against its parent); {}.{} when encrypted; {}.{} when the "
+      "page map is packed (whenever that is shorter, so most files)\n",
       tool, LibraryVersion(), format::kFormatMajor, format::kFormatMajor, format::kFormatMinor, format::kFormatMajor,
       format::kFormatMinorFramedBlocks, format::kFormatMajor, format::kFormatMajor,
       format::kFormatMinorSkippableSections, format::kFormatMajor, format::kFormatMinorParent, format::kFormatMajor,
-      format::kFormatMinorBasedBlocks, format::kFormatMajor, format::kFormatMinorEncrypted);
+      format::kFormatMinorBasedBlocks, format::kFormatMajor, format::kFormatMinorEncrypted, format::kFormatMajor,
+      format::kFormatMinorPackedPageMap);
 }
 
 std::string FindExecutable(const std::string& arg) {

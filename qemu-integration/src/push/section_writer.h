@@ -59,6 +59,8 @@ class SectionWriter {
     return size > kTargetPageSize ? size / kTargetPageSize : 1;
   }
   bool ended() const { return ended_.load(std::memory_order_acquire); }
+  // Answers to page requests waiting for the stream right now (tests wait for one to queue instead of sleeping).
+  int answers_waiting() const { return answers_waiting_.load(std::memory_order_acquire); }
 
   // From now on no page of a block marked in `direct` may go into the stream (its pages are placed in QEMU's
   // memory directly): a section adding one fails with kInternal before writing it. Call once, while no section
