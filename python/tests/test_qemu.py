@@ -1,4 +1,4 @@
-"""halite.qemu.save against a real QEMU (TCG, 64 MiB, SeaBIOS: no guest OS needed) over its QMP socket."""
+"""halite.qemu.save and halite.qemu.restore against a real QEMU (TCG, 64 MiB, SeaBIOS: no guest OS needed) over its QMP socket."""
 from __future__ import annotations
 
 import os
@@ -14,6 +14,8 @@ import pytest
 import halite
 
 MIB = 1 << 20
+# The saved QEMU's arguments; a restore launches QEMU with the same ones.
+GUEST_ARGS = ["-machine", "pc", "-m", "64M", "-accel", "tcg", "-cpu", "qemu64", "-nodefaults", "-display", "none"]
 
 
 def qemu_binary() -> str:
@@ -28,9 +30,8 @@ def qemu(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], Path]]:
     """A QEMU with a QMP socket, running SeaBIOS; killed afterwards if the test did not end it."""
     socket = tmp_path / "qmp.sock"
     log = open(tmp_path / "qemu.log", "wb")
-    process = subprocess.Popen(
-        [qemu_binary(), "-machine", "pc", "-m", "64M", "-accel", "tcg", "-cpu", "qemu64", "-nodefaults",
-         "-display", "none", "-qmp", f"unix:{socket},server=on,wait=off"], stdout=log, stderr=subprocess.STDOUT)
+    process = subprocess.Popen([qemu_binary(), *GUEST_ARGS, "-qmp", f"unix:{socket},server=on,wait=off"],
+                               stdout=log, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 30
     while not socket.exists():
         if process.poll() is not None or time.monotonic() > deadline:
@@ -83,3 +84,54 @@ def test_save_to_nobody_names_the_socket(tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == []  # nothing left
     with pytest.raises(halite.InvalidArgumentError):
         halite.qemu.save(tmp_path / "nobody.sock", output, then="reboot")
+
+
+def pid_gone(pid: int) -> bool:
+    """True when `pid` is no more, or a zombie (this machine's PID 1 may not reap)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+def test_restore_lazily_into_launched_qemu(qemu: tuple[subprocess.Popen[bytes], Path], tmp_path: Path) -> None:
+    process, socket = qemu
+    ckpt = tmp_path / "vm.hlt"
+    # A deliberate moment, as capi/qemu-session has it: a guest saved in its first moments of SeaBIOS failed to
+    # restore 2 times in 4 here ("page N of region pc.ram was never sent", QEMU in postcopy-paused): an open bug
+    # of its own (the closing note of session 14), not what this test is about.
+    time.sleep(3)
+    halite.qemu.save(socket, ckpt, then="quit")
+    assert process.wait(timeout=30) == 0
+    with halite.qemu.restore(ckpt, GUEST_ARGS, qemu_dir=tmp_path / "restored", qemu_binary=qemu_binary()) as r:
+        early = r.stats()
+        assert early.state in ("running", "done")  # lazy: the guest runs when restore() returns
+        assert early.qemu_pid > 0 and early.running_seconds > 0
+        assert r.wait(timeout=120)
+        done = r.stats()
+        assert done.state == "done" and not done.resumed and not done.resumable
+        assert done.done_seconds >= done.running_seconds
+        assert done.pages_sent > 0 and done.bytes_read > 0
+        kinds = [e.kind for e in r.events()]
+        assert "running" in kinds and kinds[-1] == "done", kinds
+        assert r.next_event(timeout=0.05) is None
+        pid = done.qemu_pid
+        assert not pid_gone(pid)
+    # Not detached: closing killed the QEMU it launched.
+    deadline = time.monotonic() + 10
+    while not pid_gone(pid) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert pid_gone(pid)
+    with pytest.raises(halite.InvalidArgumentError):
+        r.stats()  # closed
+
+
+def test_restore_errors_name_the_cause(tmp_path: Path) -> None:
+    missing = tmp_path / "missing.hlt"
+    with pytest.raises(halite.HaliteError) as e:
+        halite.qemu.restore(missing, GUEST_ARGS, qemu_dir=tmp_path / "q", qemu_binary=qemu_binary())
+    assert "missing.hlt" in str(e.value)
+    with pytest.raises(halite.HaliteError) as e:
+        halite.qemu.restore(missing)  # neither QEMU arguments nor a QMP socket
+    assert "--qmp" in str(e.value) or "QEMU" in str(e.value)
