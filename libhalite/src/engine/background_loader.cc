@@ -131,6 +131,15 @@ Status RestoreEngine::Impl::WaitForLoader() {
   if (!options_.background_loader && options_.idle_sweep_ms == 0) return Status::Ok();
   done_cv_.wait(lock, [&] { return loader_done_ || stop_ || thread_exited_ || !started_; });
   if (!loader_error_.ok()) return loader_error_;
+  if (loader_done_ && !stop_) {
+    // The loader passes over a block a fault has claimed (kLoading) without waiting for it, so it can be done while
+    // that fault still installs its block: wait for those too, or "every block is in" would not hold yet (a restore
+    // of a guest with few stored pages, whose first faults outlast the whole loader, failed its final check).
+    // Without loader_mu_: a finishing fault takes it to wake the loader.
+    lock.unlock();
+    for (uint32_t b = 0; b < reader_.blocks().size(); ++b) WaitWhileLoading(b);
+    lock.lock();
+  }
   for (const auto& [block, error] : loader_block_errors_) {
     if (block_state_[block].load(std::memory_order_acquire) != kLoaded) return error;
   }
