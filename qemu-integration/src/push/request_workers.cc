@@ -41,6 +41,25 @@ void RequestWorkers::Stop() {
     if (t.joinable()) t.join();
   }
   threads_.clear();
+  // Requests still queued were never served: the stream ended (or the channel failed) before a worker took them.
+  // Each is still counted, so requests == answered + already sent + after end holds when the stream ended.
+  auto lock = health_.Lock();
+  for (const PageRequest& r : queue_) {
+    bool all_sent = true;
+    for (uint64_t p = r.first; all_sent && p < r.first + r.count; ++p) all_sent = IsIn(PageId{r.block, p});
+    if (all_sent) {
+      ++already_sent_;
+    } else if (stream_.ended()) {
+      ++after_end_;
+    }
+  }
+  queue_.clear();
+}
+
+bool RequestWorkers::IsIn(const PageId& id) const {
+  const bool direct =
+      placed_set_.load(std::memory_order_acquire) && id.block < placed_blocks_.size() && placed_blocks_[id.block];
+  return stream_.IsSent(id) || (direct && placed_(id));
 }
 
 void RequestWorkers::Loop() {
@@ -61,11 +80,7 @@ bool RequestWorkers::Serve(const PageRequest& r) {
   bool any = false;
   // Asked again for every page: a request that came before the placement was decided (QEMU's first faults race
   // LISTEN's PONG) is answered directly once it is, and then the rest of its host page is in.
-  auto in = [&](const PageId& id) {
-    const bool direct = placed_set_.load(std::memory_order_acquire) && r.block < placed_blocks_.size() &&
-                        placed_blocks_[r.block];
-    return stream_.IsSent(id) || (direct && placed_(id));
-  };
+  auto in = [&](const PageId& id) { return IsIn(id); };
   for (uint64_t p = r.first; p < r.first + r.count; ++p) {
     const PageId id{r.block, p};
     if (in(id)) continue;

@@ -43,7 +43,8 @@ class RequestWorkers {
   // Pages of `blocks` that `placed` says are in QEMU's memory (placed directly, not through the stream) count as
   // sent: a request for them costs nothing. Call once; thread-safe against the workers.
   void SetPlacedElsewhere(std::vector<bool> blocks, std::function<bool(PageId)> placed);
-  // Stops and joins the threads. A worker inside the handler finishes that call first.
+  // Stops and joins the threads. A worker inside the handler finishes that call first. Requests left in the queue
+  // are counted as already sent or after the end, as they were.
   void Stop();
 
   // With health.Lock() held.
@@ -53,6 +54,8 @@ class RequestWorkers {
 
  private:
   void Loop();
+  // The page is in QEMU's memory: sent through the stream or placed directly.
+  bool IsIn(const PageId& id) const;
   // Serves one request; false when it failed the channel.
   bool Serve(const PageRequest& r);
 
