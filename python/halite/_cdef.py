@@ -274,18 +274,28 @@ void hlt_save_free(hlt_save* s);
 
 typedef struct hlt_session hlt_session;
 typedef enum hlt_session_kind {
-  HLT_SESSION_QEMU = 1
+  HLT_SESSION_QEMU = 1,
+  HLT_SESSION_LIBVIRT = 2
 } hlt_session_kind;
 typedef enum hlt_session_param {
   HLT_SESSION_EAGER = 1,
+  HLT_SESSION_MEMORY_SHARED = 2,
+  HLT_SESSION_CLONE = 3,
   HLT_SESSION_RESUME = 4,
   HLT_SESSION_LOADER_RATE = 6,
   HLT_SESSION_START_PAUSED = 7
 } hlt_session_param;
 typedef enum hlt_session_string {
+  HLT_SESSION_CONNECT = 1,
+  HLT_SESSION_DOMAIN_NAME = 2,
   HLT_SESSION_QMP_SOCKET = 3,
   HLT_SESSION_QEMU_BINARY = 4,
-  HLT_SESSION_QEMU_DIR = 5
+  HLT_SESSION_QEMU_DIR = 5,
+  HLT_SESSION_IMAGE_DIR = 6,
+  HLT_SESSION_STATUS_FILE = 7,
+  HLT_SESSION_DISK_DIR = 8,
+  HLT_SESSION_RAM_DIR = 9,
+  HLT_SESSION_SERVER_PROGRAM = 10
 } hlt_session_string;
 typedef enum hlt_session_stat {
   HLT_SESSION_STAT_STATE = 1,
@@ -327,6 +337,8 @@ int hlt_session_detach(hlt_session* s);
 int hlt_session_get_stat(const hlt_session* s, hlt_session_stat stat, uint64_t* value);
 
 int hlt_session_next_event(hlt_session* s, int64_t timeout_ms, hlt_event_kind* kind, const char** text);
+
+int hlt_session_get_domain(const hlt_session* s, const char** name, const char** uuid);
 
 void hlt_session_destroy(hlt_session* s);
 

@@ -3,12 +3,14 @@
 // session's own, so that hlt_session_start can return once the guest runs while the rest of a lazy restore goes
 // on. The figures and events the callbacks report are kept under a mutex for hlt_session_get_stat and
 // hlt_session_next_event from any thread.
+#include <dlfcn.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
-#include <deque>
+#include <cstdlib>
+#include <filesystem>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -16,72 +18,40 @@
 #include <utility>
 
 #include "capi/capi_internal.h"
+#include "capi_session.h"
 #include "halite/halite_c.h"
 #include "halite/qemu/qemu_restore_session.h"
 
 using halite::capi::Code;
 using halite::capi::Invalid;
+using halite::capi::SessionBool;
 
-struct hlt_session {
-  halite::qemu::RestoreSessionOptions options;
-  hlt_open_options open;  // default: as hlt_reader_open
-  std::unique_ptr<halite::qemu::RestoreSession> session;
-  std::thread runner;  // RestoreSession::Run
-  bool started = false, joined = false;
+namespace halite::capi {
 
-  mutable std::mutex mu;
-  std::condition_variable changed;
-  int state = HLT_SESSION_STATE_CREATED;
-  bool run_done = false;
-  halite::Status run_status;
-  uint64_t pid = 0, running_us = 0, done_us = 0, pages_sent = 0, bytes_read = 0, faults = 0, requests = 0;
-  bool resumed = false, resumable = false;
-  std::deque<std::pair<hlt_event_kind, std::string>> events;
-  std::string event_text;  // the last event handed out
-};
-
-namespace {
-
-void Event(hlt_session* s, hlt_event_kind kind, std::string text) {
+void SessionEvent(hlt_session* s, hlt_event_kind kind, std::string text) {
   std::lock_guard lock(s->mu);
   s->events.emplace_back(kind, std::move(text));
   s->changed.notify_all();
 }
 
-void GuestRuns(hlt_session* s, uint64_t us, const char* what) {
+void SessionGuestRuns(hlt_session* s, uint64_t us, const char* what) {
   {
     std::lock_guard lock(s->mu);
     if (s->running_us == 0) s->running_us = us ? us : 1;
     if (s->state == HLT_SESSION_STATE_STARTING) s->state = HLT_SESSION_STATE_RUNNING;
   }
-  Event(s, HLT_EVENT_RUNNING, std::string(what) + " " + std::to_string(us) + " us after the restore began");
+  SessionEvent(s, HLT_EVENT_RUNNING, std::string(what) + " " + std::to_string(us) + " us after the restore began");
 }
 
-// The callbacks of the C++ session: they keep the figures and queue the events.
-void SetCallbacks(hlt_session* s) {
-  halite::qemu::RestoreSessionOptions& o = s->options;
-  o.on_notice = [s](const std::string& line) { Event(s, HLT_EVENT_NOTICE, line); };
-  o.on_warning = [s](const std::string& line) { Event(s, HLT_EVENT_WARNING, line); };
-  o.on_launched = [s](pid_t pid) {
-    std::lock_guard lock(s->mu);
-    s->pid = uint64_t(pid);
-  };
-  o.restore.on_running = [s](uint64_t us) { GuestRuns(s, us, "guest running"); };
-  o.restore.on_resumed = [s](uint64_t us) { GuestRuns(s, us, "guest resumed"); };
-  if (o.restore.progress_interval_ms == 0) o.restore.progress_interval_ms = 50;
-  o.restore.on_progress = [s](const halite::RestoreEngineStats& e, const halite::qemu::PushRestoreStats& c) {
-    std::lock_guard lock(s->mu);
-    s->pages_sent = c.preload_pages + c.request_pages + c.pushed_pages;
-    s->bytes_read = e.bytes_read;
-    s->faults = e.faults_blocking;
-    s->requests = c.requests;
-  };
+void SessionProgress(hlt_session* s, const RestoreEngineStats& e, const qemu::PushRestoreStats& c) {
+  std::lock_guard lock(s->mu);
+  s->pages_sent = c.preload_pages + c.request_pages + c.pushed_pages;
+  s->bytes_read = e.bytes_read;
+  s->faults = e.faults_blocking;
+  s->requests = c.requests;
 }
 
-// Runs the restore to its end on the session's thread and records the outcome.
-void RunRestore(hlt_session* s) {
-  halite::Status st = s->session->Run();
-  const halite::qemu::CheckpointRestoreResult& r = s->session->result();
+void SessionFinished(hlt_session* s, const Status& st, const qemu::CheckpointRestoreResult& r) {
   std::lock_guard lock(s->mu);
   const auto& c = r.channel;
   s->pages_sent = c.preload_pages + c.request_pages + c.pushed_pages + r.direct.pages_copied + r.direct.pages_zeroed;
@@ -90,13 +60,6 @@ void RunRestore(hlt_session* s) {
   s->requests = c.requests;
   if (r.start_to_running_us) s->running_us = r.start_to_running_us;
   s->done_us = st.ok() ? r.total_us : 0;
-  s->resumable = s->session->resumable();
-  if (!st.ok() && s->resumable) {
-    st = halite::Status(st.code(),
-                        st.message() + "; QEMU waits with its guest paused: resume with HLT_SESSION_RESUME (" +
-                            s->session->ResumeLocator() + ")",
-                        st.sys_errno());
-  }
   s->run_status = st;
   s->run_done = true;
   s->state = st.ok() ? HLT_SESSION_STATE_DONE : HLT_SESSION_STATE_FAILED;
@@ -105,49 +68,138 @@ void RunRestore(hlt_session* s) {
   s->changed.notify_all();
 }
 
-void Join(hlt_session* s) {
-  if (s->runner.joinable()) s->runner.join();
-  s->joined = true;
-}
-
-int Bool(int64_t v, bool* out, const char* what) {
+int SessionBool(int64_t v, bool* out, const char* what) {
   if (v != 0 && v != 1) return Invalid(what);
   *out = v == 1;
   return HLT_OK;
 }
 
+Result<std::string> DefaultServerProgram() {
+  namespace fs = std::filesystem;
+  std::string looked;
+  // Beside this library: PREFIX/lib/libhalite.so.1 or PREFIX/lib/<multiarch>/libhalite.so.1 -> PREFIX/bin.
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&DefaultServerProgram), &info) != 0 && info.dli_fname) {
+    std::error_code ec;
+    const fs::path lib_dir = fs::canonical(info.dli_fname, ec).parent_path();
+    for (const fs::path& bin : {lib_dir.parent_path() / "bin", lib_dir.parent_path().parent_path() / "bin"}) {
+      const fs::path candidate = bin / "hlt-restore";
+      looked += (looked.empty() ? "" : ", ") + candidate.string();
+      if (!ec && access(candidate.c_str(), X_OK) == 0) return candidate.string();
+    }
+  }
+  const char* path = std::getenv("PATH");
+  std::string dirs = path ? path : "";
+  size_t begin = 0;
+  while (begin <= dirs.size()) {
+    size_t end = dirs.find(':', begin);
+    if (end == std::string::npos) end = dirs.size();
+    const std::string dir = dirs.substr(begin, end - begin);
+    if (!dir.empty()) {
+      const std::string candidate = dir + "/hlt-restore";
+      if (access(candidate.c_str(), X_OK) == 0) return candidate;
+    }
+    begin = end + 1;
+  }
+  return Status::NotFound("HLT_SESSION_SERVER_PROGRAM: no hlt-restore (the image server's program) in " + looked +
+                          " or on PATH: install halite-tools or name the program");
+}
+
+}  // namespace halite::capi
+
+namespace {
+
+void SetCallbacks(hlt_session* s) {
+  halite::qemu::RestoreSessionOptions& o = s->options;
+  o.on_notice = [s](const std::string& line) { halite::capi::SessionEvent(s, HLT_EVENT_NOTICE, line); };
+  o.on_warning = [s](const std::string& line) { halite::capi::SessionEvent(s, HLT_EVENT_WARNING, line); };
+  o.on_launched = [s](pid_t pid) {
+    std::lock_guard lock(s->mu);
+    s->pid = uint64_t(pid);
+  };
+  o.restore.on_running = [s](uint64_t us) { halite::capi::SessionGuestRuns(s, us, "guest running"); };
+  o.restore.on_resumed = [s](uint64_t us) { halite::capi::SessionGuestRuns(s, us, "guest resumed"); };
+  if (o.restore.progress_interval_ms == 0) o.restore.progress_interval_ms = 50;
+  o.restore.on_progress = [s](const halite::RestoreEngineStats& e, const halite::qemu::PushRestoreStats& c) {
+    halite::capi::SessionProgress(s, e, c);
+  };
+}
+
+// Runs the restore to its end on the session's thread and records the outcome.
+void RunRestore(hlt_session* s) {
+  halite::Status st = s->session->Run();
+  const bool resumable = s->session->resumable();
+  if (!st.ok() && resumable) {
+    st = halite::Status(st.code(),
+                        st.message() + "; QEMU waits with its guest paused: resume with HLT_SESSION_RESUME (" +
+                            s->session->ResumeLocator() + ")",
+                        st.sys_errno());
+  }
+  {
+    std::lock_guard lock(s->mu);
+    s->resumable = resumable;
+  }
+  halite::capi::SessionFinished(s, st, s->session->result());
+}
+
+void Join(hlt_session* s) {
+  if (s->runner.joinable()) s->runner.join();
+  s->joined = true;
+}
+
+// A QEMU session's options that a libvirt session has too, and the reverse, are set where the kind is known.
+int QemuSetString(hlt_session* s, hlt_session_string option, const char* value) {
+  switch (option) {
+    case HLT_SESSION_QMP_SOCKET: s->options.qmp_socket = value; return HLT_OK;
+    case HLT_SESSION_QEMU_BINARY: s->options.qemu_binary = value; return HLT_OK;
+    case HLT_SESSION_QEMU_DIR: s->options.qemu_dir = value; return HLT_OK;
+    case HLT_SESSION_IMAGE_DIR: s->options.image_dir = value; return HLT_OK;
+    case HLT_SESSION_SERVER_PROGRAM: s->options.server_program = value; return HLT_OK;
+    default: break;
+  }
+  return Invalid("hlt_session_set_string: not an option of HLT_SESSION_QEMU sessions (libvirt only, or unknown)");
+}
 }  // namespace
 
 extern "C" {
 
 int hlt_session_create(hlt_session_kind kind, const char* checkpoint, hlt_session** out) {
   if (!checkpoint || !*checkpoint || !out) return Invalid("hlt_session_create: NULL or empty argument");
-  if (kind != HLT_SESSION_QEMU) {
-    return Code(halite::Status::Unsupported("hlt_session_create: only HLT_SESSION_QEMU is built (libvirt: not yet)"));
+  if (kind != HLT_SESSION_QEMU && kind != HLT_SESSION_LIBVIRT) {
+    return Invalid("hlt_session_create: unknown kind (HLT_SESSION_QEMU or HLT_SESSION_LIBVIRT)");
   }
-  auto* s = new hlt_session{};
-  s->options.checkpoint = checkpoint;
-  *out = s;
+  auto s = std::make_unique<hlt_session>();
+  s->kind = kind;
+  if (kind == HLT_SESSION_LIBVIRT) {
+    if (halite::Status st = halite::capi::NewLibvirtSession(s.get(), checkpoint); !st.ok()) return Code(st);
+  } else {
+    s->options.checkpoint = checkpoint;
+  }
+  *out = s.release();
   return HLT_OK;
 }
 
 int hlt_session_set_param(hlt_session* s, hlt_session_param param, int64_t value) {
   if (!s) return Invalid("hlt_session_set_param: NULL session");
   if (s->started) return Invalid("hlt_session_set_param: after hlt_session_start");
+  if (s->kind == HLT_SESSION_LIBVIRT) return halite::capi::LibvirtSetParam(s, param, value);
   halite::qemu::CheckpointRestoreOptions& r = s->options.restore;
   switch (param) {
     case HLT_SESSION_EAGER: {
       bool eager = false;
-      int rc = Bool(value, &eager, "HLT_SESSION_EAGER: expected 0 or 1");
+      int rc = SessionBool(value, &eager, "HLT_SESSION_EAGER: expected 0 or 1");
       r.lazy = !eager;
       return rc;
     }
-    case HLT_SESSION_RESUME: return Bool(value, &s->options.resume, "HLT_SESSION_RESUME: expected 0 or 1");
+    case HLT_SESSION_MEMORY_SHARED:
+      return SessionBool(value, &s->options.shared_memory, "HLT_SESSION_MEMORY_SHARED: expected 0 or 1");
+    case HLT_SESSION_RESUME: return SessionBool(value, &s->options.resume, "HLT_SESSION_RESUME: expected 0 or 1");
     case HLT_SESSION_LOADER_RATE:
       if (value < 0) return Invalid("HLT_SESSION_LOADER_RATE: expected bytes per second >= 0");
       r.engine.loader_rate_bytes_per_s = uint64_t(value);
       return HLT_OK;
-    case HLT_SESSION_START_PAUSED: return Bool(value, &r.paused, "HLT_SESSION_START_PAUSED: expected 0 or 1");
+    case HLT_SESSION_START_PAUSED: return SessionBool(value, &r.paused, "HLT_SESSION_START_PAUSED: expected 0 or 1");
+    case HLT_SESSION_CLONE: return Invalid("HLT_SESSION_CLONE: an option of HLT_SESSION_LIBVIRT sessions");
   }
   return Invalid("hlt_session_set_param: unknown parameter");
 }
@@ -155,12 +207,8 @@ int hlt_session_set_param(hlt_session* s, hlt_session_param param, int64_t value
 int hlt_session_set_string(hlt_session* s, hlt_session_string option, const char* value) {
   if (!s || !value) return Invalid("hlt_session_set_string: NULL argument");
   if (s->started) return Invalid("hlt_session_set_string: after hlt_session_start");
-  switch (option) {
-    case HLT_SESSION_QMP_SOCKET: s->options.qmp_socket = value; return HLT_OK;
-    case HLT_SESSION_QEMU_BINARY: s->options.qemu_binary = value; return HLT_OK;
-    case HLT_SESSION_QEMU_DIR: s->options.qemu_dir = value; return HLT_OK;
-  }
-  return Invalid("hlt_session_set_string: unknown option");
+  if (s->kind == HLT_SESSION_LIBVIRT) return halite::capi::LibvirtSetString(s, option, value);
+  return QemuSetString(s, option, value);
 }
 
 int hlt_session_add_qemu_arg(hlt_session* s, const char* arg) {
@@ -185,12 +233,28 @@ int hlt_session_start(hlt_session* s) {
     std::lock_guard lock(s->mu);
     s->state = HLT_SESSION_STATE_STARTING;
   }
-  halite::Status st = halite::capi::MakeReaderOptions(s->open, &s->options.reader);
-  if (st.ok()) {
-    SetCallbacks(s);
-    auto session = halite::qemu::RestoreSession::Start(s->options);
-    st = session.status();
-    if (session) s->session = std::move(*session);
+  halite::Status st;
+  if (s->kind == HLT_SESSION_LIBVIRT) {
+    st = halite::capi::LibvirtStart(s);
+  } else {
+    st = halite::capi::MakeReaderOptions(s->open, &s->options.reader);
+    if (st.ok() && s->options.shared_memory && s->options.server_program.empty()) {
+      auto program = halite::capi::DefaultServerProgram();
+      st = program.status();
+      if (program) s->options.server_program = *program;
+    }
+    if (st.ok()) {
+      SetCallbacks(s);
+      auto session = halite::qemu::RestoreSession::Start(s->options);
+      st = session.status();
+      if (session) s->session = std::move(*session);
+    }
+    if (st.ok()) {
+      std::lock_guard lock(s->mu);
+      s->pid = uint64_t(s->session->qemu_pid());
+      s->resumed = s->session->resuming();
+      s->runner = std::thread(RunRestore, s);
+    }
   }
   if (!st.ok()) {
     std::lock_guard lock(s->mu);
@@ -201,12 +265,6 @@ int hlt_session_start(hlt_session* s) {
     s->joined = true;
     return Code(st);
   }
-  {
-    std::lock_guard lock(s->mu);
-    s->pid = uint64_t(s->session->qemu_pid());
-    s->resumed = s->session->resuming();
-  }
-  s->runner = std::thread(RunRestore, s);
   std::unique_lock lock(s->mu);
   s->changed.wait(lock, [s] { return s->run_done || s->state == HLT_SESSION_STATE_RUNNING; });
   if (s->run_done && !s->run_status.ok()) return Code(s->run_status);
@@ -239,8 +297,13 @@ int hlt_session_detach(hlt_session* s) {
     if (!s->run_done) return Invalid("hlt_session_detach: the restore goes on; hlt_session_wait for its end first");
   }
   Join(s);
-  if (!s->session) return Invalid("hlt_session_detach: the session did not start");
-  s->session->Detach();
+  if (s->kind == HLT_SESSION_LIBVIRT) {
+    // libvirt's domain never belonged to the session: there is nothing to let go of.
+    if (s->domain.empty()) return Invalid("hlt_session_detach: the session did not start a domain");
+  } else {
+    if (!s->session) return Invalid("hlt_session_detach: the session did not start");
+    s->session->Detach();
+  }
   std::lock_guard lock(s->mu);
   s->state = HLT_SESSION_STATE_DETACHED;
   return HLT_OK;
@@ -262,6 +325,18 @@ int hlt_session_get_stat(const hlt_session* s, hlt_session_stat stat, uint64_t* 
     case HLT_SESSION_STAT_RESUMABLE: *value = s->resumable ? 1 : 0; return HLT_OK;
   }
   return Invalid("hlt_session_get_stat: unknown statistic");
+}
+
+int hlt_session_get_domain(const hlt_session* s, const char** name, const char** uuid) {
+  if (!s || !name || !uuid) return Invalid("hlt_session_get_domain: NULL argument");
+  if (s->kind != HLT_SESSION_LIBVIRT) return Invalid("hlt_session_get_domain: not an HLT_SESSION_LIBVIRT session");
+  std::lock_guard lock(s->mu);
+  if (s->domain.empty()) {
+    return Code(halite::Status::NotFound("hlt_session_get_domain: libvirt has not started the domain yet"));
+  }
+  *name = s->domain.c_str();
+  *uuid = s->uuid.c_str();
+  return HLT_OK;
 }
 
 int hlt_session_next_event(hlt_session* s, int64_t timeout_ms, hlt_event_kind* kind, const char** text) {
@@ -289,9 +364,11 @@ void hlt_session_destroy(hlt_session* s) {
     running = s->started && !s->run_done;
   }
   // A restore still going on ends when its launched QEMU does; the C++ session kills a QEMU not detached.
+  // A libvirt session's restore is waited for: its domain is libvirt's, not the session's to kill.
   if (running && s->session && s->session->process()) kill(s->session->qemu_pid(), SIGKILL);
   Join(s);
   s->session.reset();
+  halite::capi::FreeLibvirtSession(s);
   delete s;
 }
 

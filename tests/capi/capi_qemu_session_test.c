@@ -8,7 +8,7 @@
  *   - a lazy restore (loader slowed down to 256 KiB/s) in a child process that is SIGKILLed once its guest runs,
  *     taken over by a session with HLT_SESSION_RESUME and the same QEMU directory: resumed, every page in, the
  *     guest running;
- *   - the errors: no QEMU arguments nor socket, a missing checkpoint, the libvirt kind.
+ *   - the errors: no QEMU arguments nor socket, a missing checkpoint, an unknown kind.
  * Compiled as C99, linked to libhalite.so. Exit 77 (skipped) without qemu-system-x86_64. */
 #include <errno.h>
 #include <signal.h>
@@ -98,7 +98,7 @@ static void ExpectGuestRunning(const char* qemu_dir, const char* what) { ExpectG
 
 static void Errors(const char* dir, const char* ckpt) {
   hlt_session* s;
-  ExpectRc(hlt_session_create((hlt_session_kind)2, ckpt, &s), HLT_EUNSUPPORTED, "the libvirt kind is not built");
+  ExpectRc(hlt_session_create((hlt_session_kind)9, ckpt, &s), HLT_EINVAL, "an unknown kind");
   ExpectRc(hlt_session_create(HLT_SESSION_QEMU, ckpt, &s), HLT_OK, "create");
   ExpectRc(hlt_session_set_param(s, HLT_SESSION_EAGER, 2), HLT_EINVAL, "eager 2");
   Expect(hlt_session_start(s) != HLT_OK, "neither QEMU arguments nor a QMP socket");

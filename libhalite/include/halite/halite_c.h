@@ -8,9 +8,9 @@
  * later versions add values without breaking the ABI (libhalite.so.1).
  *
  * This header is libhalite.so's: checkpoints (files, s3://, rados://), keys, the block cache, info, verify,
- * parents, raw saves, QEMU saves and lazy restore into the caller's memory. Saving libvirt domains, restore
- * sessions (QEMU and libvirt: lazy, eager, shared, clone, detach, resume) and the image server are designed in
- * halite_vmm.h, not built yet (that header says why they will go into this library too). Clean C99 for cffi: no
+ * parents, raw saves, QEMU saves, restore sessions into QEMU and libvirt domains (lazy, eager, shared, clone,
+ * resume) and lazy restore into the caller's memory. Saving libvirt domains, detached sessions and the image server
+ * are designed in halite_vmm.h, not built yet. Clean C99 for cffi: no
  * macro in a declaration besides HALITE_EXPORT. */
 #ifndef HALITE_HALITE_C_H_
 #define HALITE_HALITE_C_H_
@@ -340,7 +340,7 @@ HALITE_EXPORT int hlt_save_get_stat(const hlt_save* s, hlt_save_stat stat, uint6
 /* NULL is ignored. */
 HALITE_EXPORT void hlt_save_free(hlt_save* s);
 
-/* --- restoring a checkpoint into QEMU (hlt-restore qemu) ---
+/* --- restoring a checkpoint into QEMU or a libvirt domain (hlt-restore qemu, hlt-restore libvirt) ---
  * Built into libhalite.so with the QEMU integration (halite::qemu::RestoreSession, what hlt-restore qemu runs). A
  * session launches QEMU with the caller's arguments plus `-incoming defer` and a QMP socket of its own (launch mode,
  * hlt_session_add_qemu_arg: `hlt-restore qemu CKPT -- ARGS`), or restores into a QEMU already waiting with
@@ -350,8 +350,7 @@ HALITE_EXPORT void hlt_save_free(hlt_save* s);
  * otherwise hlt_session_destroy kills it. A lazy restore whose process died (killed, crashed) leaves QEMU paused
  * with its guest frozen; a session with HLT_SESSION_RESUME and the same HLT_SESSION_QEMU_DIR (or QMP socket)
  * takes it over (`--resume`). Thread-safety: hlt_session_get_stat and hlt_session_next_event from any thread;
- * the rest from one controlling thread. The libvirt sessions and the image server (--memory shared) are not
- * built yet (halite_vmm.h).
+ * the rest from one controlling thread.
  *
  *   hlt_session_create(HLT_SESSION_QEMU, "vm.hlt", &s);
  *   hlt_session_set_string(s, HLT_SESSION_QEMU_DIR, "/run/vm1");       // QMP socket, logs, the resume record
@@ -359,25 +358,68 @@ HALITE_EXPORT void hlt_save_free(hlt_save* s);
  *   hlt_session_start(s);                  // the guest runs
  *   hlt_session_wait(s, -1);               // every page in
  *   hlt_session_detach(s); hlt_session_destroy(s); */
+/* HLT_SESSION_LIBVIRT (halite::libvirt::RestoreDomain, what hlt-restore libvirt runs): the checkpoint of
+ * `hlt-save libvirt` restored into a transient domain that libvirt starts and manages (HLT_SESSION_CONNECT), as the
+ * saved domain or a clone (HLT_SESSION_CLONE: new name, UUID, MACs, VM generation ID, disk overlays in
+ * HLT_SESSION_DISK_DIR). Lazy by default; HLT_SESSION_MEMORY_SHARED maps the guest RAM privately from the host's
+ * image server (started when none serves the checkpoint, as HLT_SESSION_SERVER_PROGRAM's `serve` and
+ * `serve-ram-dir` modes: the servers outlive the session). A lazy restore leaves a record ($HALITE_RUN_DIR, else
+ * /run/halite/restores) so that, when its process dies, a session with HLT_SESSION_RESUME and
+ * HLT_SESSION_DOMAIN_NAME takes it over. HLT_SESSION_STATUS_FILE is the JSON file a broker polls (starting,
+ * running, completed or failed). The domain is libvirt's: hlt_session_destroy of a session still restoring waits
+ * for the restore's end (it does not kill the guest), and the domain outlives the session with or without
+ * hlt_session_detach. hlt_session_get_domain tells its name and UUID.
+ *
+ *   hlt_session_create(HLT_SESSION_LIBVIRT, "desk.hlt", &s);
+ *   hlt_session_set_string(s, HLT_SESSION_CONNECT, "qemu:///system");
+ *   hlt_session_set_param(s, HLT_SESSION_CLONE, 1);
+ *   hlt_session_set_param(s, HLT_SESSION_MEMORY_SHARED, 1);
+ *   hlt_session_set_string(s, HLT_SESSION_DISK_DIR, "/var/lib/clones");
+ *   hlt_session_start(s); hlt_session_wait(s, -1); hlt_session_destroy(s);
+ *
+ * Why libvirt sessions are in libhalite.so and not in a libhalite-libvirt.so: the integrations are built on the
+ * core's internals, which libhalite.so hides (-fvisibility=hidden, libhalite.map); a second shared library would
+ * carry a copy of the core of its own, with its own thread-local hlt_last_error and its own idea of the
+ * hlt_open_options and hlt_keyring handles passed across, and the one hlt_session handle would have to be split
+ * by kind. The cost: libhalite1 depends on libvirt0, libxml2 and libfuse3-3 (the RAM directory server's
+ * registration), found by dpkg-shlibdeps; a C VMM that only reads checkpoints loads them too. */
 typedef struct hlt_session hlt_session;
 typedef enum hlt_session_kind {
-  HLT_SESSION_QEMU = 1           /* (2, libvirt: halite_vmm.h, not built yet) */
+  HLT_SESSION_QEMU = 1,
+  HLT_SESSION_LIBVIRT = 2        /* HLT_EUNSUPPORTED from hlt_session_create when built without libvirt */
 } hlt_session_kind;
 typedef enum hlt_session_param {
   HLT_SESSION_EAGER = 1,         /* 1 = --eager: every page before the guest runs; default 0 (lazy) */
-  HLT_SESSION_RESUME = 4,        /* 1 = --resume: take over a lazy restore of the checkpoint whose restorer died */
+  HLT_SESSION_MEMORY_SHARED = 2, /* 1 = --memory shared: guest RAM mapped from the host's image server (QEMU:
+                                    launch mode); the device state goes eagerly */
+  HLT_SESSION_CLONE = 3,         /* libvirt: 1 = --clone: a new identity (name: HLT_SESSION_DOMAIN_NAME, default
+                                    "<saved>-clone-<8 hex digits>") */
+  HLT_SESSION_RESUME = 4,        /* 1 = --resume: take over a lazy restore of the checkpoint whose restorer died
+                                    (libvirt: that of domain HLT_SESSION_DOMAIN_NAME) */
   HLT_SESSION_LOADER_RATE = 6,   /* --rate-limit: bytes per second the background loader reads; 0 unlimited */
-  HLT_SESSION_START_PAUSED = 7   /* eager: 1 leaves the guest paused after the load */
+  HLT_SESSION_START_PAUSED = 7   /* QEMU, eager: 1 leaves the guest paused after the load; libvirt (--paused): the
+                                    guest stays paused until resumed (virsh resume) */
 } hlt_session_param;
 typedef enum hlt_session_string {
-  HLT_SESSION_QMP_SOCKET = 3,    /* --qmp: attach to this QEMU instead of launching one */
-  HLT_SESSION_QEMU_BINARY = 4,   /* --qemu: launch mode; default $HALITE_QEMU, else qemu-system-x86_64 */
-  HLT_SESSION_QEMU_DIR = 5       /* --qemu-dir: launch mode (and resume): QMP socket, logs and the resume record;
-                                    default a new private directory under $TMPDIR */
+  HLT_SESSION_CONNECT = 1,       /* libvirt: --connect URI; default libvirt's */
+  HLT_SESSION_DOMAIN_NAME = 2,   /* libvirt: --name of the domain restored (default the saved one's), or with
+                                    HLT_SESSION_RESUME the domain whose restore to take over */
+  HLT_SESSION_QMP_SOCKET = 3,    /* QEMU: --qmp: attach to this QEMU instead of launching one */
+  HLT_SESSION_QEMU_BINARY = 4,   /* QEMU: --qemu: launch mode; default $HALITE_QEMU, else qemu-system-x86_64 */
+  HLT_SESSION_QEMU_DIR = 5,      /* QEMU: --qemu-dir: launch mode (and resume): QMP socket, logs and the resume
+                                    record; default a new private directory under $TMPDIR */
+  HLT_SESSION_IMAGE_DIR = 6,     /* memory shared: --image-dir where image servers mount; default
+                                    /run/halite/images */
+  HLT_SESSION_STATUS_FILE = 7,   /* libvirt: --status-file: the restore's state as JSON (state, domain, uuid, pid) */
+  HLT_SESSION_DISK_DIR = 8,      /* libvirt: --disk-dir for a restore's disk overlays; default beside the checkpoint */
+  HLT_SESSION_RAM_DIR = 9,       /* libvirt, memory shared: libvirt's memory backing directory; default the URI's */
+  HLT_SESSION_SERVER_PROGRAM = 10 /* memory shared: the program whose `serve` and `serve-ram-dir` modes are the image
+                                    server and the RAM directory server; default hlt-restore installed beside
+                                    libhalite.so (PREFIX/bin), else the first on PATH */
 } hlt_session_string;
 typedef enum hlt_session_stat {
   HLT_SESSION_STAT_STATE = 1,          /* HLT_SESSION_STATE_* */
-  HLT_SESSION_STAT_QEMU_PID = 2,       /* once started */
+  HLT_SESSION_STAT_QEMU_PID = 2,       /* QEMU sessions, once started (libvirt: 0) */
   HLT_SESSION_STAT_RUNNING_US = 3,     /* restore start to the guest running (QEMU's RESUME event); 0 before */
   HLT_SESSION_STAT_DONE_US = 4,        /* restore start to QEMU reporting the migration completed; 0 before */
   HLT_SESSION_STAT_PAGES_SENT = 5,     /* pages sent to QEMU (requested, pushed, preloaded; at the end also those
@@ -386,7 +428,8 @@ typedef enum hlt_session_stat {
   HLT_SESSION_STAT_FAULTS = 7,         /* guest faults that waited for a block to be read */
   HLT_SESSION_STAT_RESUMED = 8,        /* 1: this session took over an interrupted restore */
   HLT_SESSION_STAT_REQUESTS = 9,       /* page requests QEMU sent (lazy) */
-  HLT_SESSION_STAT_RESUMABLE = 10      /* 1: the restore failed and QEMU waits to be resumed (HLT_SESSION_RESUME) */
+  HLT_SESSION_STAT_RESUMABLE = 10      /* QEMU: 1: the restore failed and QEMU waits to be resumed (HLT_SESSION_RESUME);
+                                          libvirt: 0 (a failed lazy restore's record tells) */
 } hlt_session_stat;
 enum {
   HLT_SESSION_STATE_CREATED = 0, HLT_SESSION_STATE_STARTING = 1, HLT_SESSION_STATE_RUNNING = 2,
@@ -421,8 +464,11 @@ HALITE_EXPORT int hlt_session_get_stat(const hlt_session* s, hlt_session_stat st
 /* The next event, oldest first (waits up to timeout_ms, -1 no limit; HLT_ENOTFOUND when none came). *text is valid
  * until the next call on this session. */
 HALITE_EXPORT int hlt_session_next_event(hlt_session* s, int64_t timeout_ms, hlt_event_kind* kind, const char** text);
+/* libvirt: the domain restored into, once libvirt started it (HLT_ENOTFOUND before; resuming: the domain named,
+ * its UUID ""). Both strings are the session's, unchanged until hlt_session_destroy. */
+HALITE_EXPORT int hlt_session_get_domain(const hlt_session* s, const char** name, const char** uuid);
 /* NULL is ignored. A session still restoring kills the QEMU it launched and waits for the restore to end (an
- * attached QEMU's restore is waited for); a launched QEMU not detached is killed. */
+ * attached QEMU's restore, and a libvirt domain's, is waited for); a launched QEMU not detached is killed. */
 HALITE_EXPORT void hlt_session_destroy(hlt_session* s);
 
 /* --- lazy restore into the caller's memory (userfaultfd) ---

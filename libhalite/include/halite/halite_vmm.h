@@ -41,20 +41,10 @@ typedef enum hlt_save_string {
 HALITE_EXPORT int hlt_libvirt_save_create(hlt_writer* writer, hlt_save** out);
 HALITE_EXPORT int hlt_save_set_string(hlt_save* s, hlt_save_string option, const char* value);
 
-/* --- restore sessions: what libvirt and --memory shared add ---
- * The sessions for QEMU are built: halite_c.h (hlt_session_*, over halite::qemu::RestoreSession). What is left,
- * on halite::libvirt::RestoreDomain and the image server, extends them with these values (not declared yet, so
- * that the enums of halite_c.h stay what is built):
- *   hlt_session_kind    HLT_SESSION_LIBVIRT = 2
- *   hlt_session_param   HLT_SESSION_MEMORY_SHARED = 2 (--memory shared: guest RAM mapped from the host image
- *                       server), HLT_SESSION_CLONE = 3 (libvirt --clone, name HLT_SESSION_CLONE_NAME),
- *                       HLT_SESSION_DETACH = 5 (--detach: a supervisor finishes the restore)
- *   hlt_session_string  HLT_SESSION_CONNECT = 1 (libvirt URI), HLT_SESSION_CLONE_NAME = 2,
- *                       HLT_SESSION_IMAGE_DIR = 6 (default /run/halite/images), HLT_SESSION_STATUS_FILE = 7
- *   hlt_event_kind      HLT_EVENT_PROGRESS = 4
- * The image server the shared memory needs is a program (RestoreSessionOptions::server_program, default
- * /proc/self/exe, which in a C program is not hlt-restore): the session needs HLT_SESSION_SERVER_PROGRAM or the
- * server below run in-process. */
+/* --- restore sessions ---
+ * Built: halite_c.h (hlt_session_*, HLT_SESSION_QEMU and HLT_SESSION_LIBVIRT, memory shared, clone, resume,
+ * status file). Left: HLT_SESSION_DETACH = 5 (--detach: a supervisor finishes the restore) and
+ * HLT_EVENT_PROGRESS = 4. */
 
 /* --- the host image server (hlt-restore serve) --- */
 typedef struct hlt_server hlt_server;
