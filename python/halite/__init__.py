@@ -21,11 +21,11 @@ from .errors import (AbortedError, AuthenticationError, CorruptCheckpointError, 
 from .keyring import Keyring, generate_key, key_id
 from .memory_restore import MemoryRestore, probe
 from .writer import WriteStats, Writer
-from . import qemu
+from . import libvirt, qemu
 
 __all__ = [
     "PAGE_SIZE", "READER_STATS", "ChainFile", "WriteStats", "Checkpoint", "CheckpointInfo", "Encryption", "PageLocation", "Region", "VerifyReport",
     "AbortedError", "AuthenticationError", "CorruptCheckpointError", "HaliteError", "HaliteIOError", "InternalError",
     "InvalidArgumentError", "NotFoundError", "UnsupportedError", "Keyring", "generate_key", "key_id",
-    "MemoryRestore", "probe", "Writer", "qemu", "library_path", "__version__",
+    "MemoryRestore", "probe", "Writer", "libvirt", "qemu", "library_path", "__version__",
 ]
