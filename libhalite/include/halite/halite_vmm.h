@@ -1,11 +1,11 @@
 /* libhalite C API, VMM part: saving and restoring QEMU and libvirt guests, and the host image server.
  *
  * STATUS (issue 25 item 2): DESIGN ONLY. Nothing declared here is built yet, and this header is not installed (the
- * restore sessions into QEMU are built, and declared in halite_c.h). It
+ * restore sessions into QEMU and libvirt domains are built, and declared in halite_c.h). It
  * is committed so that the Python bindings and the restore-orchestration work can see the shape of the API. What
  * is built is in halite_c.h (libhalite.so): reader, writer, info, verify, parents, keys, block cache, s3:// and
  * rados://, lazy restore into the caller's memory, raw saves, QEMU saves (hlt_qemu_save_create) and restores into QEMU
- * (hlt_session_*).
+ * and libvirt domains (hlt_session_*, HLT_SESSION_LIBVIRT).
  *
  * Where it will live: in libhalite.so too, one library (Debian package libhalite1), not a second one. The
  * integrations use the core's internals (the static libhalite.a they link exports everything), which libhalite.so
