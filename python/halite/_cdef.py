@@ -250,7 +250,11 @@ typedef enum hlt_save_param {
   HLT_SAVE_VA_WALK = 3,
   HLT_SAVE_TIMEOUT_MS = 4
 } hlt_save_param;
-enum { HLT_SAVE_THEN_CONT = 0, HLT_SAVE_THEN_STOP = 1, HLT_SAVE_THEN_QUIT = 2 };
+
+enum { HLT_SAVE_THEN_CONT = 0, HLT_SAVE_THEN_STOP = 1, HLT_SAVE_THEN_QUIT = 2, HLT_SAVE_THEN_DESTROY = 3 };
+typedef enum hlt_save_string {
+  HLT_SAVE_CONNECT = 2
+} hlt_save_string;
 typedef enum hlt_save_stat {
   HLT_SAVE_STAT_RAMBLOCKS = 1,
   HLT_SAVE_STAT_DATA_PAGES = 2,
@@ -264,7 +268,10 @@ typedef enum hlt_save_stat {
 } hlt_save_stat;
 
 int hlt_qemu_save_create(hlt_writer* writer, const char* qmp_socket, hlt_save** out);
+
+int hlt_libvirt_save_create(hlt_writer* writer, const char* domain, hlt_save** out);
 int hlt_save_set_param(hlt_save* s, hlt_save_param param, int64_t value);
+int hlt_save_set_string(hlt_save* s, hlt_save_string option, const char* value);
 
 int hlt_save_run(hlt_save* s);
 

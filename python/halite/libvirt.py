@@ -1,6 +1,7 @@
-"""libvirt domains: restore a checkpoint of `hlt-save libvirt` into a domain that libvirt starts and manages
-(hlt-restore libvirt: as itself or as a clone, lazy, eager or with its RAM shared from the host's image server;
-resume of a restore whose restorer died), over the C API's HLT_SESSION_LIBVIRT sessions."""
+"""libvirt domains: save a running domain with its disks (hlt-save libvirt, hlt_libvirt_save_create), and restore
+such a checkpoint into a domain that libvirt starts and manages (hlt-restore libvirt: as itself or as a clone, lazy,
+eager or with its RAM shared from the host's image server; resume of a restore whose restorer died), over the C
+API's HLT_SESSION_LIBVIRT sessions."""
 from __future__ import annotations
 
 import os
@@ -8,14 +9,51 @@ from typing import Any, Optional, Union
 
 from . import errors
 from ._lib import check, ffi, lib, path_bytes
-from .qemu import Restore
+from .qemu import Restore, SaveResult, _save_stats
+from .writer import Writer
 
 _SESSION_LIBVIRT = 2
 _EAGER, _MEMORY_SHARED, _CLONE, _RESUME, _LOADER_RATE, _START_PAUSED = 1, 2, 3, 4, 6, 7
 _CONNECT, _DOMAIN_NAME, _IMAGE_DIR, _STATUS_FILE, _DISK_DIR, _RAM_DIR, _SERVER_PROGRAM = 1, 2, 6, 7, 8, 9, 10
 _MEMORY = ("copy", "shared")
+_THEN = {"cont": 0, "stop": 1, "destroy": 3}
+_LIVE, _THEN_PARAM, _VA_WALK, _TIMEOUT_MS = 1, 2, 3, 4
+_SAVE_CONNECT = 2
 
 PathLike = Union[str, "os.PathLike[str]"]
+
+
+def save(domain: str, output: PathLike, *, connect: Optional[str] = None, live: bool = False, then: str = "cont",
+         va_walk: bool = True, timeout: Optional[float] = None, **writer_options: Any) -> SaveResult:
+    """hlt-save libvirt: saves running domain `domain` of the libvirt at `connect` (default libvirt's) into the
+    checkpoint `output`, its writable disks frozen at the same instant (each restore gets overlays of its own).
+
+    live: the guest runs on while its memory is saved; then: afterwards "cont" (a guest that was running runs
+    again), "stop" (left paused) or "destroy"; va_walk, timeout and writer_options: as halite.qemu.save. Blocks
+    without the GIL until the checkpoint is committed; on failure raises the error hlt-save libvirt would print,
+    and nothing is left at `output`."""
+    if then not in _THEN:
+        raise errors.InvalidArgumentError(errors.HLT_EINVAL, f"then {then!r}: expected one of {sorted(_THEN)}")
+    writer = Writer(output, **writer_options)
+    try:
+        out = ffi.new("hlt_save**")
+        check(lib.hlt_libvirt_save_create(writer.handle, domain.encode(), out))
+        handle = out[0]
+        try:
+            params = [(_LIVE, int(live)), (_THEN_PARAM, _THEN[then]), (_VA_WALK, int(va_walk))]
+            if timeout is not None:
+                params.append((_TIMEOUT_MS, max(1, round(timeout * 1000))))
+            for param, value in params:
+                check(lib.hlt_save_set_param(handle, param, value))
+            if connect is not None:
+                check(lib.hlt_save_set_string(handle, _SAVE_CONNECT, connect.encode()))
+            check(lib.hlt_save_run(handle))
+            figures = _save_stats(handle)
+        finally:
+            lib.hlt_save_free(handle)
+        return SaveResult(checkpoint=writer._committed_by_save(), **figures)
+    finally:
+        writer.abort()  # a failed save: nothing is left at `output`
 
 
 class DomainRestore(Restore):

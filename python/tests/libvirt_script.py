@@ -1,6 +1,7 @@
 """What test_libvirt.py runs as processes of their own (libvirt's embedded driver, once a process connected,
 holds its root's lock until that process exits, so each step that talks to libvirt is a process):
 
+    libvirt_script.py save URI CKPT                   saves domain "desk" (then destroy); prints the figures
     libvirt_script.py lazy URI CKPT DISK_DIR STATUS   a lazy clone "pr1" slowed to 2 MiB/s, then sleeps (killed)
     libvirt_script.py main URI CKPT DISK_DIR STATUS IMAGE_DIR SERVER_PROGRAM
                                                       resumes pr1, then restores clone "ps1" with memory shared;
@@ -22,6 +23,11 @@ def report(what: str, r: halite.libvirt.DomainRestore) -> None:
 
 
 def main(argv: list[str]) -> int:
+    if argv[0] == "save":
+        result = halite.libvirt.save("desk", argv[2], connect=argv[1], then="destroy", block_pages=64)
+        print(json.dumps({"what": "save", "data_pages": result.data_pages, "zero_pages": result.zero_pages,
+                          "checkpoint_bytes": result.checkpoint.file_bytes}), flush=True)
+        return 0
     mode, uri, ckpt, disks, status = argv[:5]
     if mode == "lazy":
         r = halite.libvirt.restore(ckpt, connect=uri, clone=True, name="pr1", disk_dir=disks, loader_rate=2 << 20,

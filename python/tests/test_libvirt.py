@@ -1,5 +1,6 @@
 """halite.libvirt against a real libvirt (the embedded QEMU driver) and the test guest (TCG), as a broker would use
-it: a lazy clone killed mid-restore and resumed, a clone with shared memory; each continues memcheck. Run by
+it: the guest saved with halite.libvirt.save, a lazy clone killed mid-restore and resumed, a clone with shared
+memory; each continues memcheck. Run by
 ctest python/libvirt (label libvirt), which sets HALITE_LIBVIRT_TOOLS to the build's tools; the python/pytest run
 skips it saying so."""
 from __future__ import annotations
@@ -53,12 +54,19 @@ def test_clone_shared_and_resume_of_a_killed_restore(tmp_path: Path) -> None:
     try:
         env.boot_source()
         ckpt = env.path("desk.hlt")
-        env.tool([env.save_bin, "libvirt", "desk", "-o", ckpt, "--connect", env.uri, "--then", "destroy"], "save")
+        script = str(Path(__file__).with_name("libvirt_script.py"))
+        saved = subprocess.run([sys.executable, script, "save", env.uri, ckpt], capture_output=True, text=True,
+                               timeout=600)
+        print(saved.stdout, saved.stderr)
+        assert saved.returncode == 0, saved.stderr[-3000:]
+        figures = json.loads(saved.stdout)
+        assert figures["data_pages"] > 0 and figures["data_pages"] + figures["zero_pages"] >= 65536
+        assert figures["checkpoint_bytes"] == os.path.getsize(ckpt)
+        assert "desk" not in env.domains(), "then='destroy' destroyed the domain"
         saved_after = max(int(m.group(1)) for m in lgt.OK_RX.finditer(lgt.read(env.path("desk.serial.log"))))
         disks, status, images, run_dir = (tmp_path / d for d in ("disks", "status", "images", "restores"))
         for d in (disks, status, images, run_dir):
             d.mkdir()
-        script = str(Path(__file__).with_name("libvirt_script.py"))
         run_env = dict(os.environ, HALITE_RUN_DIR=str(run_dir))
         common = [env.uri, ckpt, str(disks), str(status)]
         lazy = subprocess.Popen([sys.executable, script, "lazy", *common], env=run_env)

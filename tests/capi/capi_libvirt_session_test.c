@@ -1,10 +1,13 @@
 /* hlt-restore libvirt through the C API (HLT_SESSION_LIBVIRT), against a real libvirt: run by
  * capi_libvirt_session_test.py, which boots the test guest as domain "desk" under libvirt's embedded QEMU driver
- * (TCG), saves it with hlt-save libvirt, runs this program, then checks that each domain restored here continues
+ * (TCG), runs this program (which saves it, then restores it), then checks that each domain restored here continues
  * memcheck (no fresh boot, no BAD) and that the shared clone's QEMU maps the image server's image.
  *
+ *   capi_libvirt_session_test save URI CKPT DOMAIN      hlt-save libvirt DOMAIN --then destroy (a process of
+ *                                                         its own: see main)
  *   capi_libvirt_session_test URI CKPT DISK_DIR IMAGE_DIR STATUS_DIR
  *
+ *   - the save (`save`): hlt_libvirt_save_create with HLT_SAVE_CONNECT, the errors of its options, the figures;
  *   - the errors: an unknown kind, a QEMU option on a libvirt session, a resume without a domain name;
  *   - (after the next two, for libvirt's embedded driver: see main) clone "cs1" with memory shared (the image server's program: the default, hlt-restore found on PATH): start
  *     returns with the guest running, wait for the end, the figures, the events (QEMU maps the image), the domain's
@@ -214,7 +217,42 @@ static void Resume(void) {
   hlt_session_destroy(s);
 }
 
+/* `save URI CKPT DOMAIN`: hlt-save libvirt DOMAIN -o CKPT --connect URI --then destroy. */
+static int Save(const char* domain) {
+  hlt_writer* w;
+  hlt_save* s;
+  ExpectRc(hlt_writer_create(ckpt, &w), HLT_OK, "writer");
+  ExpectRc(hlt_libvirt_save_create(w, "", &s), HLT_EINVAL, "an empty domain name");
+  ExpectRc(hlt_libvirt_save_create(w, domain, &s), HLT_OK, "hlt_libvirt_save_create");
+  ExpectRc(hlt_save_set_param(s, HLT_SAVE_THEN, HLT_SAVE_THEN_QUIT), HLT_EINVAL, "quit is QEMU's");
+  ExpectLastErrorHas("_DESTROY", "the error says what a libvirt save takes");
+  ExpectRc(hlt_save_set_param(s, HLT_SAVE_THEN, HLT_SAVE_THEN_DESTROY), HLT_OK, "then destroy");
+  ExpectRc(hlt_save_set_string(s, HLT_SAVE_CONNECT, uri), HLT_OK, "connect");
+  ExpectRc(hlt_save_get_stat(s, HLT_SAVE_STAT_DATA_PAGES, &(uint64_t){0}), HLT_EINVAL, "a statistic before run");
+  ExpectRc(hlt_save_run(s), HLT_OK, "hlt_save_run");
+  uint64_t blocks = 0, pages = 0, zero = 0, total = 0;
+  ExpectRc(hlt_save_get_stat(s, HLT_SAVE_STAT_RAMBLOCKS, &blocks), HLT_OK, "ramblocks");
+  ExpectRc(hlt_save_get_stat(s, HLT_SAVE_STAT_DATA_PAGES, &pages), HLT_OK, "data pages");
+  ExpectRc(hlt_save_get_stat(s, HLT_SAVE_STAT_ZERO_PAGES, &zero), HLT_OK, "zero pages");
+  ExpectRc(hlt_save_get_stat(s, HLT_SAVE_STAT_TOTAL_US, &total), HLT_OK, "total");
+  printf("saved domain %s: %llu regions, %llu data pages, %llu zero pages, %llu us\n", domain,
+         (unsigned long long)blocks, (unsigned long long)pages, (unsigned long long)zero, (unsigned long long)total);
+  Expect(blocks > 0 && pages > 0 && pages + zero >= 65536, "every page of the 256 MiB guest saved");
+  ExpectRc(hlt_save_run(s), HLT_EINVAL, "a second run");
+  hlt_save_free(s);
+  hlt_writer_free(w);
+  hlt_reader* r;
+  ExpectRc(hlt_reader_open(ckpt, &r), HLT_OK, "the checkpoint opens");
+  hlt_reader_close(r);
+  printf("capi libvirt save: OK\n");
+  return 0;
+}
+
 int main(int argc, char** argv) {
+  if (argc == 5 && strcmp(argv[1], "save") == 0) {
+    uri = argv[2], ckpt = argv[3];
+    return Save(argv[4]);
+  }
   if (argc != 7 && argc != 6) {
     fprintf(stderr, "usage: %s [lazy-child] URI CKPT DISK_DIR IMAGE_DIR STATUS_DIR\n", argv[0]);
     return 2;

@@ -318,7 +318,11 @@ typedef enum hlt_save_param {
   HLT_SAVE_VA_WALK = 3,     /* 0 = --no-va: no page-table walk; default 1 */
   HLT_SAVE_TIMEOUT_MS = 4   /* connecting to QMP, and the whole stream; defaults 5000 and 600000 */
 } hlt_save_param;
-enum { HLT_SAVE_THEN_CONT = 0, HLT_SAVE_THEN_STOP = 1, HLT_SAVE_THEN_QUIT = 2 };
+/* libvirt saves: CONT, STOP or DESTROY (the domain); QEMU saves: CONT, STOP or QUIT (QEMU). */
+enum { HLT_SAVE_THEN_CONT = 0, HLT_SAVE_THEN_STOP = 1, HLT_SAVE_THEN_QUIT = 2, HLT_SAVE_THEN_DESTROY = 3 };
+typedef enum hlt_save_string {
+  HLT_SAVE_CONNECT = 2      /* libvirt: --connect URI; default libvirt's */
+} hlt_save_string;
 typedef enum hlt_save_stat {
   HLT_SAVE_STAT_RAMBLOCKS = 1,        /* regions */
   HLT_SAVE_STAT_DATA_PAGES = 2,       /* pages QEMU sent with content */
@@ -332,7 +336,12 @@ typedef enum hlt_save_stat {
 } hlt_save_stat;
 /* A save of the QEMU whose QMP unix socket is `qmp_socket` into `writer` (borrowed: it must outlive the save). */
 HALITE_EXPORT int hlt_qemu_save_create(hlt_writer* writer, const char* qmp_socket, hlt_save** out);
+/* hlt-save libvirt: a save of running libvirt domain `domain` (its disks frozen with the memory, the checkpoint
+ * made for hlt-restore libvirt and HLT_SESSION_LIBVIRT) into `writer` (borrowed, as above). Built with the libvirt
+ * integration (HLT_EUNSUPPORTED at hlt_save_run otherwise). */
+HALITE_EXPORT int hlt_libvirt_save_create(hlt_writer* writer, const char* domain, hlt_save** out);
 HALITE_EXPORT int hlt_save_set_param(hlt_save* s, hlt_save_param param, int64_t value);
+HALITE_EXPORT int hlt_save_set_string(hlt_save* s, hlt_save_string option, const char* value);
 /* Saves; blocks until the checkpoint is committed (or nothing is left under its name). Once per save. */
 HALITE_EXPORT int hlt_save_run(hlt_save* s);
 /* One figure of a successful run (HLT_EINVAL before). */

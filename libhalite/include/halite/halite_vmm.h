@@ -5,7 +5,7 @@
  * is committed so that the Python bindings and the restore-orchestration work can see the shape of the API. What
  * is built is in halite_c.h (libhalite.so): reader, writer, info, verify, parents, keys, block cache, s3:// and
  * rados://, lazy restore into the caller's memory, raw saves, QEMU saves (hlt_qemu_save_create) and restores into QEMU
- * and libvirt domains (hlt_session_*, HLT_SESSION_LIBVIRT).
+ * and libvirt domains (hlt_session_*, HLT_SESSION_LIBVIRT), libvirt saves (hlt_libvirt_save_create).
  *
  * Where it will live: in libhalite.so too, one library (Debian package libhalite1), not a second one. The
  * integrations use the core's internals (the static libhalite.a they link exports everything), which libhalite.so
@@ -32,14 +32,7 @@ extern "C" {
 #endif
 
 /* --- saving a libvirt domain (hlt-save libvirt) ---
- * The save handle of halite_c.h (hlt_save: hlt_save_set_param, hlt_save_run, hlt_save_get_stat, hlt_save_free),
- * made for a domain; the QEMU save (hlt_qemu_save_create) is built, in libhalite.so. */
-typedef enum hlt_save_string {
-  HLT_SAVE_DOMAIN = 1,      /* the domain's name */
-  HLT_SAVE_CONNECT = 2      /* the connect URI (default: libvirt's) */
-} hlt_save_string;
-HALITE_EXPORT int hlt_libvirt_save_create(hlt_writer* writer, hlt_save** out);
-HALITE_EXPORT int hlt_save_set_string(hlt_save* s, hlt_save_string option, const char* value);
+ * Built: halite_c.h (hlt_libvirt_save_create, hlt_save_set_string, HLT_SAVE_CONNECT). */
 
 /* --- restore sessions ---
  * Built: halite_c.h (hlt_session_*, HLT_SESSION_QEMU and HLT_SESSION_LIBVIRT, memory shared, clone, resume,
