@@ -61,6 +61,9 @@ class DomainRestore(Restore):
     events, wait, detach, close) plus the domain's name and UUID. The domain is libvirt's: closing the handle of a
     restore still going on waits for its end, and the domain outlives the handle either way."""
 
+    def __enter__(self) -> "DomainRestore":
+        return self
+
     def _domain(self) -> tuple[str, str]:
         name = ffi.new("const char**")
         uuid = ffi.new("const char**")

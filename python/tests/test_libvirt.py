@@ -5,6 +5,7 @@ ctest python/libvirt (label libvirt), which sets HALITE_LIBVIRT_TOOLS to the bui
 skips it saying so."""
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import signal
@@ -12,6 +13,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -21,13 +23,13 @@ pytestmark = pytest.mark.skipif(not TOOLS, reason="needs libvirt and the test gu
                                                   "(HALITE_LIBVIRT_TOOLS=the build's tools directory)")
 
 
-def harness():  # the libvirt guest tests' harness (imported only when the test runs)
+def harness() -> Any:
+    """The libvirt guest tests' harness (libvirt-integration/tests), imported only when the test runs."""
     sys.path.insert(0, str(REPO / "libvirt-integration" / "tests"))
-    import libvirt_guest_test as lgt
-    return lgt
+    return importlib.import_module("libvirt_guest_test")
 
 
-def wait_for_state(path: Path, state: str, proc: subprocess.Popen, timeout: float) -> None:
+def wait_for_state(path: Path, state: str, proc: "subprocess.Popen[bytes]", timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
