@@ -43,8 +43,17 @@ def wait_for_state(path: Path, state: str, proc: "subprocess.Popen[bytes]", time
     pytest.fail(f"{path} did not say {state} within {timeout} s")
 
 
-def test_clone_shared_and_resume_of_a_killed_restore(tmp_path: Path) -> None:
+def test_clone_shared_and_resume_of_a_killed_restore(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    preload = os.environ.get("LD_PRELOAD")
+    if preload and "asan" in preload:
+        # With libasan preloaded by run_pytest.sh the harness's qemu-img hung (session 15), and with it kept from
+        # the harness the guest did not boot within 10 minutes; not understood yet. The C API under ASan:
+        # capi/libvirt-session.
+        pytest.skip("ASan build: the libvirt guest harness does not run under a preloaded libasan (see the test)")
     lgt = harness()
+    # virsh, qemu-img and libvirt's QEMU must not inherit a preload, only the processes that load libhalite.
+    monkeypatch.delenv("LD_PRELOAD", raising=False)
+    run_env = dict(os.environ, **({"LD_PRELOAD": preload} if preload else {}))
     if not os.path.exists("/dev/fuse"):
         pytest.skip("no /dev/fuse: the image server and the RAM directory server are FUSE file systems")
     env = lgt.Env(TOOLS, str(tmp_path / "guest"))
@@ -58,7 +67,7 @@ def test_clone_shared_and_resume_of_a_killed_restore(tmp_path: Path) -> None:
         ckpt = env.path("desk.hlt")
         script = str(Path(__file__).with_name("libvirt_script.py"))
         saved = subprocess.run([sys.executable, script, "save", env.uri, ckpt], capture_output=True, text=True,
-                               timeout=600)
+                               timeout=600, env=run_env)
         print(saved.stdout, saved.stderr)
         assert saved.returncode == 0, saved.stderr[-3000:]
         figures = json.loads(saved.stdout)
@@ -69,7 +78,7 @@ def test_clone_shared_and_resume_of_a_killed_restore(tmp_path: Path) -> None:
         disks, status, images, run_dir = (tmp_path / d for d in ("disks", "status", "images", "restores"))
         for d in (disks, status, images, run_dir):
             d.mkdir()
-        run_env = dict(os.environ, HALITE_RUN_DIR=str(run_dir))
+        run_env["HALITE_RUN_DIR"] = str(run_dir)
         common = [env.uri, ckpt, str(disks), str(status)]
         lazy = subprocess.Popen([sys.executable, script, "lazy", *common], env=run_env)
         try:
