@@ -1,6 +1,7 @@
 // The RAM directory server over FUSE's low-level API (ram_dir_server.h).
 #define FUSE_USE_VERSION 312
 #include "halite/image_server/ram_dir_server.h"
+#include "fuse_mount.h"
 
 #include <fcntl.h>
 #include <fuse_lowlevel.h>
@@ -13,7 +14,6 @@
 #include <ctime>
 #include <map>
 #include <mutex>
-#include <thread>
 #include <vector>
 
 namespace halite::image_server {
@@ -77,12 +77,8 @@ class RamDirServer::Impl {
     registry.gid = getgid();
     registry.mtime = root.mtime;
 
-    std::vector<std::string> argv = {"hlt-ram-dir", "-o", "fsname=halite-ramdir", "-o", "subtype=halite-ramdir",
-                                     "-o", "default_permissions"};
-    if (options_.allow_other) argv.insert(argv.end(), {"-o", "allow_other"});
-    std::vector<char*> cargv;
-    for (auto& a : argv) cargv.push_back(a.data());
-    fuse_args args = FUSE_ARGS_INIT(static_cast<int>(cargv.size()), cargv.data());
+    std::vector<std::string> fuse_options = {"fsname=halite-ramdir", "subtype=halite-ramdir", "default_permissions"};
+    if (options_.allow_other) fuse_options.push_back("allow_other");
     fuse_lowlevel_ops ops{};
     ops.lookup = &Impl::OnLookup;
     ops.getattr = &Impl::OnGetattr;
@@ -99,26 +95,7 @@ class RamDirServer::Impl {
     ops.open = &Impl::OnOpen;
     ops.opendir = &Impl::OnOpendir;
     ops.readdir = &Impl::OnReaddir;
-    session_ = fuse_session_new(&args, &ops, sizeof ops, this);
-    fuse_opt_free_args(&args);
-    if (session_ == nullptr) return Status::IoError(options_.mountpoint + ": FUSE refused the session options");
-    if (fuse_session_mount(session_, options_.mountpoint.c_str()) != 0) {
-      fuse_session_destroy(session_);
-      session_ = nullptr;
-      return Status::IoError(options_.mountpoint +
-                             ": cannot mount the RAM directory server there (no /dev/fuse, not a directory, or no "
-                             "right to mount; fuse3 installed?)");
-    }
-    mounted_ = true;
-    loop_ = std::thread([this] {
-      fuse_loop_config* config = fuse_loop_cfg_create();
-      fuse_loop_cfg_set_max_threads(config, 4);
-      fuse_session_loop_mt(session_, config);
-      fuse_loop_cfg_destroy(config);
-      std::lock_guard<std::mutex> lock(mu_);
-      loop_done_ = true;
-      cv_.notify_all();
-    });
+    HLT_RETURN_IF_ERROR(mount_.Mount(fuse_options, ops, this, options_.mountpoint, "the RAM directory server", 4));
     return Status::Ok();
   }
 
@@ -139,26 +116,9 @@ class RamDirServer::Impl {
     return c.registrations == 0 && c.directories == 0;
   }
 
-  bool Serving() const {
-    std::lock_guard<std::mutex> lock(mu_);
-    return session_ != nullptr && !loop_done_;
-  }
-
-  void Wait() {
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [&] { return loop_done_; });
-  }
-
-  void Shutdown() {
-    if (session_ == nullptr) return;
-    fuse_session_exit(session_);
-    // Unmounting ends the kernel connection, which wakes the loop's threads.
-    if (mounted_) fuse_session_unmount(session_);
-    mounted_ = false;
-    if (loop_.joinable()) loop_.join();
-    fuse_session_destroy(session_);
-    session_ = nullptr;
-  }
+  bool Serving() const { return mount_.Serving(); }
+  void Wait() { mount_.Wait(); }
+  void Shutdown() { mount_.Unmount(); }
 
  private:
   static Impl* Self(fuse_req_t req) { return static_cast<Impl*>(fuse_req_userdata(req)); }
@@ -444,10 +404,7 @@ class RamDirServer::Impl {
   fuse_ino_t next_ino_ = kRegistryIno + 1;  // never reused: a forgotten inode stays unknown
   uint64_t links_made_ = 0;
   uint64_t refused_ = 0;
-  fuse_session* session_ = nullptr;
-  bool mounted_ = false;
-  bool loop_done_ = false;
-  std::thread loop_;
+  FuseMount mount_;
 };
 
 Result<std::unique_ptr<RamDirServer>> RamDirServer::Start(RamDirServerOptions options) {
