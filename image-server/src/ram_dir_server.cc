@@ -261,64 +261,51 @@ class RamDirServer::Impl {
       fuse_reply_err(req, EEXIST);
       return;
     }
-    const fuse_ctx* ctx = fuse_req_ctx(req);
-    Node dir;
-    dir.mode = S_IFDIR | (mode & 07777 & ~ctx->umask);
-    dir.uid = ctx->uid;
-    dir.gid = ctx->gid;
-    const fuse_ino_t ino = self->AddNode(parent, name, std::move(dir));
-    self->ReplyEntry(req, ino, self->nodes_.at(ino));
+    self->AddAndReply(req, parent, name, S_IFDIR | (mode & 07777 & ~fuse_req_ctx(req)->umask));
   }
 
   static void OnRmdir(fuse_req_t req, fuse_ino_t parent, const char* name) {
     Impl* self = Self(req);
     std::lock_guard<std::mutex> lock(self->mu_);
-    auto p = self->nodes_.find(parent);
-    if (p == self->nodes_.end()) {
-      fuse_reply_err(req, ENOENT);
-      return;
-    }
-    auto e = p->second.entries.find(name);
-    if (e == p->second.entries.end()) {
-      fuse_reply_err(req, ENOENT);
-      return;
-    }
-    if (e->second == kRegistryIno) {
-      fuse_reply_err(req, EBUSY);
-      return;
-    }
-    const Node& n = self->nodes_.at(e->second);
-    if (!S_ISDIR(n.mode)) {
-      fuse_reply_err(req, ENOTDIR);
-      return;
-    }
-    if (!n.entries.empty()) {
-      fuse_reply_err(req, ENOTEMPTY);
-      return;
-    }
-    self->RemoveEntry(parent, name, e->second);
-    fuse_reply_err(req, 0);
+    fuse_ino_t ino = 0;
+    int err = self->FindEntry(parent, name, &ino);
+    if (err == 0 && ino == kRegistryIno) err = EBUSY;
+    if (err == 0 && !S_ISDIR(self->nodes_.at(ino).mode)) err = ENOTDIR;
+    if (err == 0 && !self->nodes_.at(ino).entries.empty()) err = ENOTEMPTY;
+    if (err == 0) self->RemoveEntry(parent, name, ino);
+    fuse_reply_err(req, err);
   }
 
   static void OnUnlink(fuse_req_t req, fuse_ino_t parent, const char* name) {
     Impl* self = Self(req);
     std::lock_guard<std::mutex> lock(self->mu_);
-    auto p = self->nodes_.find(parent);
-    if (p == self->nodes_.end()) {
-      fuse_reply_err(req, ENOENT);
-      return;
-    }
+    fuse_ino_t ino = 0;
+    int err = self->FindEntry(parent, name, &ino);
+    if (err == 0 && S_ISDIR(self->nodes_.at(ino).mode)) err = EISDIR;
+    if (err == 0) self->RemoveEntry(parent, name, ino);
+    fuse_reply_err(req, err);
+  }
+
+  // The inode of `name` in directory `parent`: 0, or ENOENT when either is missing. With mu_ held.
+  int FindEntry(fuse_ino_t parent, const char* name, fuse_ino_t* ino) const {
+    auto p = nodes_.find(parent);
+    if (p == nodes_.end()) return ENOENT;
     auto e = p->second.entries.find(name);
-    if (e == p->second.entries.end()) {
-      fuse_reply_err(req, ENOENT);
-      return;
-    }
-    if (S_ISDIR(self->nodes_.at(e->second).mode)) {
-      fuse_reply_err(req, EISDIR);
-      return;
-    }
-    self->RemoveEntry(parent, name, e->second);
-    fuse_reply_err(req, 0);
+    if (e == p->second.entries.end()) return ENOENT;
+    *ino = e->second;
+    return 0;
+  }
+
+  // A node of `mode` owned by the caller of `req`, added to `parent` as `name`, and the reply. With mu_ held.
+  void AddAndReply(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, std::string target = {}) {
+    const fuse_ctx* ctx = fuse_req_ctx(req);
+    Node node;
+    node.mode = mode;
+    node.uid = ctx->uid;
+    node.gid = ctx->gid;
+    node.target = std::move(target);
+    const fuse_ino_t ino = AddNode(parent, name, std::move(node));
+    ReplyEntry(req, ino, nodes_.at(ino));
   }
 
   // Symlinks only in the registry: a registration.
@@ -334,14 +321,7 @@ class RamDirServer::Impl {
       fuse_reply_err(req, EEXIST);
       return;
     }
-    const fuse_ctx* ctx = fuse_req_ctx(req);
-    Node link;
-    link.mode = S_IFLNK | 0777;
-    link.uid = ctx->uid;
-    link.gid = ctx->gid;
-    link.target = target;
-    const fuse_ino_t ino = self->AddNode(parent, name, std::move(link));
-    self->ReplyEntry(req, ino, self->nodes_.at(ino));
+    self->AddAndReply(req, parent, name, S_IFLNK | 0777, target);
   }
 
   static void Refuse(fuse_req_t req) {
