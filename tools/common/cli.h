@@ -90,8 +90,7 @@ std::string VersionText(const std::string& tool);
 std::string FindExecutable(const std::string& arg);
 
 using ::halite::HumanBytes;
-// Lower-case hex of `bytes` (file ids, fingerprints, uuids).
-std::string HexBytes(std::span<const uint8_t> bytes);
+using ::halite::HexBytes;
 // One JSON document and a newline, as every tool prints JSON. Strings that are not valid UTF-8 (file names can be
 // any bytes) have the bad bytes replaced by U+FFFD instead of failing.
 std::string JsonText(const nlohmann::ordered_json& value);

@@ -4,6 +4,7 @@
 #define HALITE_STATS_TEXT_H_
 
 #include <cstdint>
+#include <span>
 #include <string>
 
 #include "halite/checkpoint_reader.h"
@@ -14,6 +15,8 @@ namespace halite {
 
 // "512 B", "1.50 KiB", ... "2.00 TiB" (powers of 1024, two decimals above bytes).
 HALITE_EXPORT std::string HumanBytes(uint64_t bytes);
+// Lower-case hex of `bytes` (file ids, fingerprints, uuids).
+HALITE_EXPORT std::string HexBytes(std::span<const uint8_t> bytes);
 // What a block cache did for a reader: "12 blocks from the block cache, 3 fetched (1.20 MiB)"; empty when the
 // reader used no cache.
 HALITE_EXPORT std::string BlockCacheSummary(const ReaderStats& stats);

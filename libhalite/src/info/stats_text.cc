@@ -24,6 +24,17 @@ std::string HumanBytes(uint64_t b) {
   return buf;
 }
 
+std::string HexBytes(std::span<const uint8_t> bytes) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(bytes.size() * 2);
+  for (uint8_t b : bytes) {
+    out += kDigits[b >> 4];
+    out += kDigits[b & 15];
+  }
+  return out;
+}
+
 std::string BlockCacheSummary(const ReaderStats& st) {
   if (st.cache_hits + st.cache_misses + st.cache_dropped == 0) return {};
   std::string s = fmt::format("{} blocks from the block cache, {} fetched ({})", st.cache_hits, st.blocks_fetched,
