@@ -2,23 +2,13 @@
 //                          [--status-file FILE] [--memory copy|shared [--ram-dir DIR] [--image-dir DIR]]
 //                          [lazy options]
 // A checkpoint made by `hlt-save libvirt` back into a libvirt domain (or a clone of it), lazily.
-#include <fcntl.h>
-#include <limits.h>
-#include <signal.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <chrono>
 #include <cstdio>
-#include <filesystem>
 #include <iostream>
-#include <optional>
 
 #include <fmt/format.h>
-
-#include "halite/checkpoint_location.h"
 
 #include "halite/libvirt/libvirt_checkpoint.h"
 #include "common/cli_parser.h"
@@ -88,35 +78,16 @@ const char* kLibvirtUsage =
     "                         postcopy-paused; the restore's record ($HALITE_RUN_DIR or /run/halite/restores/\n"
     "                         qemu-PID.json) must name CKPT's file_id; then the rest is served as before\n";
 
-// --detach: the restore runs in a child that outlives us. Forked before any thread exists. The parent returns
-// the child's first line ("running ..." or "failed ...") and its verdict; the child gets the write end, and its
-// own output goes to LOG.
+// --detach: the restore runs in a child that outlives us (libvirt::DetachRestore). The parent returns the child's
+// first line ("running ..." or "failed ...") and its verdict; the child gets the write end for its report.
 int Detach(const std::string& tool, const std::string& log, int* report_fd) {
-  int p[2];
-  if (pipe(p) != 0) return cli::Fail(tool, Status::IoError("pipe", errno));
-  const pid_t pid = fork();
-  if (pid < 0) return cli::Fail(tool, Status::IoError("fork", errno));
-  if (pid == 0) {
-    close(p[0]);
-    setsid();
-    signal(SIGHUP, SIG_IGN);
-    const int out = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (out >= 0) {
-      dup2(out, STDOUT_FILENO);
-      dup2(out, STDERR_FILENO);
-      close(out);
-    }
-    *report_fd = p[1];
+  auto detached = libvirt::DetachRestore(log);
+  if (!detached) return cli::Fail(tool, detached.error());
+  if (detached->is_child) {
+    *report_fd = detached->report_fd;
     return -1;  // the child goes on
   }
-  close(p[1]);
-  std::string text;
-  char buf[4096];
-  ssize_t n;
-  while ((n = read(p[0], buf, sizeof buf)) > 0 || (n < 0 && errno == EINTR)) {
-    if (n > 0) text.append(buf, size_t(n));
-  }
-  close(p[0]);
+  const std::string& text = detached->first_report;
   if (text.rfind("running", 0) == 0) {
     std::fputs(text.c_str(), stdout);
     return cli::kExitOk;

@@ -1,23 +1,15 @@
 // hlt-restore qemu CKPT [options] [--qmp SOCKET | -- QEMU ARGS...]
 // Restores a checkpoint made by `hlt-save qemu` into a stock QEMU, lazily through its postcopy (or eagerly).
 #include <signal.h>
-#include <sys/wait.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
-#include <climits>
-#include <filesystem>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <iostream>
-#include <optional>
-#include <thread>
 
 #include <fmt/format.h>
-
-#include "halite/checkpoint_location.h"
 
 #include "halite/hint_files.h"
 #include "halite/qemu/qemu_checkpoint.h"
