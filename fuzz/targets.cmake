@@ -16,6 +16,7 @@ set(HALITE_FUZZ_VECTOR_TARGETS checkpoint_read_fuzz)
 # (paths relative to the source root; SEED_DIR may be empty).
 set(HALITE_FUZZ_INTEGRATION_TARGETS
   "qemu_stream_fuzz|qemu-integration/fuzz/qemu_stream_fuzz.cc|halite_qemu|"
+  "qmp_framer_fuzz|qemu-integration/fuzz/qmp_framer_fuzz.cc|halite_qemu|qemu-integration/fuzz/qmp-seeds"
   "xen_stream_fuzz|xen-integration/fuzz/xen_stream_fuzz.cc|halite_xen|xen-integration/test-vectors"
   "libvirt_blobs_fuzz|libvirt-integration/fuzz/libvirt_blobs_fuzz.cc|halite_libvirt|libvirt-integration/fuzz/seeds"
 )

@@ -22,6 +22,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "fuse_mount.h"
 #include "page_cache_pin.h"
 
 namespace halite::image_server {
@@ -61,11 +62,8 @@ class FuseImageServer::Impl {
   ~Impl() { Shutdown(); }
 
   Status Start() {
-    std::vector<std::string> argv = {"hlt-image-server", "-o", "fsname=halite", "-o", "subtype=halite"};
-    if (options_.allow_other) argv.insert(argv.end(), {"-o", "allow_other"});
-    std::vector<char*> cargv;
-    for (auto& a : argv) cargv.push_back(a.data());
-    fuse_args args = FUSE_ARGS_INIT(static_cast<int>(cargv.size()), cargv.data());
+    std::vector<std::string> fuse_options = {"fsname=halite", "subtype=halite"};
+    if (options_.allow_other) fuse_options.push_back("allow_other");
     fuse_lowlevel_ops ops{};
     ops.init = &Impl::OnInit;
     ops.lookup = &Impl::OnLookup;
@@ -80,26 +78,7 @@ class FuseImageServer::Impl {
     ops.opendir = &Impl::OnOpendir;
     ops.readdir = &Impl::OnReaddir;
     ops.fallocate = &Impl::OnFallocate;
-    session_ = fuse_session_new(&args, &ops, sizeof ops, this);
-    fuse_opt_free_args(&args);
-    if (session_ == nullptr) return Status::IoError(options_.mountpoint + ": FUSE refused the session options");
-    if (fuse_session_mount(session_, options_.mountpoint.c_str()) != 0) {
-      fuse_session_destroy(session_);
-      session_ = nullptr;
-      return Status::IoError(options_.mountpoint +
-                             ": cannot mount the image server there (no /dev/fuse, not a directory, or no right to "
-                             "mount; fuse3 installed?)");
-    }
-    mounted_ = true;
-    loop_ = std::thread([this] {
-      fuse_loop_config* config = fuse_loop_cfg_create();
-      fuse_loop_cfg_set_max_threads(config, 16);
-      fuse_session_loop_mt(session_, config);
-      fuse_loop_cfg_destroy(config);
-      std::lock_guard<std::mutex> lock(mu_);
-      loop_done_ = true;
-      cv_.notify_all();
-    });
+    HLT_RETURN_IF_ERROR(mount_.Mount(fuse_options, ops, this, options_.mountpoint, "the image server", 16));
     storer_ = std::thread([this] { StoreLoop(); });
     if (options_.prefetch_bytes_per_s > 0) prefetcher_ = std::thread([this] { PrefetchLoop(); });
     return Status::Ok();
@@ -121,10 +100,7 @@ class FuseImageServer::Impl {
     return Status::Ok();
   }
 
-  void Wait() {
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [&] { return loop_done_; });
-  }
+  void Wait() { mount_.Wait(); }
 
   std::vector<ServedImageStats> Stats() const {
     std::vector<ServedImageStats> out;
@@ -465,7 +441,7 @@ class FuseImageServer::Impl {
         }
         fuse_bufvec bufv = FUSE_BUFVEC_INIT(run_bytes.size());
         bufv.buf[0].mem = run_bytes.data();
-        const int rc = fuse_lowlevel_notify_store(session_, ino, static_cast<off_t>(at), &bufv,
+        const int rc = fuse_lowlevel_notify_store(mount_.session(), ino, static_cast<off_t>(at), &bufv,
                                                   static_cast<fuse_buf_copy_flags>(0));
         if (rc == 0) {
           counters_[job.file].pages_stored += q - p;
@@ -536,23 +512,14 @@ class FuseImageServer::Impl {
       if (fd >= 0) close(fd);
     }
     pinned_fds_.clear();
-    if (session_ != nullptr) {
-      fuse_session_exit(session_);
-      // Unmounting ends the kernel connection, which wakes the loop's threads.
-      if (mounted_) fuse_session_unmount(session_);
-      mounted_ = false;
-      if (loop_.joinable()) loop_.join();
-      fuse_session_destroy(session_);
-      session_ = nullptr;
-    }
+    mount_.Unmount();
   }
 
   std::vector<ServedImage> images_;
   ImageServerOptions options_;
   std::vector<FileCounters> counters_;
-  fuse_session* session_ = nullptr;
-  bool mounted_ = false;
-  std::thread loop_, storer_, prefetcher_;
+  FuseMount mount_;
+  std::thread storer_, prefetcher_;
   std::vector<int> pinned_fds_;  // the prefetcher's opens of its own files
   std::vector<PageCachePin> pins_;  // one per image; only the store thread pins
   std::atomic<pid_t> prefetcher_tid_{-1};  // FUSE names the thread that opens
@@ -566,7 +533,6 @@ class FuseImageServer::Impl {
   std::condition_variable cv_;
   std::deque<StoreJob> store_queue_;
   bool stopping_ = false;
-  bool loop_done_ = false;
 };
 
 Result<std::unique_ptr<FuseImageServer>> FuseImageServer::Start(std::vector<ServedImage> images,

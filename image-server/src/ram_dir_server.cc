@@ -1,6 +1,7 @@
 // The RAM directory server over FUSE's low-level API (ram_dir_server.h).
 #define FUSE_USE_VERSION 312
 #include "halite/image_server/ram_dir_server.h"
+#include "fuse_mount.h"
 
 #include <fcntl.h>
 #include <fuse_lowlevel.h>
@@ -13,7 +14,6 @@
 #include <ctime>
 #include <map>
 #include <mutex>
-#include <thread>
 #include <vector>
 
 namespace halite::image_server {
@@ -77,12 +77,8 @@ class RamDirServer::Impl {
     registry.gid = getgid();
     registry.mtime = root.mtime;
 
-    std::vector<std::string> argv = {"hlt-ram-dir", "-o", "fsname=halite-ramdir", "-o", "subtype=halite-ramdir",
-                                     "-o", "default_permissions"};
-    if (options_.allow_other) argv.insert(argv.end(), {"-o", "allow_other"});
-    std::vector<char*> cargv;
-    for (auto& a : argv) cargv.push_back(a.data());
-    fuse_args args = FUSE_ARGS_INIT(static_cast<int>(cargv.size()), cargv.data());
+    std::vector<std::string> fuse_options = {"fsname=halite-ramdir", "subtype=halite-ramdir", "default_permissions"};
+    if (options_.allow_other) fuse_options.push_back("allow_other");
     fuse_lowlevel_ops ops{};
     ops.lookup = &Impl::OnLookup;
     ops.getattr = &Impl::OnGetattr;
@@ -99,26 +95,7 @@ class RamDirServer::Impl {
     ops.open = &Impl::OnOpen;
     ops.opendir = &Impl::OnOpendir;
     ops.readdir = &Impl::OnReaddir;
-    session_ = fuse_session_new(&args, &ops, sizeof ops, this);
-    fuse_opt_free_args(&args);
-    if (session_ == nullptr) return Status::IoError(options_.mountpoint + ": FUSE refused the session options");
-    if (fuse_session_mount(session_, options_.mountpoint.c_str()) != 0) {
-      fuse_session_destroy(session_);
-      session_ = nullptr;
-      return Status::IoError(options_.mountpoint +
-                             ": cannot mount the RAM directory server there (no /dev/fuse, not a directory, or no "
-                             "right to mount; fuse3 installed?)");
-    }
-    mounted_ = true;
-    loop_ = std::thread([this] {
-      fuse_loop_config* config = fuse_loop_cfg_create();
-      fuse_loop_cfg_set_max_threads(config, 4);
-      fuse_session_loop_mt(session_, config);
-      fuse_loop_cfg_destroy(config);
-      std::lock_guard<std::mutex> lock(mu_);
-      loop_done_ = true;
-      cv_.notify_all();
-    });
+    HLT_RETURN_IF_ERROR(mount_.Mount(fuse_options, ops, this, options_.mountpoint, "the RAM directory server", 4));
     return Status::Ok();
   }
 
@@ -139,26 +116,9 @@ class RamDirServer::Impl {
     return c.registrations == 0 && c.directories == 0;
   }
 
-  bool Serving() const {
-    std::lock_guard<std::mutex> lock(mu_);
-    return session_ != nullptr && !loop_done_;
-  }
-
-  void Wait() {
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [&] { return loop_done_; });
-  }
-
-  void Shutdown() {
-    if (session_ == nullptr) return;
-    fuse_session_exit(session_);
-    // Unmounting ends the kernel connection, which wakes the loop's threads.
-    if (mounted_) fuse_session_unmount(session_);
-    mounted_ = false;
-    if (loop_.joinable()) loop_.join();
-    fuse_session_destroy(session_);
-    session_ = nullptr;
-  }
+  bool Serving() const { return mount_.Serving(); }
+  void Wait() { mount_.Wait(); }
+  void Shutdown() { mount_.Unmount(); }
 
  private:
   static Impl* Self(fuse_req_t req) { return static_cast<Impl*>(fuse_req_userdata(req)); }
@@ -301,64 +261,51 @@ class RamDirServer::Impl {
       fuse_reply_err(req, EEXIST);
       return;
     }
-    const fuse_ctx* ctx = fuse_req_ctx(req);
-    Node dir;
-    dir.mode = S_IFDIR | (mode & 07777 & ~ctx->umask);
-    dir.uid = ctx->uid;
-    dir.gid = ctx->gid;
-    const fuse_ino_t ino = self->AddNode(parent, name, std::move(dir));
-    self->ReplyEntry(req, ino, self->nodes_.at(ino));
+    self->AddAndReply(req, parent, name, S_IFDIR | (mode & 07777 & ~fuse_req_ctx(req)->umask));
   }
 
   static void OnRmdir(fuse_req_t req, fuse_ino_t parent, const char* name) {
     Impl* self = Self(req);
     std::lock_guard<std::mutex> lock(self->mu_);
-    auto p = self->nodes_.find(parent);
-    if (p == self->nodes_.end()) {
-      fuse_reply_err(req, ENOENT);
-      return;
-    }
-    auto e = p->second.entries.find(name);
-    if (e == p->second.entries.end()) {
-      fuse_reply_err(req, ENOENT);
-      return;
-    }
-    if (e->second == kRegistryIno) {
-      fuse_reply_err(req, EBUSY);
-      return;
-    }
-    const Node& n = self->nodes_.at(e->second);
-    if (!S_ISDIR(n.mode)) {
-      fuse_reply_err(req, ENOTDIR);
-      return;
-    }
-    if (!n.entries.empty()) {
-      fuse_reply_err(req, ENOTEMPTY);
-      return;
-    }
-    self->RemoveEntry(parent, name, e->second);
-    fuse_reply_err(req, 0);
+    fuse_ino_t ino = 0;
+    int err = self->FindEntry(parent, name, &ino);
+    if (err == 0 && ino == kRegistryIno) err = EBUSY;
+    if (err == 0 && !S_ISDIR(self->nodes_.at(ino).mode)) err = ENOTDIR;
+    if (err == 0 && !self->nodes_.at(ino).entries.empty()) err = ENOTEMPTY;
+    if (err == 0) self->RemoveEntry(parent, name, ino);
+    fuse_reply_err(req, err);
   }
 
   static void OnUnlink(fuse_req_t req, fuse_ino_t parent, const char* name) {
     Impl* self = Self(req);
     std::lock_guard<std::mutex> lock(self->mu_);
-    auto p = self->nodes_.find(parent);
-    if (p == self->nodes_.end()) {
-      fuse_reply_err(req, ENOENT);
-      return;
-    }
+    fuse_ino_t ino = 0;
+    int err = self->FindEntry(parent, name, &ino);
+    if (err == 0 && S_ISDIR(self->nodes_.at(ino).mode)) err = EISDIR;
+    if (err == 0) self->RemoveEntry(parent, name, ino);
+    fuse_reply_err(req, err);
+  }
+
+  // The inode of `name` in directory `parent`: 0, or ENOENT when either is missing. With mu_ held.
+  int FindEntry(fuse_ino_t parent, const char* name, fuse_ino_t* ino) const {
+    auto p = nodes_.find(parent);
+    if (p == nodes_.end()) return ENOENT;
     auto e = p->second.entries.find(name);
-    if (e == p->second.entries.end()) {
-      fuse_reply_err(req, ENOENT);
-      return;
-    }
-    if (S_ISDIR(self->nodes_.at(e->second).mode)) {
-      fuse_reply_err(req, EISDIR);
-      return;
-    }
-    self->RemoveEntry(parent, name, e->second);
-    fuse_reply_err(req, 0);
+    if (e == p->second.entries.end()) return ENOENT;
+    *ino = e->second;
+    return 0;
+  }
+
+  // A node of `mode` owned by the caller of `req`, added to `parent` as `name`, and the reply. With mu_ held.
+  void AddAndReply(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, std::string target = {}) {
+    const fuse_ctx* ctx = fuse_req_ctx(req);
+    Node node;
+    node.mode = mode;
+    node.uid = ctx->uid;
+    node.gid = ctx->gid;
+    node.target = std::move(target);
+    const fuse_ino_t ino = AddNode(parent, name, std::move(node));
+    ReplyEntry(req, ino, nodes_.at(ino));
   }
 
   // Symlinks only in the registry: a registration.
@@ -374,14 +321,7 @@ class RamDirServer::Impl {
       fuse_reply_err(req, EEXIST);
       return;
     }
-    const fuse_ctx* ctx = fuse_req_ctx(req);
-    Node link;
-    link.mode = S_IFLNK | 0777;
-    link.uid = ctx->uid;
-    link.gid = ctx->gid;
-    link.target = target;
-    const fuse_ino_t ino = self->AddNode(parent, name, std::move(link));
-    self->ReplyEntry(req, ino, self->nodes_.at(ino));
+    self->AddAndReply(req, parent, name, S_IFLNK | 0777, target);
   }
 
   static void Refuse(fuse_req_t req) {
@@ -444,10 +384,7 @@ class RamDirServer::Impl {
   fuse_ino_t next_ino_ = kRegistryIno + 1;  // never reused: a forgotten inode stays unknown
   uint64_t links_made_ = 0;
   uint64_t refused_ = 0;
-  fuse_session* session_ = nullptr;
-  bool mounted_ = false;
-  bool loop_done_ = false;
-  std::thread loop_;
+  FuseMount mount_;
 };
 
 Result<std::unique_ptr<RamDirServer>> RamDirServer::Start(RamDirServerOptions options) {

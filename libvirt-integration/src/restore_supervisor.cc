@@ -1,5 +1,6 @@
 #include "halite/libvirt/restore_supervisor.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -37,6 +38,36 @@ int WaitWorker(pid_t pid) {
 }
 
 }  // namespace
+
+Result<DetachedRestore> DetachRestore(const std::string& log_path) {
+  int p[2];
+  if (pipe(p) != 0) return Status::IoError("pipe", errno);
+  const pid_t pid = fork();
+  if (pid < 0) return Status::IoError("fork", errno);
+  DetachedRestore d;
+  if (pid == 0) {
+    close(p[0]);
+    setsid();
+    signal(SIGHUP, SIG_IGN);
+    const int out = open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (out >= 0) {
+      dup2(out, STDOUT_FILENO);
+      dup2(out, STDERR_FILENO);
+      close(out);
+    }
+    d.is_child = true;
+    d.report_fd = p[1];
+    return d;
+  }
+  close(p[1]);
+  char buf[4096];
+  ssize_t n;
+  while ((n = read(p[0], buf, sizeof buf)) > 0 || (n < 0 && errno == EINTR)) {
+    if (n > 0) d.first_report.append(buf, size_t(n));
+  }
+  close(p[0]);
+  return d;
+}
 
 int SuperviseRestore(const SupervisedRestore& job) {
   pid_t worker = StartWorker(job.restore);

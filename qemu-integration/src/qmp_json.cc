@@ -101,38 +101,77 @@ int64_t AsInt(const Json& value) {
 
 bool AsBool(const Json& value) { return value.is_boolean() && value.get<bool>(); }
 
-Result<bool> JsonFramer::Next(std::string* text) {
-  // Whitespace between values goes right away so the buffer does not grow with it.
-  const size_t first = buf_.find_first_not_of(" \t\r\n");
-  const size_t skip = first == std::string::npos ? buf_.size() : first;
-  buf_.erase(0, skip);
-  consumed_ += skip;
-  if (buf_.empty()) return false;
-  if (buf_[0] != '{' && buf_[0] != '[') {
-    return Status::Corrupt(fmt::format("qmp: offset {:#x}: unexpected byte {:#x} between messages (expected '{{')",
-                                       consumed_, static_cast<unsigned char>(buf_[0])));
+size_t JsonFramer::ScanForEnd() {
+  // Brackets count only outside strings; inside one, a backslash escapes the next byte (so \" does not end it).
+  // Resumes where the last call stopped: each byte is looked at once however the value arrives.
+  for (; scanned_ < buf_.size(); ++scanned_) {
+    const char c = buf_[scanned_];
+    if (in_string_) {
+      if (escaped_) {
+        escaped_ = false;
+      } else if (c == '\\') {
+        escaped_ = true;
+      } else if (c == '"') {
+        in_string_ = false;
+      }
+    } else if (c == '"') {
+      in_string_ = true;
+    } else if (c == '{' || c == '[') {
+      ++depth_;
+    } else if ((c == '}' || c == ']') && --depth_ == 0) {
+      return ++scanned_;
+    }
+    if (depth_ > kMaxDepth) return std::string::npos;
   }
-  std::istringstream in(buf_);
+  return 0;
+}
+
+Result<bool> JsonFramer::Next(std::string* text) {
+  if (scanned_ == 0) {
+    // Whitespace between values goes right away so the buffer does not grow with it.
+    const size_t first = buf_.find_first_not_of(" \t\r\n");
+    const size_t skip = first == std::string::npos ? buf_.size() : first;
+    buf_.erase(0, skip);
+    consumed_ += skip;
+    if (buf_.empty()) return false;
+    if (buf_[0] != '{' && buf_[0] != '[') {
+      return Status::Corrupt(fmt::format("qmp: offset {:#x}: unexpected byte {:#x} between messages (expected '{{')",
+                                         consumed_, static_cast<unsigned char>(buf_[0])));
+    }
+  }
+  // Where the value ends, found by a linear scan; the parser then checks that one value once (re-parsing the whole
+  // buffer on every read was quadratic in a large reply's size).
+  const size_t end = ScanForEnd();
+  if (end == std::string::npos) {
+    return Status::Corrupt(fmt::format("qmp: offset {:#x}: message nested deeper than {} levels", consumed_, kMaxDepth));
+  }
+  if (end == 0) return false;
+  std::istringstream in(buf_.substr(0, end));
   ValueEnd sax;
   try {
     Json::sax_parse(in, &sax, nlohmann::detail::input_format_t::json, /*strict=*/false);
   } catch (const std::bad_alloc&) {
-    return Status::Internal(fmt::format("qmp: out of memory framing {} bytes", buf_.size()));
+    return Status::Internal(fmt::format("qmp: out of memory framing {} bytes", end));
   }
-  if (sax.complete()) {
-    in.clear();
-    const auto end = static_cast<size_t>(in.tellg());
-    text->assign(buf_, 0, end);
-    buf_.erase(0, end);
-    consumed_ += end;
-    return true;
+  if (!sax.complete()) {
+    if (sax.depth() > kMaxDepth) {
+      return Status::Corrupt(
+          fmt::format("qmp: offset {:#x}: message nested deeper than {} levels", consumed_, kMaxDepth));
+    }
+    const size_t at = std::min(sax.error_position(), end);
+    return Status::Corrupt(fmt::format("qmp: offset {:#x}: {}", consumed_ + (at > 0 ? at - 1 : 0), sax.error()));
   }
-  if (sax.depth() > kMaxDepth) {
-    return Status::Corrupt(fmt::format("qmp: offset {:#x}: message nested deeper than {} levels", consumed_, kMaxDepth));
-  }
-  // The error was found past the last byte: the value is not complete yet, wait for more.
-  if (sax.error_position() > buf_.size()) return false;
-  return Status::Corrupt(fmt::format("qmp: offset {:#x}: {}", consumed_ + sax.error_position() - 1, sax.error()));
+  in.clear();
+  // The scan and the parser agree on well-formed text; the parser's end is the one that counts.
+  const auto parsed_end = static_cast<size_t>(in.tellg());
+  const size_t take = parsed_end > 0 && parsed_end <= end ? parsed_end : end;
+  text->assign(buf_, 0, take);
+  buf_.erase(0, take);
+  consumed_ += take;
+  scanned_ = 0;
+  depth_ = 0;
+  in_string_ = escaped_ = false;
+  return true;
 }
 
 }  // namespace halite::qemu

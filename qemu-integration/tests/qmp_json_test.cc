@@ -1,5 +1,6 @@
 #include <cstring>
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 
 #include "halite/qemu/qmp_json.h"
 
@@ -114,6 +115,28 @@ TEST_CASE("json framer splits a byte stream into messages", "[json]") {
     REQUIRE(AsString(*FindMember(*FindMember(*ParseJson(got[1]), "data"), "s")) == "}{\"");
     REQUIRE(got[3] == "[1, 2.5, \"]\"]");
     REQUIRE(AsBool(*FindMember(*FindMember(*ParseJson(got[4]), "return"), "pretty")));
+  }
+}
+
+TEST_CASE("json framer frames a large reply fed in small reads, escapes and brackets in strings included", "[json]") {
+  // A reply like query-memory-devices on a big guest: megabytes, arriving 4 KiB at a time.
+  std::string big = "{\"return\": [";
+  for (int i = 0; i < 40000; ++i) {
+    big += fmt::format("{}{{\"id\": \"dev{}\", \"s\": \"\\\\\", \"t\": \"]}}[{{\\\"\"}}", i ? ", " : "", i);
+  }
+  big += "]}";
+  const std::string stream = big + "\r\n{\"event\": \"RESUME\"}\r\n";
+  for (size_t chunk : {4096, 65536}) {
+    auto got = FrameAll(stream, chunk);
+    REQUIRE(got.size() == 2);
+    REQUIRE(got[0] == big);
+    auto parsed = ParseJson(got[0]);
+    REQUIRE(parsed.has_value());
+    const Json& list = *FindMember(*parsed, "return");
+    REQUIRE(list.size() == 40000);
+    REQUIRE(AsString(*FindMember(list[39999], "s")) == "\\");
+    REQUIRE(AsString(*FindMember(list[39999], "t")) == "]}[{\"");
+    REQUIRE(AsString(*FindMember(*ParseJson(got[1]), "event")) == "RESUME");
   }
 }
 

@@ -11,6 +11,7 @@
 #include "halite/checkpoint_reader.h"
 #include "halite/checkpoint_writer.h"
 #include "support/memory_corpus.h"
+#include "support/save_image.h"
 #include "support/temp_dir.h"
 
 using namespace halite;
@@ -26,20 +27,11 @@ std::vector<uint8_t> GeneratedMemory(uint64_t mib, uint64_t seed) {
 
 WriteSummary Save(const std::string& path, std::span<const uint8_t> image, std::shared_ptr<const CheckpointReader> parent,
                   bool based = true, uint32_t block_pages = 64) {
-  WriterOptions o;
-  o.threads = 2;
-  o.sink.sync = false;
+  WriterOptions o = testing::ScratchWriterOptions();
   o.block_pages = block_pages;
   o.parent = std::move(parent);
   o.code_against_parent = based;
-  auto w = CheckpointWriter::Create(path, o);
-  REQUIRE(w);
-  REQUIRE((*w)->AddRegion("ram", 0, image.size()));
-  for (uint64_t p = 0; p < image.size() / kPage; ++p) REQUIRE((*w)->PutPage(0, p, image.subspan(p * kPage, kPage)).ok());
-  auto s = (*w)->Finish();
-  INFO((s ? std::string() : s.error().ToString()));
-  REQUIRE(s);
-  return *s;
+  return testing::SaveRamImage(path, image, o);
 }
 
 std::shared_ptr<const CheckpointReader> Open(const std::string& path) {

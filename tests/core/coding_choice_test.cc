@@ -11,9 +11,12 @@
 #include "halite/checkpoint_writer.h"
 #include "halite/format_constants.h"
 #include "support/memory_corpus.h"
+#include "support/save_image.h"
 #include "support/temp_dir.h"
 
 using namespace halite;
+using halite::testing::SaveRamImage;
+using halite::testing::ScratchWriterOptions;
 
 namespace {
 
@@ -36,14 +39,7 @@ uint64_t Zstd3(std::span<const uint8_t> bytes) {
 WriteSummary Save(const std::string& path, std::span<const uint8_t> image, WriterOptions o) {
   o.threads = 2;
   o.sink.sync = false;
-  auto w = CheckpointWriter::Create(path, o);
-  REQUIRE(w);
-  REQUIRE((*w)->AddRegion("ram", 0, image.size()));
-  for (uint64_t p = 0; p < image.size() / kPage; ++p) REQUIRE((*w)->PutPage(0, p, image.subspan(p * kPage, kPage)).ok());
-  auto s = (*w)->Finish();
-  INFO((s ? std::string() : s.error().ToString()));
-  REQUIRE(s);
-  return *s;
+  return SaveRamImage(path, image, o);
 }
 
 std::unique_ptr<CheckpointReader> Open(const std::string& path) {

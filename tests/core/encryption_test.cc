@@ -17,11 +17,14 @@
 #include "halite/encryption.h"
 #include "support/checksum_reseal.h"
 #include "support/memory_corpus.h"
+#include "support/save_image.h"
 #include "support/synthetic_memory.h"
 #include "support/temp_dir.h"
 #include "writer/page_store.h"
 
 using namespace halite;
+using halite::testing::SaveRamImage;
+using halite::testing::ScratchWriterOptions;
 
 namespace {
 
@@ -431,21 +434,12 @@ std::shared_ptr<const CheckpointReader> OpenKeyed(const std::string& path, std::
 
 WriteSummary SaveImage(const std::string& path, std::span<const uint8_t> image, std::optional<EncryptionKey> key,
                        std::shared_ptr<const CheckpointReader> parent) {
-  WriterOptions o;
-  o.threads = 2;
-  o.sink.sync = false;
+  WriterOptions o = ScratchWriterOptions();
   o.encryption_key = key;
   o.cipher = Cipher::kAes256Gcm;
   o.parent = std::move(parent);
   o.code_against_parent = true;
-  auto w = CheckpointWriter::Create(path, o);
-  REQUIRE(w);
-  REQUIRE((*w)->AddRegion("ram", 0, image.size()));
-  for (uint64_t p = 0; p < image.size() / kPage; ++p) REQUIRE((*w)->PutPage(0, p, image.subspan(p * kPage, kPage)).ok());
-  auto s = (*w)->Finish();
-  INFO((s ? std::string() : s.error().ToString()));
-  REQUIRE(s);
-  return *s;
+  return SaveRamImage(path, image, o);
 }
 
 // Every group of the view read once (as a restore reads them) and every page read alone.

@@ -12,7 +12,9 @@
 #include <algorithm>
 #include <cinttypes>
 #include <cstdio>
+#include <condition_variable>
 #include <future>
+#include <mutex>
 #include <random>
 #include <regex>
 
@@ -647,4 +649,71 @@ TEST_CASE("a preload that meets a read error fails Start, installs nothing of th
   CHECK(returned);
   CHECK(waited.get().code() == StatusCode::kIoError);
   CheckNoWrongBytes(sink, m, *in.reader);
+}
+
+namespace {
+
+// A sink whose urgent installs (a fault's) wait while it is armed: a fault stuck after its read, installing (a
+// vCPU's memory that the kernel cannot map, a UFFDIO_COPY that never returns).
+class GatedSink : public RecordingSink {
+ public:
+  using RecordingSink::RecordingSink;
+  Status Install(std::span<const PageInstall> batch, InstallPriority priority, size_t* runs_installed) override {
+    if (priority == InstallPriority::kUrgent) {
+      std::unique_lock<std::mutex> lock(mu_);
+      ++waiting_;
+      cv_.notify_all();
+      cv_.wait(lock, [&] { return !armed_; });
+    }
+    return RecordingSink::Install(batch, priority, runs_installed);
+  }
+  void set_armed(bool armed) {
+    std::lock_guard<std::mutex> lock(mu_);
+    armed_ = armed;
+    cv_.notify_all();
+  }
+  void WaitForInstaller() {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return waiting_ > 0; });
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool armed_ = true;
+  int waiting_ = 0;
+};
+
+}  // namespace
+
+TEST_CASE("Stop releases WaitForLoader while a fault's install of its block never returns", "[engine][loader][stop]") {
+  MemCheckpoint m = TwoRegionCheckpoint();
+  auto reader = OpenMem(m);
+  const uint32_t b = uint32_t(reader->blocks().size() / 2);
+  const PageRef page = reader->PageOf(reader->BlockMembers(b)[0].page);
+  GatedSink sink(m.regions);
+  // Batches, as from an object store: the loader steps aside for a demand read only for a while, then goes on.
+  RestoreEngineOptions o = Options(true);
+  o.loader_batch_bytes = 64 << 10;
+  auto engine = RestoreEngine::Create(*reader, sink, o);
+  REQUIRE(engine.has_value());
+  // The fault claims block b, reads it and hangs installing it; the loader passes over b and loads the rest.
+  auto fault = std::async(std::launch::async, [&] { return (*engine)->HandleFault(page); });
+  sink.WaitForInstaller();
+  REQUIRE((*engine)->Start().ok());
+  auto waiter = std::async(std::launch::async, [&] { return (*engine)->WaitForLoader(); });
+  // WaitForLoader waits for the fault's block as well: it must not return while the install hangs.
+  CHECK(waiter.wait_for(std::chrono::milliseconds(300)) == std::future_status::timeout);
+  CHECK((*engine)->Stats().blocks_loaded == reader->blocks().size() - 1);
+  (*engine)->Stop();
+  // Stop lets it go although the install still hangs.
+  const bool released = waiter.wait_for(std::chrono::seconds(10)) == std::future_status::ready;
+  sink.set_armed(false);  // before any REQUIRE: the futures' destructors wait for their threads
+  REQUIRE(released);
+  CHECK(waiter.get().ok());
+  auto out = fault.get();
+  INFO((out ? std::string() : out.error().ToString()));
+  CHECK(out.has_value());
+  CHECK((*engine)->IsInstalled(page));
+  CheckNoWrongBytes(sink, m, *reader);
 }

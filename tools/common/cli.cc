@@ -94,14 +94,6 @@ std::vector<std::string> BlockCacheFlags(const ReaderOptions& options) {
           std::to_string(options.block_cache->max_bytes())};
 }
 
-std::string StorageSummary(const ReaderStats& st) {
-  if (st.cache_hits + st.cache_misses + st.cache_dropped == 0) return {};
-  std::string s = fmt::format("{} blocks from the block cache, {} fetched ({})", st.cache_hits, st.blocks_fetched,
-                              HumanBytes(st.block_bytes_fetched));
-  if (st.cache_dropped) s += fmt::format(", {} damaged cache entries dropped", st.cache_dropped);
-  return s;
-}
-
 Progress::Progress(std::string label) : label_(std::move(label)), tty_(::isatty(2)) {}
 Progress::~Progress() { Finish(); }
 
@@ -153,30 +145,6 @@ std::string FindExecutable(const std::string& arg) {
     if (executable(candidate)) return candidate;
   }
   return {};
-}
-
-std::string HexBytes(std::span<const uint8_t> bytes) {
-  static constexpr char kDigits[] = "0123456789abcdef";
-  std::string out;
-  out.reserve(bytes.size() * 2);
-  for (uint8_t b : bytes) {
-    out += kDigits[b >> 4];
-    out += kDigits[b & 15];
-  }
-  return out;
-}
-
-std::string HumanBytes(uint64_t b) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double v = double(b);
-  int u = 0;
-  while (v >= 1024 && u < 4) {
-    v /= 1024;
-    ++u;
-  }
-  char buf[32];
-  std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.2f %s", v, units[u]);
-  return buf;
 }
 
 std::string JsonText(const nlohmann::ordered_json& value) {

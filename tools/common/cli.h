@@ -13,6 +13,7 @@
 
 #include "common/key_sources.h"
 #include "halite/checkpoint_reader.h"
+#include "halite/stats_text.h"
 #include "halite/status.h"
 
 namespace halite::cli {
@@ -62,9 +63,8 @@ inline constexpr const char* kReaderFlagsHelp =
 Status OpenBlockCache(const std::string& dir, uint64_t size, ReaderOptions* options);
 // The flags that open the same cache in another process (the image server): empty without a cache.
 std::vector<std::string> BlockCacheFlags(const ReaderOptions& options);
-// What a cache did for a reader, for summaries: "12 from the block cache, 3 fetched (1.2 MiB)"; empty when the
-// reader read nothing remote.
-std::string StorageSummary(const ReaderStats& stats);
+// What a cache did for a reader, for summaries (the library's, halite/stats_text.h, as the tools' reports use it).
+inline std::string StorageSummary(const ReaderStats& stats) { return BlockCacheSummary(stats); }
 
 // Progress on stderr when it is a terminal; rewritten in place, at most ten times a second.
 class Progress {
@@ -89,9 +89,8 @@ std::string VersionText(const std::string& tool);
 // returns its path; otherwise an empty string. Used to accept `-- qemu-system-x86_64 ARGS` as `strace --` does.
 std::string FindExecutable(const std::string& arg);
 
-std::string HumanBytes(uint64_t bytes);
-// Lower-case hex of `bytes` (file ids, fingerprints, uuids).
-std::string HexBytes(std::span<const uint8_t> bytes);
+using ::halite::HumanBytes;
+using ::halite::HexBytes;
 // One JSON document and a newline, as every tool prints JSON. Strings that are not valid UTF-8 (file names can be
 // any bytes) have the bad bytes replaced by U+FFFD instead of failing.
 std::string JsonText(const nlohmann::ordered_json& value);

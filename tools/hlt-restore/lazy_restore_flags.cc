@@ -3,10 +3,6 @@
 #include <cstdio>
 
 namespace halite::restore {
-namespace {
-double Ms(uint64_t us) { return double(us) / 1e3; }
-}  // namespace
-
 const char* kLazyRestoreFlagsHelp =
     "  --eager                load every page before the guest runs (QEMU's guest starts paused, then `cont`)\n"
     "  --loader on|off        push the pages not asked for in the background, in the checkpoint's restore order\n"
@@ -89,77 +85,6 @@ std::string CheckLazyRestoreFlags(const qemu::CheckpointRestoreOptions& opt) {
     return "--eager sends everything first: --preload-ws and --loader off do not apply";
   }
   return "";
-}
-
-void PrintRestoreSummary(const qemu::CheckpointRestoreResult& res, uint64_t tool_to_running) {
-  const auto& c = res.channel;
-  const auto& e = res.engine;
-  const auto& ef = res.engine_final;
-  if (res.start_to_resumed_us != 0) {
-    // A resumed restore: the guest ran already; what counts is when it could get pages again.
-    std::printf("  time             %.1f ms to QEMU's RESUME_ACK (from the resume call), all pages sent at %.1f ms, "
-                "completed at %.1f ms\n",
-                Ms(res.start_to_resumed_us), Ms(res.start_to_loaded_us), Ms(res.total_us));
-  } else {
-    std::printf(
-        "  time             %.1f ms to guest running (tool start to QEMU's RESUME; %.1f ms from the restore call), "
-        "all pages sent at %.1f ms, completed at %.1f ms\n",
-        Ms(tool_to_running), Ms(res.start_to_running_us), Ms(res.start_to_loaded_us), Ms(res.total_us));
-  }
-  if (res.lazy) {
-    std::printf(
-        "  requests         %llu from QEMU (%llu for pages already on the way, %llu after the end); "
-        "answered in p50 %.2f ms, p99 %.2f ms, max %.2f ms\n",
-        (unsigned long long)c.requests, (unsigned long long)c.requests_already_sent,
-        (unsigned long long)c.requests_after_end, Ms(c.request_latency_p50_us), Ms(c.request_latency_p99_us),
-        Ms(c.request_latency_max_us));
-    // Huge-page-backed RAM: QEMU asks for, and places, whole host pages.
-    if (ef.host_pages_installed != 0) {
-      std::string sizes;
-      for (const auto& [bytes, n] : c.request_sizes) {
-        sizes += (sizes.empty() ? "" : ", ") + std::to_string(n) + " of " + cli::HumanBytes(bytes);
-      }
-      std::printf("  host pages       %llu larger than 4 KiB installed whole; requests by size: %s\n",
-                  (unsigned long long)ef.host_pages_installed, sizes.empty() ? "none" : sizes.c_str());
-    }
-  }
-  std::printf(
-      "  pages sent       %llu before the guest started, %llu answering requests, %llu pushed; %llu of them "
-      "as zero pages; %s on the wire in %llu sections",
-      (unsigned long long)c.preload_pages, (unsigned long long)c.request_pages, (unsigned long long)c.pushed_pages,
-      (unsigned long long)c.zero_pages, cli::HumanBytes(c.bytes_sent).c_str(), (unsigned long long)c.sections);
-  if (res.lazy) std::printf("; %llu zero pages never sent (they read as zero)", (unsigned long long)res.zero_pages_unsent);
-  std::printf("\n");
-  if (res.lazy) {
-    std::printf(
-        "  faults           %llu blocking (%llu joined a read in flight), %llu zero, %llu present; blocking "
-        "p50 %.1f us, p99 %.1f us; stall %.1f ms (blocking %.1f ms, joined %.1f ms)",
-        (unsigned long long)e.faults_blocking, (unsigned long long)e.faults_joined, (unsigned long long)e.faults_zero,
-        (unsigned long long)e.faults_present, double(e.blocking_latency.p50_ns) / 1e3,
-        double(e.blocking_latency.p99_ns) / 1e3, double(e.stall_ns) / 1e6, double(e.stall_blocking_ns) / 1e6,
-        double(e.stall_joined_ns) / 1e6);
-    if (res.sweep_blocks) std::printf(" (then %llu blocks swept after the guest went idle)", (unsigned long long)res.sweep_blocks);
-    std::printf("\n");
-  }
-  if (res.placement == "direct") {
-    std::string blocks;
-    for (const auto& b : res.direct_blocks) blocks += (blocks.empty() ? "" : ", ") + b;
-    const auto& d = res.direct;
-    std::printf(
-        "  placement        direct through QEMU's userfaultfd (%s): %llu pages copied in %llu ioctls, %llu "
-        "zero pages mapped in %llu, %llu found present; set up in %.1f ms\n",
-        blocks.c_str(), (unsigned long long)d.pages_copied, (unsigned long long)d.copy_ioctls,
-        (unsigned long long)d.pages_zeroed, (unsigned long long)d.zero_ioctls, (unsigned long long)d.pages_existed,
-        Ms(res.direct_setup_us));
-  } else {
-    std::printf("  placement        channel (%s)\n", res.placement_reason.c_str());
-  }
-  std::printf("  blocks read      %llu of %llu (demand %llu, loader %llu, preload %llu)\n",
-              (unsigned long long)ef.blocks_read, (unsigned long long)ef.blocks_total,
-              (unsigned long long)ef.blocks_read_demand, (unsigned long long)ef.blocks_read_loader,
-              (unsigned long long)ef.blocks_read_preload);
-  std::printf("  bytes read       %s of the checkpoint (%s decompressed)\n", cli::HumanBytes(ef.bytes_read).c_str(),
-              cli::HumanBytes(ef.bytes_decompressed).c_str());
 }
 
 }  // namespace halite::restore

@@ -1,5 +1,5 @@
 // What every mode that restores into QEMU shares (hlt-restore qemu, hlt-restore libvirt): the lazy-restore
-// options and the summary printed afterwards.
+// options (the summary printed afterwards is the library's, halite/qemu/qemu_restore_report.h).
 #ifndef HALITE_TOOLS_LAZY_RESTORE_FLAGS_H_
 #define HALITE_TOOLS_LAZY_RESTORE_FLAGS_H_
 
@@ -29,9 +29,6 @@ bool AnyLazyRestoreFlag(const CLI::App& app);
 
 // The combinations that make no sense; empty when fine.
 std::string CheckLazyRestoreFlags(const qemu::CheckpointRestoreOptions& options);
-
-// "  time ... / requests ... / pages sent ... / faults ... / blocks read ... / bytes read ..." lines.
-void PrintRestoreSummary(const qemu::CheckpointRestoreResult& result, uint64_t tool_to_running_us);
 
 }  // namespace halite::restore
 

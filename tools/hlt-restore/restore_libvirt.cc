@@ -2,23 +2,13 @@
 //                          [--status-file FILE] [--memory copy|shared [--ram-dir DIR] [--image-dir DIR]]
 //                          [lazy options]
 // A checkpoint made by `hlt-save libvirt` back into a libvirt domain (or a clone of it), lazily.
-#include <fcntl.h>
-#include <limits.h>
-#include <signal.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <chrono>
 #include <cstdio>
-#include <filesystem>
 #include <iostream>
-#include <optional>
 
 #include <fmt/format.h>
-
-#include "halite/checkpoint_location.h"
 
 #include "halite/libvirt/libvirt_checkpoint.h"
 #include "common/cli_parser.h"
@@ -26,7 +16,9 @@
 #include "hlt-restore/learn_layout_flag.h"
 #include "halite/libvirt/libvirt_dirs.h"
 #include "hlt-restore/restore_modes.h"
+#include "halite/libvirt/libvirt_restore_report.h"
 #include "halite/libvirt/libvirt_restore_session.h"
+#include "halite/qemu/qemu_restore_report.h"
 #include "halite/libvirt/restore_status_file.h"
 #include "halite/libvirt/restore_supervisor.h"
 
@@ -86,74 +78,22 @@ const char* kLibvirtUsage =
     "                         postcopy-paused; the restore's record ($HALITE_RUN_DIR or /run/halite/restores/\n"
     "                         qemu-PID.json) must name CKPT's file_id; then the rest is served as before\n";
 
-double Ms(uint64_t us) { return double(us) / 1e3; }
-
-// --detach: the restore runs in a child that outlives us. Forked before any thread exists. The parent returns
-// the child's first line ("running ..." or "failed ...") and its verdict; the child gets the write end, and its
-// own output goes to LOG.
+// --detach: the restore runs in a child that outlives us (libvirt::DetachRestore). The parent returns the child's
+// first line ("running ..." or "failed ...") and its verdict; the child gets the write end for its report.
 int Detach(const std::string& tool, const std::string& log, int* report_fd) {
-  int p[2];
-  if (pipe(p) != 0) return cli::Fail(tool, Status::IoError("pipe", errno));
-  const pid_t pid = fork();
-  if (pid < 0) return cli::Fail(tool, Status::IoError("fork", errno));
-  if (pid == 0) {
-    close(p[0]);
-    setsid();
-    signal(SIGHUP, SIG_IGN);
-    const int out = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (out >= 0) {
-      dup2(out, STDOUT_FILENO);
-      dup2(out, STDERR_FILENO);
-      close(out);
-    }
-    *report_fd = p[1];
+  auto detached = libvirt::DetachRestore(log);
+  if (!detached) return cli::Fail(tool, detached.error());
+  if (detached->is_child) {
+    *report_fd = detached->report_fd;
     return -1;  // the child goes on
   }
-  close(p[1]);
-  std::string text;
-  char buf[4096];
-  ssize_t n;
-  while ((n = read(p[0], buf, sizeof buf)) > 0 || (n < 0 && errno == EINTR)) {
-    if (n > 0) text.append(buf, size_t(n));
-  }
-  close(p[0]);
+  const std::string& text = detached->first_report;
   if (text.rfind("running", 0) == 0) {
     std::fputs(text.c_str(), stdout);
     return cli::kExitOk;
   }
   std::cerr << tool << ": " << (text.empty() ? "the detached restore ended without a word\n" : text);
   return cli::kExitIo;
-}
-
-// What a completed restore made: the domain, its own files, the clock, the NICs.
-void PrintRestored(const std::string& ckpt, bool clone, const libvirt::LibvirtRestoreResult& res) {
-  std::printf("restored %s as domain %s (uuid %s)%s\n", ckpt.c_str(), res.domain.c_str(), res.uuid.c_str(),
-              clone ? ", a clone" : "");
-  std::printf("  libvirt          domain started (waiting for its memory) %.1f ms after the call\n", Ms(res.define_us));
-  for (const auto& o : res.overlays) std::printf("  disk overlay     %s\n", o.c_str());
-  for (const auto& r : res.renamed) {
-    std::printf("  own file         %s: %s (saved: %s)\n", r.what.c_str(), r.to.c_str(), r.from.c_str());
-  }
-  if (!res.nvram.empty()) {
-    std::printf("  nvram            %s, a copy of the saved UEFI variables\n", res.nvram.c_str());
-  }
-  if (!res.tpm_state.empty()) {
-    std::printf("  tpm              %s, a copy of the saved TPM state\n", res.tpm_state.c_str());
-  }
-  if (!res.tpm_note.empty()) std::printf("  note             tpm: %s\n", res.tpm_note.c_str());
-  if (res.time_sync.synced && res.time_sync.read_before) {
-    std::printf("  clock            set to the host's through the guest agent (it was %.3f s behind)\n",
-                res.time_sync.guest_behind_s);
-  } else if (res.time_sync.synced) {
-    std::printf("  clock            set to the host's through the guest agent\n");
-  } else if (res.time_sync.attempted) {
-    std::printf("  note             clock not synced: %s\n", res.time_sync.note.c_str());
-  }
-  for (const auto& m : res.replugged) std::printf("  nic              %s unplugged and plugged again: the guest probes it with its new MAC\n", m.c_str());
-  if (clone && !res.had_genid) {
-    std::printf("  note             the saved domain has no <genid>: the clone's kernel is not told it was cloned "
-                "(its RNG is not reseeded); add <genid/> to the domain before saving\n");
-  }
 }
 
 // One restore of hlt-restore libvirt as the flags describe it; Run is called again by a supervisor to resume.
@@ -223,7 +163,7 @@ int LibvirtJob::Run(const std::string& resume) {
     if (!s.ok()) return Fail(s);
     std::printf("resumed the restore of domain %s: QEMU held %llu pages already\n", resume.c_str(),
                 (unsigned long long)res.qemu.resume_present_pages);
-    PrintRestoreSummary(res.qemu, 0);
+    std::fputs(qemu::RestoreSummaryText(res.qemu, 0).c_str(), stdout);
     std::fflush(stdout);
     return cli::kExitOk;
   }
@@ -245,8 +185,8 @@ int LibvirtJob::Run(const std::string& resume) {
   if (!s.ok()) return Fail(s);
   if (learn && lazy) learned.LearnFrom(res.qemu.requested);
   const uint64_t tool_to_running = uint64_t(running_ms * 1000);
-  PrintRestored(ckpt, opt.clone, res);
-  PrintRestoreSummary(res.qemu, tool_to_running);
+  std::fputs(libvirt::RestoredDomainText(ckpt, opt.clone, res).c_str(), stdout);
+  std::fputs(qemu::RestoreSummaryText(res.qemu, tool_to_running).c_str(), stdout);
   std::fflush(stdout);
   return cli::kExitOk;
 }

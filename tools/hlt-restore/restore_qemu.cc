@@ -1,23 +1,15 @@
 // hlt-restore qemu CKPT [options] [--qmp SOCKET | -- QEMU ARGS...]
 // Restores a checkpoint made by `hlt-save qemu` into a stock QEMU, lazily through its postcopy (or eagerly).
 #include <signal.h>
-#include <sys/wait.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
-#include <climits>
-#include <filesystem>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <iostream>
-#include <optional>
-#include <thread>
 
 #include <fmt/format.h>
-
-#include "halite/checkpoint_location.h"
 
 #include "halite/hint_files.h"
 #include "halite/qemu/qemu_checkpoint.h"
@@ -27,6 +19,7 @@
 #include "hlt-restore/lazy_restore_flags.h"
 #include "hlt-restore/restore_modes.h"
 #include "hlt-restore/learn_layout_flag.h"
+#include "halite/qemu/qemu_restore_report.h"
 #include "halite/qemu/qemu_restore_session.h"
 #include "halite/qemu/qemu_shared_memory.h"
 
@@ -99,13 +92,6 @@ Status WriteFile(const std::string& path, const std::string& text) {
   bool ok = f && std::fwrite(text.data(), 1, text.size(), f) == text.size();
   ok = f && std::fclose(f) == 0 && ok;
   return ok ? Status::Ok() : Status::IoError(path + ": cannot write", errno);
-}
-
-// {"4096": n, "2097152": m}: how many of QEMU's page requests asked for each length.
-nlohmann::ordered_json RequestSizesJson(const std::map<uint64_t, uint64_t>& sizes) {
-  nlohmann::ordered_json j = nlohmann::ordered_json::object();
-  for (const auto& [bytes, n] : sizes) j[std::to_string(bytes)] = n;
-  return j;
 }
 
 // What the command line says, before the library sees it.
@@ -226,161 +212,22 @@ void SetPrinting(QemuFlags* f, int64_t tool_wall_us, std::string* progress_text,
   }
 }
 
-nlohmann::ordered_json StatsJson(qemu::RestoreSession& session, const std::string& ckpt, int64_t tool_wall_us) {
-  const qemu::CheckpointRestoreOptions& opt = session.options().restore;
-  const qemu::CheckpointRestoreResult& res = session.result();
-  const auto& c = res.channel;
-  const auto& e = res.engine;
-  const auto& ef = res.engine_final;
-  const ReaderStats rs = session.reader().read_stats();
-  const bool loader = opt.engine.background_loader;
-  const bool resume = session.resuming();
-  qemu::QemuProcess* proc = session.process();
-  const int64_t open_done_wall_us = session.times().open_done_wall_us;
-  const int64_t qemu_ready_wall_us = session.times().qemu_ready_wall_us;
-  const int64_t running_wall = res.wall_start_us + int64_t(res.start_to_running_us);
-  const uint64_t tool_to_running = res.start_to_running_us ? uint64_t(running_wall - tool_wall_us) : 0;
-  const uint64_t tool_to_resumed =
-      res.start_to_resumed_us ? uint64_t(res.wall_start_us - tool_wall_us) + res.start_to_resumed_us : 0;
-  return nlohmann::ordered_json{
-    {"checkpoint", ckpt},
-    {"lazy", opt.lazy},
-    {"loader", loader},
-    {"preload_ws", opt.engine.preload_working_set},
-    {"tool_wall_start_us", tool_wall_us},
-    {"open_done_wall_us", open_done_wall_us},
-    {"qemu_ready_wall_us", qemu_ready_wall_us},
-    {"restore_wall_start_us", res.wall_start_us},
-    {"engine_created_wall_us", res.engine_created_wall_us},
-    {"running_wall_us", res.start_to_running_us ? running_wall : 0},
-    {"tool_to_running_us", tool_to_running},
-    {"start_to_connect_us", res.start_to_connect_us},
-    {"start_to_running_us", res.start_to_running_us},
-    {"connect_to_running_pong_us", c.connect_to_running_us},
-    {"start_to_loaded_us", res.start_to_loaded_us},
-    {"total_us", res.total_us},
-    {"requests", c.requests},
-    {"requests_already_sent", c.requests_already_sent},
-    {"requests_after_end", c.requests_after_end},
-    {"request_pages", c.request_pages},
-    {"preload_pages", c.preload_pages},
-    {"pushed_pages", c.pushed_pages},
-    {"zero_pages_sent", c.zero_pages},
-    {"zero_pages_unsent", res.zero_pages_unsent},
-    {"bytes_sent", c.bytes_sent},
-    {"request_latency_p50_us", c.request_latency_p50_us},
-    {"request_latency_p99_us", c.request_latency_p99_us},
-    {"request_latency_max_us", c.request_latency_max_us},
-    {"request_sizes", RequestSizesJson(c.request_sizes)},
-    {"host_pages_installed", ef.host_pages_installed},
-    {"host_page_extra_reads", ef.host_page_extra_reads},
-    {"faults_blocking", e.faults_blocking},
-    {"faults_joined", e.faults_joined},
-    {"faults_zero", e.faults_zero},
-    {"faults_present", e.faults_present},
-    {"stall_us", e.stall_ns / 1000},
-    {"stall_blocking_us", e.stall_blocking_ns / 1000},
-    {"stall_joined_us", e.stall_joined_ns / 1000},
-    {"stall_blocking_p50_us", double(e.stall_latency.p50_ns) / 1e3},
-    {"stall_blocking_p99_us", double(e.stall_latency.p99_ns) / 1e3},
-    {"blocks_total", e.blocks_total},
-    {"blocks_read_demand", e.blocks_read_demand},
-    {"blocks_read_loader", e.blocks_read_loader},
-    {"blocks_read_preload", e.blocks_read_preload},
-    {"bytes_read", e.bytes_read},
-    {"bytes_read_final", ef.bytes_read},
-    {"sweep_blocks", res.sweep_blocks},
-    {"read_retries", ef.read_retries},
-    {"blocking_p50_us", double(e.blocking_latency.p50_ns) / 1e3},
-    {"blocking_p99_us", double(e.blocking_latency.p99_ns) / 1e3},
-    {"engine_read_us", ef.read_ns / 1000},
-    {"engine_install_us", ef.install_ns / 1000},
-    {"bytes_decompressed", ef.bytes_decompressed},
-    {"loader_batches", ef.loader_batches},
-    {"preload_batches", ef.preload_batches},
-    {"storage_requests", rs.storage_requests},
-    {"storage_bytes", rs.storage_bytes},
-    {"blocks_fetched", rs.blocks_fetched},
-    {"block_bytes_fetched", rs.block_bytes_fetched},
-    {"cache_hits", rs.cache_hits},
-    {"cache_misses", rs.cache_misses},
-    {"cache_dropped", rs.cache_dropped},
-    {"cache_inserts", rs.cache_inserts},
-    {"placement", res.placement},
-    {"placement_reason", res.placement_reason},
-    {"direct_blocks", res.direct_blocks},
-    {"direct_pages_copied", res.direct.pages_copied},
-    {"direct_pages_zeroed", res.direct.pages_zeroed},
-    {"direct_pages_existed", res.direct.pages_existed},
-    {"direct_zero_pages_after_end", res.direct.zero_pages_after_end},
-    {"direct_copy_ioctls", res.direct.copy_ioctls},
-    {"direct_zero_ioctls", res.direct.zero_ioctls},
-    {"direct_partial_fills", res.direct.partial_fills},
-    {"direct_setup_us", res.direct_setup_us},
-    {"resumed", resume},
-    {"resumed_from_status", res.resumed_from_status},
-    {"resume_present_pages", res.resume_present_pages},
-    {"resume_received_pages", c.resume_received_pages},
-    {"engine_pages_present_at_start", ef.pages_present_at_start},
-    {"engine_blocks_present_at_start", ef.blocks_present_at_start},
-    {"tool_to_resumed_us", tool_to_resumed},
-    {"qemu_pid", proc ? int(proc->pid()) : -1},
-    {"qemu_dir", proc ? proc->work_dir() : std::string()},
-  };
-}
-
 // The files the flags asked for, and the summary.
 int Report(const QemuFlags& f, qemu::RestoreSession& session, const std::string& ckpt, int64_t tool_wall_us,
            const std::string& progress_text) {
-  const std::string tool = "hlt-restore qemu";
   const qemu::CheckpointRestoreResult& res = session.result();
-  const bool lazy = session.options().restore.lazy;
-  const int64_t running_wall = res.wall_start_us + int64_t(res.start_to_running_us);
-  const uint64_t tool_to_running = res.start_to_running_us ? uint64_t(running_wall - tool_wall_us) : 0;
-  const uint64_t tool_to_resumed =
-      res.start_to_resumed_us ? uint64_t(res.wall_start_us - tool_wall_us) + res.start_to_resumed_us : 0;
   Status s = Status::Ok();
   if (!f.record.empty()) s = WriteFile(f.record, FormatAccessTrace(res.requested, session.reader().regions()));
   if (s.ok() && !f.progress_log.empty()) s = WriteFile(f.progress_log, progress_text);
   if (s.ok() && !f.timeline.empty()) s = WriteFile(f.timeline, res.timeline_csv);
   if (s.ok() && !f.stats_json.empty()) {
-    s = WriteFile(f.stats_json, cli::JsonText(StatsJson(session, ckpt, tool_wall_us)));
+    s = WriteFile(f.stats_json, qemu::RestoreSessionStatsJson(session, ckpt, tool_wall_us));
   }
-  if (!s.ok()) return cli::Fail(tool, s);
+  if (!s.ok()) return cli::Fail("hlt-restore qemu", s);
   if (f.quiet) return cli::kExitOk;
-  if (session.resuming()) {
-    std::printf("resumed from %s: QEMU held %llu pages already; its guest could get pages again %.1f ms after "
-                "hlt-restore --resume began\n",
-                res.resumed_from_status.c_str(), (unsigned long long)res.resume_present_pages, Ms(tool_to_resumed));
-  }
-  std::printf("restored %s (%s)\n", ckpt.c_str(), lazy ? "lazy" : "eager");
-  PrintRestoreSummary(res, tool_to_running);
-  if (std::string cached = cli::StorageSummary(session.reader().read_stats()); !cached.empty()) {
-    std::printf("  block cache      %s\n", cached.c_str());
-  }
-  if (qemu::QemuProcess* proc = session.process()) {
-    std::printf("  qemu             pid %d keeps running; QMP socket %s, stdout/stderr logs in %s\n",
-                int(proc->pid()), proc->qmp_socket_path().c_str(), proc->work_dir().c_str());
-  }
+  std::fputs(qemu::RestoreSessionReportText(session, ckpt, tool_wall_us).c_str(), stdout);
   std::fflush(stdout);
   return cli::kExitOk;
-}
-
-void PrintStart(qemu::RestoreSession& session, const std::string& ckpt) {
-  const qemu::CheckpointRestoreOptions& opt = session.options().restore;
-  if (session.resuming()) {
-    std::printf("resuming the restore of %s into QEMU pid %d (file_id %s)\n", ckpt.c_str(), int(session.qemu_pid()),
-                session.file_id().c_str());
-  } else {
-    const bool launched = session.process() != nullptr;
-    std::printf("restoring %s into QEMU%s: %s%s%s\n", ckpt.c_str(),
-                launched ? (" (pid " + std::to_string(session.qemu_pid()) + ")").c_str()
-                         : (" at " + session.qmp_socket()).c_str(),
-                opt.lazy ? "lazy (postcopy)" : "eager (every page before the guest runs)",
-                opt.lazy ? (opt.engine.background_loader ? ", loader on" : ", loader off") : "",
-                opt.engine.preload_working_set ? ", working set preloaded" : "");
-  }
-  std::fflush(stdout);
 }
 
 // A failed restore: the guest left waiting for a resume, or the QEMU this restore started killed.
@@ -423,7 +270,10 @@ int RestoreQemu(cli::Args& args) {
   if (!started) return cli::Fail(tool, started.error());
   qemu::RestoreSession& session = **started;
   total_pages = session.reader().total_pages();
-  if (!f.quiet) PrintStart(session, ckpt);
+  if (!f.quiet) {
+    std::fputs(qemu::RestoreSessionStartText(session, ckpt).c_str(), stdout);
+    std::fflush(stdout);
+  }
   Status s = session.Run();
   eager_progress.Finish();
   if (!s.ok()) return ReportFailure(session, s, ckpt);

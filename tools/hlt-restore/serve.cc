@@ -3,23 +3,15 @@
 // hlt-restore serve --image-dir DIR CKPT [options]   (one checkpoint where restores look for it: a service's form)
 // The host image server in the foreground: each region of each checkpoint as a read-only file NAME.REGION under
 // MOUNTPOINT, for QEMUs that map it privately (hlt-restore qemu --memory shared).
-#include <fcntl.h>
 #include <malloc.h>
 #include <signal.h>
-#include <sys/file.h>
-#include <sys/mount.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <atomic>
-#include <cerrno>
-#include <chrono>
 #include <cstdio>
-#include <filesystem>
 #include <iostream>
-#include <thread>
 
 #include "halite/image_server/fuse_image_server.h"
+#include "halite/image_server/image_service.h"
 #include "common/cli_parser.h"
 #include "hlt-restore/restore_modes.h"
 
@@ -54,59 +46,7 @@ const char* kServeUsage =
 
 std::atomic<int> g_signals{0};
 
-// Holds DIR/FILE_ID.lock, the lock restores take to find or start the checkpoint's server (shared_memory.cc), from
-// before the mount until it serves: a restore starting meanwhile waits and then finds this server.
-class ImageDirLock {
- public:
-  ~ImageDirLock() {
-    if (fd_ >= 0) close(fd_);
-  }
-  Status Take(const std::string& mount, const std::string& image_name) {
-    std::error_code ec;
-    std::filesystem::create_directories(mount, ec);
-    if (ec) return Status::IoError(mount + ": cannot create it", ec.value());
-    const std::string lock_path = mount + ".lock";
-    fd_ = open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd_ < 0) return Status::IoError(lock_path + ": cannot open the image server's lock", errno);
-    if (flock(fd_, LOCK_EX) != 0) return Status::IoError(lock_path + ": cannot lock it", errno);
-    struct stat st;
-    if (stat((mount + "/" + image_name).c_str(), &st) == 0) {
-      return Status::InvalidArgument(mount + ": another image server already serves this checkpoint there");
-    }
-    // A server that died leaves its mount behind ("transport endpoint is not connected"): take it away first.
-    if (stat(mount.c_str(), &st) != 0 && errno == ENOTCONN) umount2(mount.c_str(), MNT_DETACH);
-    return Status::Ok();
-  }
-  void Release() {
-    if (fd_ >= 0) close(fd_);
-    fd_ = -1;
-  }
-
- private:
-  int fd_ = -1;
-};
 void OnSignal(int) { g_signals++; }
-
-std::string BaseName(const std::string& path) {
-  std::string b = path.substr(path.rfind('/') == std::string::npos ? 0 : path.rfind('/') + 1);
-  if (b.size() > 4 && b.compare(b.size() - 4, 4, ".hlt") == 0) b.resize(b.size() - 4);
-  return b;
-}
-
-// A region's name as part of a file name: QEMU names some RAMBlocks like paths ("/rom@etc/acpi/tables").
-std::string FileNamePart(const std::string& region) {
-  std::string out;
-  for (char c : region) {
-    if (c == '/') {
-      out += "%2f";
-    } else if (c == '%') {
-      out += "%25";
-    } else {
-      out += c;
-    }
-  }
-  return out;
-}
 
 }  // namespace
 
@@ -153,7 +93,7 @@ int Serve(cli::Args& args) {
     // The last '=' ends the checkpoint: an s3:// key may hold '=' itself, a NAME never does.
     const size_t eq = arg.rfind('=');
     const std::string path = arg.substr(0, eq);
-    const std::string name = eq == std::string::npos ? BaseName(path) : arg.substr(eq + 1);
+    const std::string name = eq == std::string::npos ? image_server::ImageBaseName(path) : arg.substr(eq + 1);
     if (name.empty() || name.find('/') != std::string::npos) {
       return cli::UsageError(tool, "\"" + arg + "\": NAME (after the last '=') must be a file name", kServeUsage);
     }
@@ -161,17 +101,15 @@ int Serve(cli::Args& args) {
     if (!reader) return cli::Fail(tool, reader.error());
     std::shared_ptr<const CheckpointReader> shared(std::move(*reader));
     if (!image_dir.empty()) mountpoint = image_dir + "/" + cli::HexBytes(shared->file_id());
-    for (const Region& r : shared->regions()) {
-      auto image = image_server::CheckpointImage::Open(shared, r.name);
-      if (!image) return cli::Fail(tool, image.error());
-      images.push_back({name + "." + FileNamePart(r.name), std::shared_ptr<image_server::CheckpointImage>(std::move(*image))});
-    }
+    auto served = image_server::CheckpointImages(shared, name);
+    if (!served) return cli::Fail(tool, served.error());
+    images.insert(images.end(), served->begin(), served->end());
   }
   // A decoded block is a few hundred KiB, made and dropped by many threads for as long as the server runs. glibc
   // raises its mmap threshold after the first such free and then keeps every later one in per-thread heaps; with a
   // fixed threshold they are mapped and unmapped, and the server's own memory stays the few blocks in flight.
   mallopt(M_MMAP_THRESHOLD, 128 << 10);
-  ImageDirLock lock;
+  image_server::ImageDirLock lock;
   if (!image_dir.empty()) {
     if (Status s = lock.Take(mountpoint, images.front().name); !s.ok()) return cli::Fail(tool, s);
   }
@@ -185,24 +123,13 @@ int Serve(cli::Args& args) {
   std::fflush(stdout);
   signal(SIGINT, OnSignal);
   signal(SIGTERM, OnSignal);
-  auto first_refusal = std::chrono::steady_clock::time_point{};
-  int handled = 0;
-  auto last_used = std::chrono::steady_clock::now();
-  for (;;) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    if ((*server)->open_handles() > 0) last_used = std::chrono::steady_clock::now();
-    if (exit_when_unused_s > 0 && std::chrono::steady_clock::now() - last_used > std::chrono::seconds(exit_when_unused_s)) {
-      if ((*server)->Stop().ok()) break;
-    }
-    if (g_signals.load() == handled) continue;
-    handled = g_signals.load();
-    const bool again = first_refusal != std::chrono::steady_clock::time_point{} &&
-                       std::chrono::steady_clock::now() - first_refusal < std::chrono::seconds(5);
-    Status s = (*server)->Stop(/*force=*/again);
-    if (s.ok()) break;
+  image_server::ServeLoopOptions loop;
+  loop.signals = &g_signals;
+  loop.exit_when_unused_s = exit_when_unused_s;
+  loop.on_refused = [&tool](const Status& s) {
     std::fprintf(stderr, "%s: %s; signal again within 5 s to stop anyway\n", tool.c_str(), s.message().c_str());
-    first_refusal = std::chrono::steady_clock::now();
-  }
+  };
+  image_server::ServeUntilStopped(**server, loop);
   const std::string json = (*server)->StatsJson();
   std::fputs(json.c_str(), stdout);
   if (!stats_path.empty()) {

@@ -4,7 +4,8 @@
 #include <iostream>
 
 #include "halite/libvirt/libvirt_checkpoint.h"
-#include "hlt-save/parent_image.h"
+#include "halite/libvirt/libvirt_save_report.h"
+#include "halite/qemu/qemu_parent_image.h"
 #include "hlt-save/save_modes.h"
 #include "hlt-save/va_report.h"
 #include "hlt-save/writer_flags.h"
@@ -79,49 +80,12 @@ int SaveLibvirt(cli::Args& args) {
   opt.qemu.writer = flags.options;
   opt.qemu.before_finish = [&](CheckpointWriter& w) { return ApplyHintFiles(flags, w); };
   // A clone restored from the parent with --memory shared: its unwritten pages are the parent's, unread.
-  if (flags.options.parent) opt.qemu.is_parent_image = ParentImageCheck(flags.options.parent);
+  if (flags.options.parent) opt.qemu.is_parent_image = qemu::ParentImageCheck(flags.options.parent);
   auto r = libvirt::SaveLibvirtDomain(**conn, domain, out, std::move(opt));
   progress.Finish();
   if (!r) return cli::Fail(tool, r.error());
 
-  PrintSummary(r->qemu.summary, out);
-  const auto& st = r->qemu.save.stream;
-  std::printf("  domain           %s (%s), %s save; stream %s in %.3f s\n", r->domain.c_str(),
-              (*conn)->uri().c_str(), r->qemu.live ? "live" : "paused-guest", cli::HumanBytes(st.bytes).c_str(),
-              r->qemu.stream_seconds);
-  if (r->guest_paused_seconds > 0) std::printf("  guest paused     %.3f s\n", r->guest_paused_seconds);
-  if (const qemu::LivePauseReport& p = r->qemu.live_pause; p.paused) {
-    std::printf("  guest paused     %.1f ms at the saved instant: suspend %.1f, disks and state files %.1f, QEMU "
-                "capturing the guest %.1f, resume %.1f\n",
-                p.total_ms, p.pause_ms, p.instant_ms, p.capture_ms, p.resume_ms);
-    std::printf("                   vCPUs stopped %.1f ms (QEMU's STOP to RESUME events); QEMU's own account of "
-                "its capture: setup %lld ms, downtime %lld ms\n",
-                p.vcpus_stopped_ms, (long long)r->qemu.save.qemu_setup_ms, (long long)r->qemu.save.qemu_downtime_ms);
-  }
-  if (!r->qemu.live_note.empty()) std::printf("  not live         %s\n", r->qemu.live_note.c_str());
-  PrintParentImage(r->qemu);
-  for (size_t i = 0; i < r->disks.size(); ++i) {
-    const auto& d = r->disks[i];
-    std::printf("  disk %-11s frozen %s (%s, %s, XXH3-128 %s); the domain goes on on %s\n", d.target.c_str(),
-                d.path.c_str(), d.format.c_str(), cli::HumanBytes(d.size).c_str(), d.xxh3_128.c_str(),
-                r->overlays[i].c_str());
-  }
-  if (r->disks.empty()) std::printf("  disks            none writable\n");
-  if (!r->nvram.empty()) {
-    std::string flash;
-    for (const auto& b : r->qemu.blocks_from_instant) flash += (flash.empty() ? "" : ", ") + b;
-    std::printf("  nvram            %s (%s) saved with the memory%s\n", r->nvram.c_str(),
-                cli::HumanBytes(r->nvram_bytes).c_str(),
-                flash.empty() ? "" : (", also as QEMU's flash " + flash).c_str());
-  }
-  if (!r->tpm_state_dir.empty()) {
-    std::string files;
-    for (const auto& f : r->tpm_state_files) files += (files.empty() ? "" : ", ") + f;
-    std::printf("  tpm              state of %s saved with the memory (%s)\n", r->tpm_state_dir.c_str(),
-                files.empty() ? "no files" : files.c_str());
-  }
-  PrintAccessWindow(r->qemu);
-  PrintVaReport(r->qemu.va);
+  std::fputs(libvirt::LibvirtSaveReportText(*r, (*conn)->uri(), out).c_str(), stdout);
   return cli::kExitOk;
 }
 

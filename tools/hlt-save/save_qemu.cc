@@ -5,7 +5,8 @@
 
 #include "halite/qemu/qemu_checkpoint.h"
 #include "halite/qemu/qemu_qmp_client.h"
-#include "hlt-save/parent_image.h"
+#include "halite/qemu/qemu_parent_image.h"
+#include "halite/qemu/qemu_save_report.h"
 #include "hlt-save/save_modes.h"
 #include "hlt-save/va_report.h"
 #include "hlt-save/writer_flags.h"
@@ -73,29 +74,12 @@ int SaveQemu(cli::Args& args) {
   opt.writer = flags.options;
   opt.before_finish = [&](CheckpointWriter& w) { return ApplyHintFiles(flags, w); };
   // A clone restored from the parent with --memory shared: its unwritten pages are the parent's, unread.
-  if (flags.options.parent) opt.is_parent_image = ParentImageCheck(flags.options.parent);
+  if (flags.options.parent) opt.is_parent_image = qemu::ParentImageCheck(flags.options.parent);
   auto r = qemu::SaveQemuToCheckpoint(**qmp, out, std::move(opt));
   progress.Finish();
   if (!r) return cli::Fail(tool, r.error());
 
-  PrintSummary(r->summary, out);
-  const auto& st = r->save.stream;
-  std::printf("  qemu             %s, %llu RAMBlocks, %s save; stream %s in %.3f s (%llu data pages, %llu zero)\n",
-              r->machine_type.c_str(), (unsigned long long)r->blocks,
-              r->live ? "live (background snapshot)" : "stopped-guest", cli::HumanBytes(st.bytes).c_str(),
-              r->stream_seconds, (unsigned long long)r->data_pages, (unsigned long long)r->zero_pages);
-  if (r->live) {
-    std::printf("  working set      %llu pages written by the guest during the save (out of QEMU's scan order)%s\n",
-                (unsigned long long)r->save.out_of_order_pages.size(),
-                r->access_trace_pages ? ", given as the access trace" : "");
-  } else if (r->guest_stopped_seconds > 0) {
-    std::printf("  guest stopped    %.3f s (stop to cont)\n", r->guest_stopped_seconds);
-  }
-  if (!r->live_note.empty()) std::printf("  not live         %s\n", r->live_note.c_str());
-  PrintParentImage(*r);
-  std::printf("  state blob       %zu bytes (\"%s\")\n", r->state_blob_bytes, qemu::kQemuStateBlobName);
-  PrintAccessWindow(*r);
-  PrintVaReport(r->va);
+  std::fputs(qemu::QemuSaveReportText(*r, out).c_str(), stdout);
   return cli::kExitOk;
 }
 

@@ -85,7 +85,7 @@ int SaveXen(cli::Args& args) {
   if (!va_walk) {
     std::printf("  va walk          off (--no-va)\n");
   } else {
-    PrintVaReport(va);
+    std::fputs(x86::PageTableHintReportText(va).c_str(), stdout);
   }
   return cli::kExitOk;
 }

@@ -1,30 +1,8 @@
 #include "hlt-save/va_report.h"
 
-#include <cstdio>
 #include <cstdlib>
 
 namespace halite::save {
-
-void PrintVaReport(const x86::PageTableHintReport& va) {
-  if (!va.skipped.empty()) {
-    std::printf("  va walk          skipped: %s\n", va.skipped.c_str());
-    return;
-  }
-  std::printf(
-      "  va walk          %u vCPUs, %u roots (+%u found sharing the kernel half, %u PTI kernel copies; "
-      "skipped as aliases of the kernel half: %u roots, %llu entries), "
-      "%llu table pages (%llu missing), %llu runs (%llu hints)%s; %llu possible roots noted; %.3f s\n",
-      va.vcpus, va.cpu_roots, va.scan_roots, va.pti_kernel_copies, va.kernel_alias_roots,
-      (unsigned long long)va.kernel_alias_entries, (unsigned long long)va.table_pages,
-      (unsigned long long)va.missing_tables, (unsigned long long)va.runs, (unsigned long long)va.hint_runs,
-      va.truncated ? ", TRUNCATED by a limit" : "", (unsigned long long)va.candidates, va.seconds);
-  std::printf(
-      "  va coverage      %.1f%% of non-zero pages (%llu of %llu) are mapped by a walked address space; "
-      "%.1f%% (%llu) without the kernel's 2 MiB/1 GiB mappings\n",
-      100.0 * va.coverage(), (unsigned long long)va.mapped_nonzero_pages, (unsigned long long)va.nonzero_pages,
-      100.0 * va.small_coverage(), (unsigned long long)va.mapped_nonzero_small_pages);
-  if (!va.notes.empty()) std::printf("  va notes         %s\n", va.notes.c_str());
-}
 
 void AddAccessWindowFlags(CLI::App& app, AccessWindowText* text) {
   app.add_option("--access-window", text->window);
@@ -48,20 +26,6 @@ std::string ApplyAccessWindowFlags(const CLI::App& app, const AccessWindowText& 
     window->interval_ms = int(ms);
   }
   return "";
-}
-
-void PrintAccessWindow(const qemu::CheckpointSaveResult& r) {
-  const qemu::AccessWindowReport& w = r.access_window;
-  if (w.samples == 0) {
-    std::printf("  access window    skipped: %s\n", w.skipped.c_str());
-    return;
-  }
-  std::printf(
-      "  access window    %u samples in %.3f s (paused %.1f ms in all, at most %.1f ms), %u address spaces seen, "
-      "%u measured; %llu pages touched, %llu given as the working set%s%s\n",
-      w.samples, w.seconds, w.pause_total_ms, w.pause_max_ms, w.distinct_roots, w.measured_roots,
-      (unsigned long long)w.accessed_pages, (unsigned long long)r.access_window_pages,
-      w.skipped.empty() ? "" : "; stopped early: ", w.skipped.c_str());
 }
 
 }  // namespace halite::save

@@ -1,5 +1,5 @@
-// The page-table walk's and the access window's reports, printed the same way by every hlt-save mode that walks a
-// guest, and the access window's flags.
+// The access window's flags of every hlt-save mode that walks a guest (the reports are the library's,
+// halite/qemu/qemu_save_report.h).
 #ifndef HALITE_TOOLS_VA_REPORT_H_
 #define HALITE_TOOLS_VA_REPORT_H_
 
@@ -12,7 +12,6 @@
 
 namespace halite::save {
 
-void PrintVaReport(const x86::PageTableHintReport& va);
 
 // --access-window SECONDS and --access-interval MS (hlt-save qemu and libvirt), as given; ApplyAccessWindowFlags
 // checks and converts them (the usage error, empty when fine).
@@ -27,7 +26,6 @@ inline constexpr const char* kAccessWindowHelp =
     "                         samples saw them, become the working set (restored first). Each sample pauses\n"
     "                         the guest for a few milliseconds\n"
     "  --access-interval MS   between samples (default 200)\n";
-void PrintAccessWindow(const qemu::CheckpointSaveResult& r);
 
 }  // namespace halite::save
 

@@ -179,47 +179,7 @@ Status ApplyHintFiles(const WriterFlags& f, CheckpointWriter& writer) {
 }
 
 void PrintSummary(const WriteSummary& s, const std::string& path) {
-  std::printf("saved %s\n", path.c_str());
-  std::printf("  pages            %llu (%s)\n", (unsigned long long)s.pages, cli::HumanBytes(s.raw_bytes).c_str());
-  std::printf("  zero pages       %llu\n", (unsigned long long)s.zero_pages);
-  std::printf("  absent pages     %llu\n", (unsigned long long)s.absent_pages);
-  std::printf("  duplicate pages  %llu\n", (unsigned long long)s.duplicate_pages);
-  std::printf("  stored pages     %llu (%llu of them in the working set)\n", (unsigned long long)s.stored_pages,
-              (unsigned long long)s.accessed_pages);
-  std::printf("  blocks           %llu (%llu hot)\n", (unsigned long long)s.blocks, (unsigned long long)s.hot_blocks);
-  std::printf("  stored bytes     %llu (%s; blocks %s, blobs %s, index %s, dictionary %s)\n",
-              (unsigned long long)s.file_bytes, cli::HumanBytes(s.file_bytes).c_str(),
-              cli::HumanBytes(s.block_bytes).c_str(), cli::HumanBytes(s.blob_bytes).c_str(),
-              cli::HumanBytes(s.index_bytes).c_str(), cli::HumanBytes(s.dictionary_bytes).c_str());
-  if (s.in_parent_pages > 0) {
-    std::printf("  in parent        %llu pages (stored as references; %llu parent blocks decoded to compare)\n",
-                (unsigned long long)s.in_parent_pages, (unsigned long long)s.parent_blocks_read);
-    if (s.stored_again_pages > 0) {
-      std::printf("  stored again     %llu pages equal to the parent's, to keep blocks whole (--rewrite-fraction)\n",
-                  (unsigned long long)s.stored_again_pages);
-    }
-    if (s.declared_in_parent_pages > 0) {
-      std::printf("  known unwritten  %llu of them (the page map of a private mapping of the parent's image: not read)\n",
-                  (unsigned long long)s.declared_in_parent_pages);
-    }
-  }
-  if (s.page_hash_bytes > 0) std::printf("  page hashes      %s\n", cli::HumanBytes(s.page_hash_bytes).c_str());
-  std::printf("  coding           %s, %s\n",
-              s.frame_pages ? ("frames of " + std::to_string(s.frame_pages) + " pages").c_str() : "one frame a block",
-              s.dictionary_bytes ? ("a dictionary of " + cli::HumanBytes(s.dictionary_bytes)).c_str() : "no dictionary");
-  if (!s.coding_reason.empty()) std::printf("  why              %s\n", s.coding_reason.c_str());
-  if (s.base_groups_tried > 0) {
-    std::printf("  against parent   %llu blocks (%llu pages) coded against the parent: %llu of the %llu parent block\n"
-                "                   groups holding a changed page's old version and read anyway paid in a trial\n",
-                (unsigned long long)s.based_blocks, (unsigned long long)s.based_pages,
-                (unsigned long long)s.base_groups_used, (unsigned long long)s.base_groups_tried);
-  }
-  if (s.encrypted) {
-    std::printf("  encrypted        %s, key id %s\n", CipherName(s.cipher), KeyIdHex(s.key_id).c_str());
-  }
-  std::printf("  ratio            %.2f\n", s.ratio());
-  std::printf("  seconds          %.3f (%.0f MB/s of raw pages)\n", s.seconds,
-              s.seconds > 0 ? double(s.raw_bytes) / s.seconds / 1e6 : 0.0);
+  std::fputs(WriteSummaryText(s, path).c_str(), stdout);
 }
 
 }  // namespace halite::save

@@ -31,6 +31,9 @@ HALITE_EXPORT uint64_t RegionPages(const CheckpointReader& reader);
 HALITE_EXPORT std::string HexId(const std::array<uint8_t, 16>& id);
 // The JSON document `hlt-restore info --json` prints (one line and a newline), from `counts` of the same reader.
 HALITE_EXPORT std::string CheckpointInfoJson(const CheckpointReader& reader, const CheckpointCounts& counts);
+// The text `hlt-restore info` prints: format, vmm, regions, pages, blocks, coding, keys, blobs, hints, index and
+// chain, a line (or a few) each.
+HALITE_EXPORT std::string CheckpointInfoText(const CheckpointReader& reader, const CheckpointCounts& counts);
 
 }  // namespace halite
 

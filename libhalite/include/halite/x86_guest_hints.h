@@ -92,6 +92,10 @@ HALITE_EXPORT Result<PageTableHintReport> AddPageTableHints(CheckpointWriter& wr
                                                             const TopLevelTableCandidates& candidates,
                                                             const GuestWalkOptions& options = {});
 
+// What hlt-save prints of a walk: "  va walk ...", "  va coverage ...", "  va notes ..." lines (or
+// "  va walk          skipped: WHY").
+HALITE_EXPORT std::string PageTableHintReportText(const PageTableHintReport& report);
+
 }  // namespace halite::x86
 
 #endif  // HALITE_X86_GUEST_HINTS_H_

@@ -117,9 +117,15 @@ void RestoreEngine::Impl::Stop() {
   {
     std::lock_guard<std::mutex> lock(loader_mu_);
     stop_ = true;
+    stopping_.store(true, std::memory_order_release);
   }
   loader_cv_.notify_all();
   done_cv_.notify_all();
+  // WaitForLoader may wait on a stripe for a block a fault still installs.
+  for (Stripe& st : stripes_) {
+    { std::lock_guard<std::mutex> lock(st.mu); }
+    st.cv.notify_all();
+  }
   for (std::thread& helper : helpers_) {
     if (helper.joinable()) helper.join();
   }
@@ -137,7 +143,9 @@ Status RestoreEngine::Impl::WaitForLoader() {
     // of a guest with few stored pages, whose first faults outlast the whole loader, failed its final check).
     // Without loader_mu_: a finishing fault takes it to wake the loader.
     lock.unlock();
-    for (uint32_t b = 0; b < reader_.blocks().size(); ++b) WaitWhileLoading(b);
+    for (uint32_t b = 0; b < reader_.blocks().size(); ++b) {
+      if (!WaitWhileLoadingUnlessStopped(b)) break;
+    }
     lock.lock();
   }
   for (const auto& [block, error] : loader_block_errors_) {

@@ -163,6 +163,9 @@ class HALITE_HIDDEN RestoreEngine::Impl {
   Result<FaultKind> InstallZeroWindow(uint64_t g);
   void SetBlockState(uint32_t b, BlockState s);
   void WaitWhileLoading(uint32_t b);
+  // As WaitWhileLoading, but gives up once Stop() was called (a fault whose read never returns must not hold a
+  // stopping engine). False when it gave up.
+  bool WaitWhileLoadingUnlessStopped(uint32_t b);
   // Waits until global page g is installed or block b is no longer loading, whichever comes first.
   void WaitForPageOrBlock(uint32_t b, uint64_t g);
   // Counts what a fault's thread felt (Counters::stall_ns and the histograms).
@@ -270,6 +273,7 @@ class HALITE_HIDDEN RestoreEngine::Impl {
   std::condition_variable done_cv_;    // wakes WaitForLoader
   bool started_ = false;
   bool stop_ = false;
+  std::atomic<bool> stopping_{false};  // stop_, readable without loader_mu_ (under a stripe's lock)
   bool loader_done_ = false;
   bool thread_exited_ = false;
   Status loader_error_;  // a failed preload: the loader never ran

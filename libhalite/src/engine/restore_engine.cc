@@ -89,6 +89,15 @@ void RestoreEngine::Impl::WaitWhileLoading(uint32_t b) {
   st.cv.wait(lock, [&] { return block_state_[b].load(std::memory_order_acquire) != kLoading; });
 }
 
+bool RestoreEngine::Impl::WaitWhileLoadingUnlessStopped(uint32_t b) {
+  Stripe& st = stripes_[b % kStripes];
+  std::unique_lock<std::mutex> lock(st.mu);
+  st.cv.wait(lock, [&] {
+    return stopping_.load(std::memory_order_acquire) || block_state_[b].load(std::memory_order_acquire) != kLoading;
+  });
+  return !stopping_.load(std::memory_order_acquire);
+}
+
 void RestoreEngine::Impl::WaitForPageOrBlock(uint32_t b, uint64_t g) {
   Stripe& st = stripes_[b % kStripes];
   std::unique_lock<std::mutex> lock(st.mu);

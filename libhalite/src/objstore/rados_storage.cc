@@ -23,6 +23,7 @@
 
 #include "objstore/demand_gate.h"
 #include "objstore/object_store.h"
+#include "objstore/part_buffered_sink.h"
 #include "objstore/read_coalescing.h"
 
 namespace halite::objstore {
@@ -368,36 +369,19 @@ class RadosFile final : public RandomAccessFile {
   std::atomic<uint64_t> bytes_{0};
 };
 
-class RadosSink final : public AppendSink {
+class RadosSink final : public PartBufferedSink {
  public:
   RadosSink(std::string name, std::shared_ptr<Pool> pool, std::string object, std::string prefix)
-      : name_(std::move(name)), pool_(std::move(pool)), object_(std::move(object)), prefix_(std::move(prefix)) {
+      : PartBufferedSink(std::move(name)), pool_(std::move(pool)), object_(std::move(object)),
+        prefix_(std::move(prefix)) {
     buffer_.reserve(kStripeSize);
   }
   ~RadosSink() override { Abort(); }
-  const std::string& name() const override { return name_; }
-  uint64_t position() const override { return position_; }
-
-  Status Append(std::span<const uint8_t> data) override {
-    if (done_) return Status::InvalidArgument(name_ + ": append after Commit or Abort");
-    HLT_RETURN_IF_ERROR(error_);
-    while (!data.empty()) {
-      const size_t take = std::min<size_t>(data.size(), kStripeSize - buffer_.size());
-      buffer_.insert(buffer_.end(), data.begin(), data.begin() + static_cast<ptrdiff_t>(take));
-      data = data.subspan(take);
-      position_ += take;
-      if (buffer_.size() == kStripeSize) {
-        error_ = WriteStripe();
-        HLT_RETURN_IF_ERROR(error_);
-      }
-    }
-    return Status::Ok();
-  }
 
   Status Commit() override {
-    if (done_) return Status::InvalidArgument(name_ + ": Commit after Commit or Abort");
+    HLT_RETURN_IF_ERROR(CheckOpen("Commit"));
     Status s = error_;
-    if (s.ok() && !buffer_.empty()) s = WriteStripe();
+    if (s.ok() && !buffer_.empty()) s = WritePart();
     auto old = ReadHead(name_, *pool_, object_);
     if (s.ok() && !old && old.error().code() != StatusCode::kNotFound) s = old.error();
     if (s.ok()) {
@@ -426,7 +410,10 @@ class RadosSink final : public AppendSink {
   }
 
  private:
-  Status WriteStripe() {
+  size_t PartSize() const override { return kStripeSize; }
+
+  // Writes buffer_ as the next stripe object.
+  Status WritePart() override {
     const std::string object = StripeName(prefix_, stripes_written_);
     const int r = rados_write_full(pool_->io, object.c_str(), reinterpret_cast<const char*>(buffer_.data()),
                                    buffer_.size());
@@ -440,15 +427,10 @@ class RadosSink final : public AppendSink {
     return Status::Ok();
   }
 
-  std::string name_;
   std::shared_ptr<Pool> pool_;
   std::string object_;
   std::string prefix_;
-  std::vector<uint8_t> buffer_;
-  uint64_t position_ = 0;
   uint64_t stripes_written_ = 0;
-  Status error_;
-  bool done_ = false;
 };
 
 }  // namespace

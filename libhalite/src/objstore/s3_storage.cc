@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "objstore/object_store.h"
+#include "objstore/part_buffered_sink.h"
 #include "objstore/s3_http.h"
 
 namespace halite::objstore {
@@ -114,37 +115,19 @@ class S3File final : public RandomAccessFile {
   uint64_t tail_offset_;
 };
 
-class S3MultipartSink final : public AppendSink {
+class S3MultipartSink final : public PartBufferedSink {
  public:
   S3MultipartSink(std::string name, std::shared_ptr<S3Client> client, ObjectUri uri, std::string upload_id)
-      : name_(std::move(name)), client_(std::move(client)), uri_(std::move(uri)), upload_id_(std::move(upload_id)) {
+      : PartBufferedSink(std::move(name)), client_(std::move(client)), uri_(std::move(uri)),
+        upload_id_(std::move(upload_id)) {
     buffer_.reserve(kFirstPartSize);
   }
   ~S3MultipartSink() override { Abort(); }
 
-  const std::string& name() const override { return name_; }
-  uint64_t position() const override { return position_; }
-
-  Status Append(std::span<const uint8_t> data) override {
-    if (done_) return Status::InvalidArgument(name_ + ": append after Commit or Abort");
-    HLT_RETURN_IF_ERROR(error_);
-    while (!data.empty()) {
-      const size_t take = std::min(data.size(), PartSize() - buffer_.size());
-      buffer_.insert(buffer_.end(), data.begin(), data.begin() + static_cast<ptrdiff_t>(take));
-      data = data.subspan(take);
-      position_ += take;
-      if (buffer_.size() == PartSize()) {
-        error_ = UploadPart();
-        HLT_RETURN_IF_ERROR(error_);
-      }
-    }
-    return Status::Ok();
-  }
-
   Status Commit() override {
-    if (done_) return Status::InvalidArgument(name_ + ": Commit after Commit or Abort");
+    HLT_RETURN_IF_ERROR(CheckOpen("Commit"));
     Status s = error_;
-    if (s.ok() && (!buffer_.empty() || etags_.empty())) s = UploadPart();
+    if (s.ok() && (!buffer_.empty() || etags_.empty())) s = WritePart();
     if (s.ok()) s = Complete();
     if (!s.ok()) {
       Abort();
@@ -164,10 +147,11 @@ class S3MultipartSink final : public AppendSink {
   }
 
  private:
-  size_t PartSize() const { return kFirstPartSize << (etags_.size() / kPartsPerSizeStep); }
+  size_t PartSize() const override { return kFirstPartSize << (etags_.size() / kPartsPerSizeStep); }
   std::string Url(const std::string& query) const { return client_->ObjectUrl(uri_.container, uri_.key, query); }
 
-  Status UploadPart() {
+  // Uploads buffer_ as the next part.
+  Status WritePart() override {
     const size_t number = etags_.size() + 1;
     if (number > 10000) return Status::InvalidArgument(name_ + ": more than 10000 parts");
     // The canonical query SigV4 signs: parameters sorted by name (curl 7.88 signs the query as given).
@@ -200,15 +184,10 @@ class S3MultipartSink final : public AppendSink {
     return Status::Ok();
   }
 
-  std::string name_;
   std::shared_ptr<S3Client> client_;
   ObjectUri uri_;
   std::string upload_id_;
-  std::vector<uint8_t> buffer_;
   std::vector<std::string> etags_;
-  uint64_t position_ = 0;
-  Status error_;
-  bool done_ = false;
 };
 
 Result<std::shared_ptr<S3Client>> Client() {

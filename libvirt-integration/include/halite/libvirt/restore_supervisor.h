@@ -8,6 +8,8 @@
 #include <functional>
 #include <string>
 
+#include "halite/status.h"
+
 namespace halite::libvirt {
 
 struct SupervisedRestore {
@@ -24,6 +26,17 @@ struct SupervisedRestore {
   // Workers started after the first at most: a worker that dies again and again is not retried for ever.
   int max_resumes = 5;
 };
+
+// What DetachRestore leaves in each process.
+struct DetachedRestore {
+  bool is_child = false;     // this is the detached process: it goes on with the restore
+  int report_fd = -1;        // the child's: the write end of the pipe its parent reads (SupervisedRestore::report_fd)
+  std::string first_report;  // the parent's: what the child wrote before it closed its end ("running ...")
+};
+// --detach: forks a process that outlives the caller (call before any thread exists). The child starts a session
+// of its own, ignores SIGHUP and writes its stdout and stderr to `log_path`; the parent reads the child's report
+// until the child closes its end (after its first line, or at its exit). Errors: kIoError (pipe, fork).
+Result<DetachedRestore> DetachRestore(const std::string& log_path);
 
 // Call in a process without threads (forks). Returns the exit code of the last worker, or kSupervisorExitIo when a worker
 // died and could not be resumed (before its guest ran, or too many times); the status file then says why.

@@ -45,8 +45,17 @@ class JsonFramer {
   size_t buffered() const { return buf_.size(); }
 
  private:
+  // Scans buf_ from scanned_ on for the end of the value it starts with: the length of the value, 0 when it is not
+  // complete yet, npos when it nests deeper than the parser's limit.
+  size_t ScanForEnd();
+
   std::string buf_;
   uint64_t consumed_ = 0;  // stream offset of buf_[0]
+  // The scan's state between calls (a value's bytes arrive in pieces).
+  size_t scanned_ = 0;
+  int depth_ = 0;
+  bool in_string_ = false;
+  bool escaped_ = false;
 };
 
 }  // namespace halite::qemu

@@ -1,15 +1,14 @@
-#include "hlt-save/parent_image.h"
+// IsImageOfParent and ParentImageCheck (moved here from tools/hlt-save/parent_image.cc, unchanged).
+#include "halite/qemu/qemu_parent_image.h"
 
-#include <cstdio>
 #include <filesystem>
 
-#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "common/cli.h"
 #include "halite/hint_files.h"  // ReadTextFile
+#include "halite/stats_text.h"  // HexBytes
 
-namespace halite::save {
+namespace halite::qemu {
 
 Result<bool> IsImageOfParent(const CheckpointReader& parent, const std::string& mapped_file, const std::string& region) {
   const std::filesystem::path file(mapped_file);
@@ -23,8 +22,8 @@ Result<bool> IsImageOfParent(const CheckpointReader& parent, const std::string& 
   }
   for (const auto& f : stats["files"]) {
     if (!f.is_object() || f.value("name", "") != file.filename().string()) continue;
-    return f.value("checkpoint_file_id", "") == cli::HexBytes(parent.file_id()) &&
-           f.value("checkpoint_index_fingerprint", "") == cli::HexBytes(parent.index_fingerprint()) &&
+    return f.value("checkpoint_file_id", "") == HexBytes(parent.file_id()) &&
+           f.value("checkpoint_index_fingerprint", "") == HexBytes(parent.index_fingerprint()) &&
            f.value("region", "") == region;
   }
   return false;
@@ -37,13 +36,4 @@ std::function<Result<bool>(const std::string&, const std::string&)> ParentImageC
   };
 }
 
-void PrintParentImage(const qemu::CheckpointSaveResult& r) {
-  if (!r.parent_image.empty()) {
-    std::printf("  parent's image   QEMU maps %s: %llu pages never written since (declared in the parent)\n",
-                r.parent_image.c_str(), (unsigned long long)r.parent_image_unwritten_pages);
-  } else if (!r.parent_image_note.empty()) {
-    std::printf("  parent's image   not used: %s\n", r.parent_image_note.c_str());
-  }
-}
-
-}  // namespace halite::save
+}  // namespace halite::qemu

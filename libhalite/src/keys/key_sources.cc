@@ -1,4 +1,5 @@
-#include "common/key_sources.h"
+// OpenKeyring, RunKeyCommand, CheckKeyAvailable, KeySourceFlags (moved here from tools/common/key_sources.cc).
+#include "halite/key_sources.h"
 
 #include <fcntl.h>
 #include <sys/prctl.h>
@@ -11,9 +12,9 @@
 #include <string_view>
 #include <vector>
 
-#include "common/cli.h"
+#include "halite/checkpoint_reader.h"
 
-namespace halite::cli {
+namespace halite {
 
 void ForbidCoreDumps() { (void)prctl(PR_SET_DUMPABLE, 0, 0, 0, 0); }
 
@@ -113,4 +114,4 @@ std::vector<std::string> KeySourceFlags(const KeySources& sources) {
   return out;
 }
 
-}  // namespace halite::cli
+}  // namespace halite

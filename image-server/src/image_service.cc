@@ -1,0 +1,99 @@
+// The image files of a checkpoint, the image directory's lock and the serve loop (moved here from
+// tools/hlt-restore/serve.cc).
+#include "halite/image_server/image_service.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <filesystem>
+#include <thread>
+
+#include "halite/image_server/checkpoint_image.h"
+
+namespace halite::image_server {
+namespace {
+
+// A region's name as part of a file name: QEMU names some RAMBlocks like paths ("/rom@etc/acpi/tables").
+std::string FileNamePart(const std::string& region) {
+  std::string out;
+  for (char c : region) {
+    if (c == '/') {
+      out += "%2f";
+    } else if (c == '%') {
+      out += "%25";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string ImageBaseName(const std::string& path) {
+  std::string b = path.substr(path.rfind('/') == std::string::npos ? 0 : path.rfind('/') + 1);
+  if (b.size() > 4 && b.compare(b.size() - 4, 4, ".hlt") == 0) b.resize(b.size() - 4);
+  return b;
+}
+
+Result<std::vector<ServedImage>> CheckpointImages(std::shared_ptr<const CheckpointReader> reader,
+                                                  const std::string& name) {
+  std::vector<ServedImage> images;
+  for (const Region& r : reader->regions()) {
+    auto image = CheckpointImage::Open(reader, r.name);
+    if (!image) return image.error();
+    images.push_back({name + "." + FileNamePart(r.name), std::shared_ptr<CheckpointImage>(std::move(*image))});
+  }
+  return images;
+}
+
+Status ImageDirLock::Take(const std::string& mount, const std::string& image_name) {
+  std::error_code ec;
+  std::filesystem::create_directories(mount, ec);
+  if (ec) return Status::IoError(mount + ": cannot create it", ec.value());
+  const std::string lock_path = mount + ".lock";
+  fd_ = open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd_ < 0) return Status::IoError(lock_path + ": cannot open the image server's lock", errno);
+  if (flock(fd_, LOCK_EX) != 0) return Status::IoError(lock_path + ": cannot lock it", errno);
+  struct stat st;
+  if (stat((mount + "/" + image_name).c_str(), &st) == 0) {
+    return Status::InvalidArgument(mount + ": another image server already serves this checkpoint there");
+  }
+  // A server that died leaves its mount behind ("transport endpoint is not connected"): take it away first.
+  if (stat(mount.c_str(), &st) != 0 && errno == ENOTCONN) umount2(mount.c_str(), MNT_DETACH);
+  return Status::Ok();
+}
+
+void ImageDirLock::Release() {
+  if (fd_ >= 0) close(fd_);
+  fd_ = -1;
+}
+
+void ServeUntilStopped(FuseImageServer& server, const ServeLoopOptions& o) {
+  using Clock = std::chrono::steady_clock;
+  auto first_refusal = Clock::time_point{};
+  int handled = 0;
+  auto last_used = Clock::now();
+  for (;;) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    if (server.open_handles() > 0) last_used = Clock::now();
+    if (o.exit_when_unused_s > 0 && Clock::now() - last_used > std::chrono::seconds(o.exit_when_unused_s)) {
+      if (server.Stop().ok()) break;
+    }
+    if (o.signals == nullptr || o.signals->load() == handled) continue;
+    handled = o.signals->load();
+    const bool again =
+        first_refusal != Clock::time_point{} && Clock::now() - first_refusal < std::chrono::seconds(5);
+    Status s = server.Stop(/*force=*/again);
+    if (s.ok()) break;
+    if (o.on_refused) o.on_refused(s);
+    first_refusal = Clock::now();
+  }
+}
+
+}  // namespace halite::image_server

@@ -1,0 +1,43 @@
+// RestoredDomainText (moved here from tools/hlt-restore/restore_libvirt.cc, unchanged).
+#include "halite/libvirt/libvirt_restore_report.h"
+
+#include <fmt/printf.h>
+
+namespace halite::libvirt {
+namespace {
+double Ms(uint64_t us) { return double(us) / 1e3; }
+}  // namespace
+
+std::string RestoredDomainText(const std::string& ckpt, bool clone, const LibvirtRestoreResult& res) {
+  std::string out;
+  out += fmt::sprintf("restored %s as domain %s (uuid %s)%s\n", ckpt.c_str(), res.domain.c_str(), res.uuid.c_str(),
+              clone ? ", a clone" : "");
+  out += fmt::sprintf("  libvirt          domain started (waiting for its memory) %.1f ms after the call\n", Ms(res.define_us));
+  for (const auto& o : res.overlays) out += fmt::sprintf("  disk overlay     %s\n", o.c_str());
+  for (const auto& r : res.renamed) {
+    out += fmt::sprintf("  own file         %s: %s (saved: %s)\n", r.what.c_str(), r.to.c_str(), r.from.c_str());
+  }
+  if (!res.nvram.empty()) {
+    out += fmt::sprintf("  nvram            %s, a copy of the saved UEFI variables\n", res.nvram.c_str());
+  }
+  if (!res.tpm_state.empty()) {
+    out += fmt::sprintf("  tpm              %s, a copy of the saved TPM state\n", res.tpm_state.c_str());
+  }
+  if (!res.tpm_note.empty()) out += fmt::sprintf("  note             tpm: %s\n", res.tpm_note.c_str());
+  if (res.time_sync.synced && res.time_sync.read_before) {
+    out += fmt::sprintf("  clock            set to the host's through the guest agent (it was %.3f s behind)\n",
+                res.time_sync.guest_behind_s);
+  } else if (res.time_sync.synced) {
+    out += fmt::sprintf("  clock            set to the host's through the guest agent\n");
+  } else if (res.time_sync.attempted) {
+    out += fmt::sprintf("  note             clock not synced: %s\n", res.time_sync.note.c_str());
+  }
+  for (const auto& m : res.replugged) out += fmt::sprintf("  nic              %s unplugged and plugged again: the guest probes it with its new MAC\n", m.c_str());
+  if (clone && !res.had_genid) {
+    out += fmt::sprintf("  note             the saved domain has no <genid>: the clone's kernel is not told it was cloned "
+                "(its RNG is not reseeded); add <genid/> to the domain before saving\n");
+  }
+  return out;
+}
+
+}  // namespace halite::libvirt
