@@ -8,11 +8,17 @@ waits for (the request to the clone running) and when all of its memory was in.
 
     examples/broker.py GOLDEN.hlt --clones 4 --work /run/broker -- -machine pc -m 2G ... -name desktop-{clone}
     printf 'alice\\nbob\\n' | examples/broker.py GOLDEN.hlt --requests - --work /run/broker -- ...
+    examples/broker.py GOLDEN.hlt --libvirt qemu:///system --memory shared --clones 8 --work /run/broker
 
 The QEMU arguments are those the golden desktop was saved with. `{clone}` in them becomes the clone's name, and
 `{overlay}` its own copy-on-write disk over --overlay BASE.qcow2 (created with qemu-img in the clone's directory),
 so that clones never share a writable file. The clones run until the broker ends (--keep S seconds after the last
 one is complete), and are stopped then, unless --detach leaves them running.
+
+With --libvirt URI the golden checkpoint is a libvirt domain's (hlt-save libvirt, halite.libvirt.save) and each
+clone is a libvirt domain of its own (halite.libvirt.restore with clone=True: new name, UUID, MACs, generation ID,
+disk overlays, per-domain files), its RAM copied or (--memory shared) mapped from the host's image server, so that
+clones share the golden image's pages. The domains are libvirt's: they keep running when the broker ends.
 
 Output: one line per clone as it starts, a table at the end, and with --json FILE the same figures as JSON.
 """
@@ -38,6 +44,7 @@ class Clone:
     requested: float  # time.monotonic() of the request
     restore: Optional[halite.qemu.Restore] = None
     qemu_pid: int = 0
+    domain: str = ""  # --libvirt: the clone's libvirt domain
     to_running_ms: float = 0.0  # the request to the clone running, as the broker saw it
     library_running_ms: float = 0.0  # the restore call to the guest running, as libhalite measured it
     all_in_ms: float = 0.0  # the request to every page in
@@ -58,6 +65,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--work", required=True, type=Path, help="directory for each clone's QMP socket, logs and disk")
     p.add_argument("--overlay", type=Path, help="base disk image: each clone gets its own qcow2 overlay ({overlay})")
     p.add_argument("--qemu", help="QEMU binary (default: $HALITE_QEMU or qemu-system-x86_64)")
+    p.add_argument("--libvirt", metavar="URI", help="clones as libvirt domains of this libvirt (no QEMU arguments)")
+    p.add_argument("--memory", choices=("copy", "shared"), default="copy",
+                   help="--libvirt: each clone's RAM its own copy, or mapped from the host image server (shared)")
+    p.add_argument("--image-dir", type=Path, help="--libvirt --memory shared: the image server's directory")
     p.add_argument("--loader-rate", type=int, default=0, help="background loader bytes/s per clone (0: unlimited)")
     p.add_argument("--keep", type=float, default=0.0, help="seconds the clones keep running once all are complete")
     p.add_argument("--detach", action="store_true", help="leave the clones running when the broker ends")
@@ -66,8 +77,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     cut = argv.index("--") if "--" in argv else len(argv)
     args = p.parse_args(argv[:cut])
     args.qemu_args = argv[cut + 1:]
-    if not args.qemu_args:
+    if args.libvirt is None and not args.qemu_args:
         p.error("the golden desktop's QEMU arguments are missing (after --)")
+    if args.libvirt is not None and (args.qemu_args or args.overlay is not None):
+        p.error("--libvirt clones take their devices and disks from the checkpoint: no QEMU arguments, no --overlay")
     if (args.clones > 0) == (args.requests is not None):
         p.error("give either --clones N or --requests FILE")
     return args
@@ -113,9 +126,15 @@ def start_clone(name: str, args: argparse.Namespace) -> Clone:
     clone_dir = args.work / name
     try:
         clone_dir.mkdir(parents=True, exist_ok=False)
-        qemu_args = qemu_args_for(clone, args, clone_dir)
-        clone.restore = halite.qemu.restore(args.golden, qemu_args, qemu_dir=clone_dir / "qemu",
-                                            qemu_binary=args.qemu, loader_rate=args.loader_rate)
+        if args.libvirt is not None:
+            clone.restore = halite.libvirt.restore(args.golden, connect=args.libvirt, clone=True, name=name,
+                                                   memory=args.memory, disk_dir=clone_dir, image_dir=args.image_dir,
+                                                   loader_rate=args.loader_rate,
+                                                   status_file=clone_dir / "status.json")
+        else:
+            qemu_args = qemu_args_for(clone, args, clone_dir)
+            clone.restore = halite.qemu.restore(args.golden, qemu_args, qemu_dir=clone_dir / "qemu",
+                                                qemu_binary=args.qemu, loader_rate=args.loader_rate)
     except FileExistsError:
         clone.state, clone.error = "failed", f"{clone_dir} exists: a clone of that name was started before"
         return clone
@@ -128,6 +147,8 @@ def start_clone(name: str, args: argparse.Namespace) -> Clone:
     clone.to_running_ms = (time.monotonic() - clone.requested) * 1000
     stats = clone.restore.stats()
     clone.qemu_pid, clone.library_running_ms, clone.state = stats.qemu_pid, stats.running_seconds * 1000, "running"
+    if isinstance(clone.restore, halite.libvirt.DomainRestore):
+        clone.domain = clone.restore.domain
     clone.waiter = threading.Thread(target=wait_until_complete, args=(clone,), name=f"wait-{name}")
     clone.waiter.start()
     return clone
@@ -143,7 +164,7 @@ def report(clones: list[Clone], out: Optional[Path]) -> None:
         if c.error:
             print(f"  {c.name}: {c.error}")
     if out is not None:
-        fields = ("name", "state", "qemu_pid", "to_running_ms", "library_running_ms", "all_in_ms", "error", "stats")
+        fields = ("name", "state", "qemu_pid", "domain", "to_running_ms", "library_running_ms", "all_in_ms", "error", "stats")
         doc = {"clones": [{k: getattr(c, k) for k in fields} for c in clones]}
         tmp = out.with_name(out.name + ".tmp")
         tmp.write_text(json.dumps(doc, indent=2) + "\n")
@@ -161,8 +182,8 @@ def main(argv: list[str]) -> int:
             if clone.state == "failed":
                 print(f"{name}: failed: {clone.error}", file=sys.stderr, flush=True)
             else:
-                print(f"{name}: running {clone.to_running_ms:.1f} ms after its request (QEMU pid {clone.qemu_pid})",
-                      flush=True)
+                where = f"domain {clone.domain}" if clone.domain else f"QEMU pid {clone.qemu_pid}"
+                print(f"{name}: running {clone.to_running_ms:.1f} ms after its request ({where})", flush=True)
         for c in clones:
             if c.waiter is not None:
                 c.waiter.join()

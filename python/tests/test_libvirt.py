@@ -112,6 +112,28 @@ def test_clone_shared_and_resume_of_a_killed_restore(tmp_path: Path, monkeypatch
         for name in ("pr1", "ps1"):
             passes = env.wait_passes(env.path("desk.serial.log." + name), 2, after=saved_after)
             print(f"{name} continues memcheck: passes {passes[:3]} (the save was after pass {saved_after})")
+        # The example broker's libvirt mode: two clones on demand, sharing the golden image's pages. Its server
+        # program is found on PATH, as an installed hlt-restore would be.
+        report = tmp_path / "broker.json"
+        broker = subprocess.run([sys.executable, str(REPO / "examples" / "broker.py"), ckpt, "--libvirt", env.uri,
+                                 "--memory", "shared", "--image-dir", str(images), "--clones", "2",
+                                 "--work", str(tmp_path / "broker"), "--json", str(report)],
+                                env=dict(run_env, PATH=os.path.dirname(env.restore_bin) + ":" + os.environ["PATH"]),
+                                capture_output=True, text=True, timeout=600)
+        print(broker.stdout, broker.stderr)
+        assert broker.returncode == 0, broker.stderr[-3000:]
+        clones = json.loads(report.read_text())["clones"]
+        assert [(c["name"], c["domain"], c["state"]) for c in clones] == [("clone1", "clone1", "complete"),
+                                                                          ("clone2", "clone2", "complete")]
+        for c in clones:
+            assert 0 < c["library_running_ms"] <= c["to_running_ms"], c
+            assert c["stats"]["state"] == "done", c
+        assert {"clone1", "clone2"} <= set(env.domains()), "the clones are libvirt's and outlive the broker"
+        servers += [(pid, "RAM directory server") for pid in lgt.find_pids("serve-ram-dir", env.root)
+                    if (pid, "RAM directory server") not in servers]
+        for name in ("clone1", "clone2"):
+            passes = env.wait_passes(env.path("desk.serial.log." + name), 2, after=saved_after)
+            print(f"broker's {name} continues memcheck: passes {passes[:3]}")
     except lgt.Fail as e:
         pytest.fail(str(e))
     finally:
