@@ -122,6 +122,10 @@ Status LibvirtStart(hlt_session* s) {
   if (o.shared_memory && o.server_program.empty()) {
     HLT_ASSIGN_OR_RETURN(o.server_program, DefaultServerProgram());
   }
+  if (o.shared_memory) {
+    // The image server reads the same checkpoint: the same block cache and key files.
+    HLT_ASSIGN_OR_RETURN(o.server_flags, ServerFlags(s->open, o.reader));
+  }
   SetLibvirtCallbacks(s);
   std::lock_guard lock(s->mu);
   if (p.resume) {

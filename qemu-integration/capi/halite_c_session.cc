@@ -243,6 +243,11 @@ int hlt_session_start(hlt_session* s) {
       st = program.status();
       if (program) s->options.server_program = *program;
     }
+    if (st.ok() && s->options.shared_memory) {
+      auto flags = halite::capi::ServerFlags(s->open, s->options.reader);
+      st = flags.status();
+      if (flags) s->options.server_flags = std::move(*flags);
+    }
     if (st.ok()) {
       SetCallbacks(s);
       auto session = halite::qemu::RestoreSession::Start(s->options);

@@ -14,6 +14,7 @@
 #include "halite/checkpoint_writer.h"
 #include "halite/encryption.h"
 #include "halite/halite_c.h"
+#include "halite/key_sources.h"
 #include "halite/status.h"
 
 struct hlt_reader {
@@ -50,6 +51,7 @@ struct hlt_open_options {
   bool environment = true;
   std::shared_ptr<halite::Keyring> file_keys = std::make_shared<halite::Keyring>();  // key and keyring files
   std::shared_ptr<halite::Keyring> caller_keys;                                      // hlt_open_options_set_keyring
+  halite::KeySources file_sources;  // the key and keyring files' paths: what a server process is given (ServerFlags)
 };
 
 namespace halite::capi {
@@ -62,6 +64,10 @@ int Code(const Status& s);
 int Invalid(const char* what);
 // The reader options `o` stands for, as hlt_reader_open_with opens with them (block cache, keys, environment).
 Status MakeReaderOptions(const hlt_open_options& o, ReaderOptions* options);
+// The flags that give a server process of ours (hlt-restore serve, for shared memory) what `o` gives this one: the
+// block cache `options` opened and the key and keyring files (the environment is inherited). Keys given in memory
+// (hlt_open_options_set_keyring) cannot reach another process: kInvalidArgument saying so.
+Result<std::vector<std::string>> ServerFlags(const hlt_open_options& o, const ReaderOptions& options);
 // Opens `path` as hlt_reader_open_with does.
 int OpenReader(const char* path, const hlt_open_options& options, hlt_reader** out);
 // The keyring that looks in each of `rings` (null ones skipped) in order; null when all are null.

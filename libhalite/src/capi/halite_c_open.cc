@@ -1,5 +1,6 @@
 // The C API's reader options (hlt_open_options): the tools' reader flags, set one at a time.
 #include <cstring>
+#include <filesystem>
 
 #include "capi/capi_internal.h"
 #include "halite/authentication.h"
@@ -56,6 +57,24 @@ Status MakeReaderOptions(const hlt_open_options& o, ReaderOptions* options) {
   // The caller's keyring first, then the key files given, then the environment's keys.
   options->keyring = Chain({o.caller_keys, o.file_keys->empty() ? nullptr : o.file_keys, environment});
   return Status::Ok();
+}
+
+Result<std::vector<std::string>> ServerFlags(const hlt_open_options& o, const ReaderOptions& options) {
+  if (o.caller_keys && !o.caller_keys->empty()) {
+    return Status::InvalidArgument(
+        "shared memory: keys given in memory (hlt_open_options_set_keyring) cannot reach the image server, a process "
+        "of its own; give them as key files (HLT_OPEN_KEY_FILE) or keyring files (HLT_OPEN_KEYRING_FILE)");
+  }
+  std::vector<std::string> flags;
+  if (options.block_cache) {
+    std::error_code ec;
+    const auto dir = std::filesystem::absolute(options.block_cache->dir(), ec);
+    flags = {"--block-cache", ec ? options.block_cache->dir() : dir.string(), "--block-cache-size",
+             std::to_string(options.block_cache->max_bytes())};
+  }
+  const std::vector<std::string> keys = KeySourceFlags(o.file_sources);
+  flags.insert(flags.end(), keys.begin(), keys.end());
+  return flags;
 }
 
 int OpenReader(const char* path, const hlt_open_options& o, hlt_reader** out) {
@@ -122,10 +141,14 @@ int hlt_open_options_set_string(hlt_open_options* o, hlt_open_string option, con
     case HLT_OPEN_KEY_FILE: {
       auto key = halite::ReadKeyFile(value);
       if (!key) return Code(key.error());
-      return Code(o->file_keys->Add(*key));
+      if (int rc = Code(o->file_keys->Add(*key)); rc != HLT_OK) return rc;
+      o->file_sources.key_files.push_back(value);
+      return HLT_OK;
     }
     case HLT_OPEN_KEYRING_FILE:
-      return Code(o->file_keys->AddFile(value));
+      if (int rc = Code(o->file_keys->AddFile(value)); rc != HLT_OK) return rc;
+      o->file_sources.keyrings.push_back(value);
+      return HLT_OK;
   }
   return Invalid("hlt_open_options_set_string: unknown option");
 }
