@@ -400,7 +400,9 @@ typedef enum hlt_session_kind {
 typedef enum hlt_session_param {
   HLT_SESSION_EAGER = 1,         /* 1 = --eager: every page before the guest runs; default 0 (lazy) */
   HLT_SESSION_MEMORY_SHARED = 2, /* 1 = --memory shared: guest RAM mapped from the host's image server (QEMU:
-                                    launch mode); the device state goes eagerly */
+                                    launch mode); the device state goes eagerly. The server is given the open
+                                    options' block cache and key/keyring files; keys set only in memory
+                                    (hlt_open_options_set_keyring) are refused here (HLT_EINVAL) */
   HLT_SESSION_CLONE = 3,         /* libvirt: 1 = --clone: a new identity (name: HLT_SESSION_DOMAIN_NAME, default
                                     "<saved>-clone-<8 hex digits>") */
   HLT_SESSION_RESUME = 4,        /* 1 = --resume: take over a lazy restore of the checkpoint whose restorer died
