@@ -65,7 +65,7 @@ int Rewrite(cli::Args& args, bool flatten) {
   flags.options.progress = [&](const WriteProgress& p) { progress.Update(p.raw_bytes_done, p.raw_bytes_total); };
   RewriteOptions options;
   options.writer = flags.options;
-  options.add_hints = [&](CheckpointWriter& w) { return ApplyHintFiles(flags, w); };  // the new access trace
+  options.add_hints = [&](CheckpointWriter& w) { return flags.ApplyHints(w); };  // the new access trace
   auto summary = RewriteCheckpoint(**reader, out, std::move(options));
   progress.Finish();
   if (!summary) return cli::Fail(tool, summary.error());
