@@ -54,9 +54,9 @@ int Rewrite(cli::Args& args, bool flatten) {
   reader_options.parent_dirs = flags.parent_reader.parent_dirs;
   if (Status prepared = PrepareWriter(&flags, out); !prepared.ok()) return cli::Fail(tool, prepared);
   reader_options.keyring = flags.keyring;  // the input's keys: --keyring, the environment, the command, NEW's key
-  if (Status cache = cli::OpenBlockCache(flags.block_cache_dir, flags.block_cache_size, &reader_options); !cache.ok()) {
-    return cli::Fail(tool, cache);
-  }
+  auto cache = BlockCache::OpenChosen(flags.block_cache_dir, flags.block_cache_size);
+  if (!cache) return cli::Fail(tool, cache.error());
+  reader_options.block_cache = *cache;
   if (in == out) return cli::UsageError(tool, "NEW must differ from CKPT (CKPT is read while NEW is written)", usage);
 
   auto reader = CheckpointReader::Open(in, reader_options);

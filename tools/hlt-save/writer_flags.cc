@@ -128,7 +128,7 @@ std::string ApplyWriterFlags(const CLI::App& app, const WriterFlagText& t, Write
 Status PrepareWriter(WriterFlags* f, const std::string& out) {
   HLT_ASSIGN_OR_RETURN(f->keyring, ChooseEncryptionKey(f->keys, f->no_encryption, &f->options));
   if (f->parent.empty()) return Status::Ok();
-  HLT_RETURN_IF_ERROR(cli::OpenBlockCache(f->block_cache_dir, f->block_cache_size, &f->parent_reader));
+  HLT_ASSIGN_OR_RETURN(f->parent_reader.block_cache, BlockCache::OpenChosen(f->block_cache_dir, f->block_cache_size));
   f->parent_reader.keyring = f->keyring;
   return OpenWriterParent(f->parent, out, f->parent_reader, &f->options);
 }
