@@ -6,7 +6,6 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
 #include <iostream>
 
 #include <fmt/format.h>
@@ -63,35 +62,6 @@ bool ParseU64(const std::string& s, uint64_t* out) {
   if (v > UINT64_MAX / mult) return false;
   *out = v * mult;
   return true;
-}
-
-Status OpenBlockCache(const std::string& dir, uint64_t size, ReaderOptions* options) {
-  if (dir.empty()) {
-    HLT_ASSIGN_OR_RETURN(options->block_cache, BlockCache::FromEnvironment());
-    if (options->block_cache && size) {
-      HLT_ASSIGN_OR_RETURN(options->block_cache, BlockCache::Open(options->block_cache->dir(), {size}));
-    }
-    return Status::Ok();
-  }
-  BlockCacheOptions o;
-  if (size) {
-    o.max_bytes = size;
-  } else if (const char* env = std::getenv("HALITE_BLOCK_CACHE_SIZE"); env && *env) {
-    if (!ParseU64(env, &o.max_bytes) || o.max_bytes == 0) {
-      return Status::InvalidArgument(std::string("HALITE_BLOCK_CACHE_SIZE: expected a positive byte count, got \"") +
-                                     env + "\"");
-    }
-  }
-  HLT_ASSIGN_OR_RETURN(options->block_cache, BlockCache::Open(dir, o));
-  return Status::Ok();
-}
-
-std::vector<std::string> BlockCacheFlags(const ReaderOptions& options) {
-  if (!options.block_cache) return {};
-  std::error_code ec;
-  const auto dir = std::filesystem::absolute(options.block_cache->dir(), ec);
-  return {"--block-cache", ec ? options.block_cache->dir() : dir.string(), "--block-cache-size",
-          std::to_string(options.block_cache->max_bytes())};
 }
 
 Progress::Progress(std::string label) : label_(std::move(label)), tty_(::isatty(2)) {}

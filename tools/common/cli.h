@@ -58,11 +58,6 @@ inline constexpr const char* kReaderFlagsHelp =
     "  --block-cache DIR      keep the blocks read from s3:// or rados:// in this host cache directory, and read\n"
     "                         them from there next time (default: $HALITE_BLOCK_CACHE; local files never use it)\n"
     "  --block-cache-size B   bound of the cache directory (K/M/G suffixes; default $HALITE_BLOCK_CACHE_SIZE or 8G)\n";
-// Opens the block cache `dir` names (empty: the one HALITE_BLOCK_CACHE names) into options->block_cache; size 0:
-// the default (HALITE_BLOCK_CACHE_SIZE, else 8G). Errors: the directory cannot be created or written, a bad size.
-Status OpenBlockCache(const std::string& dir, uint64_t size, ReaderOptions* options);
-// The flags that open the same cache in another process (the image server): empty without a cache.
-std::vector<std::string> BlockCacheFlags(const ReaderOptions& options);
 // What a cache did for a reader, for summaries (the library's, halite/stats_text.h, as the tools' reports use it).
 inline std::string StorageSummary(const ReaderStats& stats) { return BlockCacheSummary(stats); }
 

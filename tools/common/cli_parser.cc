@@ -82,8 +82,10 @@ int Parser::CheckReaderFlags(const ReaderFlagValues& v, ReaderOptions* options) 
 int Parser::OpenReaderFlags(const ReaderFlagValues& v, ReaderOptions* options) const {
   uint64_t size = 0;
   if (app_.count("--block-cache-size")) ParseU64(v.block_cache_size, &size);  // checked by CheckReaderFlags
-  Status s = OpenBlockCache(v.block_cache_dir, size, options);
+  auto cache = BlockCache::OpenChosen(v.block_cache_dir, size);
+  Status s = cache.status();
   if (s.ok()) {
+    options->block_cache = *cache;
     auto ring = OpenKeyring(v.keys);
     if (ring) options->keyring = *ring;
     s = ring.status();
@@ -94,7 +96,8 @@ int Parser::OpenReaderFlags(const ReaderFlagValues& v, ReaderOptions* options) c
 int Parser::UsageError(const std::string& message) const { return cli::UsageError(tool_, message, usage_); }
 
 std::vector<std::string> ReaderFlags(const ReaderFlagValues& values, const ReaderOptions& options) {
-  std::vector<std::string> flags = BlockCacheFlags(options);
+  std::vector<std::string> flags;
+  if (options.block_cache) flags = options.block_cache->CommandLineFlags();
   const std::vector<std::string> keys = KeySourceFlags(values.keys);
   flags.insert(flags.end(), keys.begin(), keys.end());
   return flags;

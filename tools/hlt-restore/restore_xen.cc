@@ -1,16 +1,9 @@
 // hlt-restore xen CKPT -o STREAM [--key-file K] [--xen-417-order] [--cache-mb N] [--no-sync]
 // Writes the Xen save stream a checkpoint was made from, for `xl restore` (a file, a FIFO, or - for stdout).
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <csignal>
 #include <cstdio>
 #include <iostream>
 
 #include "halite/checkpoint_reader.h"
-#include "halite/storage.h"
 #include "halite/xen/xen_checkpoint.h"
 #include "common/cli_parser.h"
 #include "hlt-restore/restore_modes.h"
@@ -56,36 +49,13 @@ int RestoreXen(cli::Args& args) {
   auto reader = CheckpointReader::Open(ckpt, reader_options);
   if (!reader) return cli::Fail(tool, reader.error());
 
-  // Standard output, FIFOs and other non-files stream directly; files are created atomically.
   const bool to_stdout = out == "-";
-  struct stat st;
-  const bool special = !to_stdout && ::stat(out.c_str(), &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode);
-  if ((*reader)->encrypted() && !to_stdout && !special && !plaintext_output) {
+  if ((*reader)->encrypted() && !xen::StreamsToPath(out) && !plaintext_output) {
     return cli::UsageError(tool, ckpt + " is encrypted: the file " + out + " would hold the guest's memory in the "
                                  "clear (stream it through a FIFO or -, or give --plaintext-output)", usage);
   }
   xen::ExportStats stats;
-  Status s;
-  if (to_stdout || special) {
-    // A reader that goes away (xl restore failing, `| head`) must surface as an I/O error, not kill us silently.
-    std::signal(SIGPIPE, SIG_IGN);
-    int fd = to_stdout ? STDOUT_FILENO : ::open(out.c_str(), O_WRONLY | O_CLOEXEC);
-    if (fd < 0) return cli::Fail(tool, Status::IoError(out + ": cannot open for writing", errno));
-    FdSink sink(fd, FdSinkOptions{to_stdout ? "stdout" : out});
-    s = xen::ExportCheckpointToStream(**reader, sink, opt, &stats);
-    if (s.ok()) s = sink.Flush();
-    if (!to_stdout && ::close(fd) != 0 && s.ok()) s = Status::IoError(out + ": close failed", errno);
-    if (!s.ok()) s = s.WithContext(std::string("exporting to ") + (to_stdout ? "stdout" : out) +
-                                   " (a partial stream was written)");
-  } else {
-    FileSinkOptions fo;
-    fo.sync = sync;
-    auto file = CreateAtomicFileSink(out, fo);
-    if (!file) return cli::Fail(tool, file.error());
-    xen::AppendSinkByteSink sink(std::move(*file));
-    s = xen::ExportCheckpointToStream(**reader, sink, opt, &stats);
-    if (s.ok()) s = sink.Commit();
-  }
+  Status s = xen::ExportCheckpointToPath(**reader, out, sync, opt, &stats);
   if (!s.ok()) return cli::Fail(tool, s);
   // With the stream on stdout, the report goes to stderr.
   std::FILE* report = to_stdout ? stderr : stdout;

@@ -2,16 +2,10 @@
 // The RAM directory server in the foreground (halite/image_server/ram_dir_server.h): mounted over libvirt's memory
 // backing directory so that `hlt-restore libvirt --memory shared` can point a domain's pc.ram at a checkpoint
 // image.
-#include <fcntl.h>
 #include <signal.h>
-#include <sys/file.h>
-#include <unistd.h>
 
 #include <atomic>
-#include <chrono>
 #include <cstdio>
-#include <iostream>
-#include <thread>
 
 #include "halite/image_server/ram_dir_server.h"
 #include "common/cli_parser.h"
@@ -59,42 +53,15 @@ int ServeRamDir(cli::Args& args) {
   std::fflush(stdout);
   signal(SIGINT, OnSignal);
   signal(SIGTERM, OnSignal);
-  auto first_refusal = std::chrono::steady_clock::time_point{};
-  int handled = 0;
-  auto last_used = std::chrono::steady_clock::now();
-  for (;;) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    if (!(*server)->Serving()) break;  // unmounted from outside
-    if (!(*server)->Idle()) last_used = std::chrono::steady_clock::now();
-    if (exit_when_unused_s > 0 && std::chrono::steady_clock::now() - last_used > std::chrono::seconds(exit_when_unused_s)) {
-      // Under the restores' lock: none is between finding this mount and registering in it.
-      const int lock = lock_path.empty() ? -1 : open(lock_path.c_str(), O_RDWR | O_CLOEXEC);
-      if (lock < 0 || flock(lock, LOCK_EX | LOCK_NB) == 0) {
-        if ((*server)->Idle()) {
-          (*server)->Stop();
-          if (lock >= 0) close(lock);
-          break;
-        }
-      }
-      if (lock >= 0) close(lock);
-      last_used = std::chrono::steady_clock::now();
-    }
-    if (g_signals.load() == handled) continue;
-    handled = g_signals.load();
-    const bool again = first_refusal != std::chrono::steady_clock::time_point{} &&
-                       std::chrono::steady_clock::now() - first_refusal < std::chrono::seconds(5);
-    if ((*server)->Idle() || again) {
-      (*server)->Stop();
-      break;
-    }
-    const auto c = (*server)->Counts();
+  image_server::RamDirServeOptions serve{&g_signals, exit_when_unused_s, lock_path};
+  serve.on_refused = [&tool](const image_server::RamDirCounts& c) {
     std::fprintf(stderr,
                  "%s: %llu domain director%s and %llu registration(s) still exist (domains with RAM from a checkpoint "
                  "run); signal again within 5 s to stop anyway\n",
                  tool.c_str(), (unsigned long long)c.directories, c.directories == 1 ? "y" : "ies",
                  (unsigned long long)c.registrations);
-    first_refusal = std::chrono::steady_clock::now();
-  }
+  };
+  image_server::RamDirServeUntilStopped(**server, serve);
   const auto c = (*server)->Counts();
   std::printf("stopped: %llu pc.ram links made, %llu file creations refused\n", (unsigned long long)c.links_made,
               (unsigned long long)c.refused);

@@ -54,9 +54,9 @@ int Rewrite(cli::Args& args, bool flatten) {
   reader_options.parent_dirs = flags.parent_reader.parent_dirs;
   if (Status prepared = PrepareWriter(&flags, out); !prepared.ok()) return cli::Fail(tool, prepared);
   reader_options.keyring = flags.keyring;  // the input's keys: --keyring, the environment, the command, NEW's key
-  if (Status cache = cli::OpenBlockCache(flags.block_cache_dir, flags.block_cache_size, &reader_options); !cache.ok()) {
-    return cli::Fail(tool, cache);
-  }
+  auto cache = BlockCache::OpenChosen(flags.block_cache_dir, flags.block_cache_size);
+  if (!cache) return cli::Fail(tool, cache.error());
+  reader_options.block_cache = *cache;
   if (in == out) return cli::UsageError(tool, "NEW must differ from CKPT (CKPT is read while NEW is written)", usage);
 
   auto reader = CheckpointReader::Open(in, reader_options);
@@ -65,7 +65,7 @@ int Rewrite(cli::Args& args, bool flatten) {
   flags.options.progress = [&](const WriteProgress& p) { progress.Update(p.raw_bytes_done, p.raw_bytes_total); };
   RewriteOptions options;
   options.writer = flags.options;
-  options.add_hints = [&](CheckpointWriter& w) { return ApplyHintFiles(flags, w); };  // the new access trace
+  options.add_hints = [&](CheckpointWriter& w) { return flags.ApplyHints(w); };  // the new access trace
   auto summary = RewriteCheckpoint(**reader, out, std::move(options));
   progress.Finish();
   if (!summary) return cli::Fail(tool, summary.error());

@@ -78,7 +78,7 @@ int SaveLibvirt(cli::Args& args) {
   if (Status prepared = PrepareWriter(&flags, out); !prepared.ok()) return cli::Fail(tool, prepared);  // keys, --parent
   flags.options.progress = [&](const WriteProgress& p) { progress.Update(p.raw_bytes_done, p.raw_bytes_total); };
   opt.qemu.writer = flags.options;
-  opt.qemu.before_finish = [&](CheckpointWriter& w) { return ApplyHintFiles(flags, w); };
+  opt.qemu.before_finish = [&](CheckpointWriter& w) { return flags.ApplyHints(w); };
   // A clone restored from the parent with --memory shared: its unwritten pages are the parent's, unread.
   if (flags.options.parent) opt.qemu.is_parent_image = qemu::ParentImageCheck(flags.options.parent);
   auto r = libvirt::SaveLibvirtDomain(**conn, domain, out, std::move(opt));

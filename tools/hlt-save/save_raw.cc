@@ -43,7 +43,7 @@ int SaveRaw(cli::Args& args) {
   auto region = (*writer)->AddRegion("ram", 0, uint64_t(st.st_size));
   if (!region) return cli::Fail(tool, region.error());
   Status s = (*writer)->AttachImage(*region, image);
-  if (s.ok()) s = ApplyHintFiles(flags, **writer);
+  if (s.ok()) s = flags.ApplyHints(**writer);
   if (!s.ok()) return cli::Fail(tool, s);
   auto summary = (*writer)->Finish();
   progress.Finish();

@@ -64,7 +64,7 @@ int SaveXen(cli::Args& args) {
   if (Status prepared = PrepareWriter(&flags, out); !prepared.ok()) return cli::Fail(tool, prepared);  // keys, --parent
   flags.options.progress = [&](const WriteProgress& p) { progress.Update(p.raw_bytes_done, p.raw_bytes_total); };
   opt.writer = flags.options;
-  opt.before_finish = [&](CheckpointWriter& w) { return ApplyHintFiles(flags, w); };
+  opt.before_finish = [&](CheckpointWriter& w) { return flags.ApplyHints(w); };
   const bool va_walk = opt.va_walk;
   auto r = xen::SaveStreamToCheckpoint(fd, out, std::move(opt));
   progress.Finish();

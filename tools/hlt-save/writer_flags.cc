@@ -1,8 +1,7 @@
 #include "hlt-save/writer_flags.h"
 
-#include <cstdlib>
 #include <cstdio>
-#include <filesystem>
+#include <cstdlib>
 
 #include "halite/authentication.h"
 #include "halite/encryption.h"
@@ -126,56 +125,12 @@ std::string ApplyWriterFlags(const CLI::App& app, const WriterFlagText& t, Write
   return ApplyChoiceFlags(app, t, f);
 }
 
-Status PrepareEncryption(WriterFlags* f) {
-  HLT_ASSIGN_OR_RETURN(f->keyring, cli::OpenKeyring(f->keys));
-  if (f->no_encryption) {
-    if (f->keys.key_files.empty() && f->keys.key_command.empty()) return Status::Ok();
-    return Status::InvalidArgument("--no-encryption with --encrypt-key-file or --key-command: which one?");
-  }
-  if (f->keys.key_files.size() > 1) {
-    return Status::InvalidArgument("--encrypt-key-file given " + std::to_string(f->keys.key_files.size()) +
-                                   " times: the new checkpoint has one key (put the keys of parents in a --keyring)");
-  }
-  std::optional<EncryptionKey> key;
-  if (!f->keys.key_files.empty()) {
-    HLT_ASSIGN_OR_RETURN(key, ReadKeyFile(f->keys.key_files.front()));
-  } else if (!f->keys.key_command.empty()) {
-    HLT_ASSIGN_OR_RETURN(key, cli::RunKeyCommand(f->keys.key_command, nullptr));
-    HLT_RETURN_IF_ERROR(f->keyring->Add(*key));
-  } else if (const char* env = std::getenv("HALITE_ENCRYPT_KEY"); env && *env) {
-    HLT_ASSIGN_OR_RETURN(key, ParseKey(env, "HALITE_ENCRYPT_KEY"));
-  }
-  f->options.encryption_key = key;
-  return Status::Ok();
-}
-
 Status PrepareWriter(WriterFlags* f, const std::string& out) {
-  HLT_RETURN_IF_ERROR(PrepareEncryption(f));
+  HLT_ASSIGN_OR_RETURN(f->keyring, ChooseEncryptionKey(f->keys, f->no_encryption, &f->options));
   if (f->parent.empty()) return Status::Ok();
-  std::error_code ec;
-  if (f->parent == out || std::filesystem::equivalent(f->parent, out, ec)) {
-    return Status::InvalidArgument(out + ": the output cannot be its own parent");
-  }
-  HLT_RETURN_IF_ERROR(cli::OpenBlockCache(f->block_cache_dir, f->block_cache_size, &f->parent_reader));
+  HLT_ASSIGN_OR_RETURN(f->parent_reader.block_cache, BlockCache::OpenChosen(f->block_cache_dir, f->block_cache_size));
   f->parent_reader.keyring = f->keyring;
-  HLT_ASSIGN_OR_RETURN(auto parent, CheckpointReader::Open(f->parent, f->parent_reader));
-  f->options.parent = std::shared_ptr<const CheckpointReader>(std::move(parent));
-  f->options.page_hashes = true;
-  return Status::Ok();
-}
-
-Status ApplyHintFiles(const WriterFlags& f, CheckpointWriter& writer) {
-  if (!f.access_trace.empty()) {
-    HLT_ASSIGN_OR_RETURN(std::string text, ReadTextFile(f.access_trace));
-    HLT_ASSIGN_OR_RETURN(auto runs, ParseAccessTrace(text, f.access_trace, writer.regions()));
-    HLT_RETURN_IF_ERROR(writer.AddAccessedPages(runs));
-  }
-  if (!f.va_hints.empty()) {
-    HLT_ASSIGN_OR_RETURN(std::string text, ReadTextFile(f.va_hints));
-    HLT_ASSIGN_OR_RETURN(auto runs, ParseVaHints(text, f.va_hints, writer.regions()));
-    HLT_RETURN_IF_ERROR(writer.AddVaRuns(runs));
-  }
-  return Status::Ok();
+  return OpenWriterParent(f->parent, out, f->parent_reader, &f->options);
 }
 
 void PrintSummary(const WriteSummary& s, const std::string& path) {

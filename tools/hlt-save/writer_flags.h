@@ -8,6 +8,7 @@
 #include "common/cli.h"
 #include "common/cli_parser.h"
 #include "halite/checkpoint_writer.h"
+#include "halite/writer_setup.h"
 
 namespace halite::save {
 
@@ -24,6 +25,7 @@ struct WriterFlags {
   cli::KeySources keys;
   bool no_encryption = false;  // --no-encryption: a plain checkpoint even with HALITE_ENCRYPT_KEY set
   std::shared_ptr<Keyring> keyring;
+  Status ApplyHints(CheckpointWriter& w) const { return ApplyHintFiles(access_trace, va_hints, w); }
 };
 
 inline constexpr const char* kWriterFlagsHelp =
@@ -78,16 +80,9 @@ void AddWriterFlags(CLI::App& app, WriterFlagText* text, WriterFlags* flags);
 // After parsing: checks and converts *text into *flags; returns the usage error, empty when fine.
 std::string ApplyWriterFlags(const CLI::App& app, const WriterFlagText& text, WriterFlags* flags);
 
-// After parsing, before CheckpointWriter::Create: the keys (PrepareEncryption), then, with --parent, the parent's
-// chain opened (checked as a restorer checks it, with every key known) into flags->options.parent and PAGE_HASHES
-// turned on. `out` is the checkpoint being written; it must not be the parent.
+// After parsing, before CheckpointWriter::Create: the keys (ChooseEncryptionKey, halite/writer_setup.h), then, with
+// --parent, the block cache and the parent's chain (OpenWriterParent). `out` is the checkpoint being written.
 Status PrepareWriter(WriterFlags* flags, const std::string& out);
-// The key the new checkpoint is encrypted with: the --encrypt-key-file (one), else the --key-command's answer, else
-// HALITE_ENCRYPT_KEY; none with --no-encryption. flags->keyring gets every key for reading.
-Status PrepareEncryption(WriterFlags* flags);
-
-// Reads the hint files named in `flags` and gives them to the writer.
-Status ApplyHintFiles(const WriterFlags& flags, CheckpointWriter& writer);
 
 // The summary hlt-save prints.
 void PrintSummary(const WriteSummary& s, const std::string& path);

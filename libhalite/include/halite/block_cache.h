@@ -30,6 +30,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "halite/checkpoint_types.h"
 #include "halite/export.h"
@@ -71,12 +72,20 @@ class HALITE_EXPORT BlockCache {
   // default 8G). Null when HALITE_BLOCK_CACHE is unset or empty. Errors: as Open, and kInvalidArgument for a bad
   // size.
   static Result<std::shared_ptr<BlockCache>> FromEnvironment();
+  // The cache a program's settings choose (the tools' --block-cache DIR and --block-cache-size BYTES; moved here
+  // from tools/common so that an embedder honours the same settings and environment): `dir`, or when empty the one
+  // HALITE_BLOCK_CACHE names (null when unset); bounded by `max_bytes`, or when 0 by HALITE_BLOCK_CACHE_SIZE, else
+  // 8G. Errors: as Open and FromEnvironment.
+  static Result<std::shared_ptr<BlockCache>> OpenChosen(const std::string& dir, uint64_t max_bytes);
   ~BlockCache();
   BlockCache(const BlockCache&) = delete;
   BlockCache& operator=(const BlockCache&) = delete;
 
   const std::string& dir() const;
   uint64_t max_bytes() const;
+  // The flags that open this cache in another process of ours (the image server, which OpenChosen opens it in):
+  // --block-cache DIR (absolute) --block-cache-size BYTES.
+  std::vector<std::string> CommandLineFlags() const;
 
   // Fills `payload` (exactly key.stored_length bytes) from the entry for `key` and marks it used. True on a hit.
   // The bytes are NOT verified: the caller checks them against the block's checksum and calls Drop when they fail.

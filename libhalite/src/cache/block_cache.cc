@@ -313,6 +313,27 @@ Result<std::shared_ptr<BlockCache>> BlockCache::FromEnvironment() {
   return cache;
 }
 
+Result<std::shared_ptr<BlockCache>> BlockCache::OpenChosen(const std::string& dir, uint64_t max_bytes) {
+  if (dir.empty()) {
+    HLT_ASSIGN_OR_RETURN(auto cache, FromEnvironment());
+    if (cache && max_bytes) return Open(cache->dir(), {max_bytes});
+    return cache;
+  }
+  BlockCacheOptions options;
+  if (max_bytes) {
+    options.max_bytes = max_bytes;
+  } else if (const char* size = std::getenv("HALITE_BLOCK_CACHE_SIZE"); size && *size) {
+    HLT_ASSIGN_OR_RETURN(options.max_bytes, ParseSize(size));
+  }
+  return Open(dir, options);
+}
+
+std::vector<std::string> BlockCache::CommandLineFlags() const {
+  std::error_code ec;
+  const auto absolute = std::filesystem::absolute(dir(), ec);
+  return {"--block-cache", ec ? dir() : absolute.string(), "--block-cache-size", std::to_string(max_bytes())};
+}
+
 const std::string& BlockCache::dir() const { return impl_->dir_; }
 uint64_t BlockCache::max_bytes() const { return impl_->max_bytes_; }
 bool BlockCache::Lookup(const BlockCacheKey& key, std::span<uint8_t> payload) { return impl_->Lookup(key, payload); }

@@ -6,12 +6,11 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
-#include <filesystem>
 
 #include "capi/capi_internal.h"
 #include "halite/authentication.h"
 #include "halite/block_cache.h"
-#include "halite/hint_files.h"
+#include "halite/writer_setup.h"
 
 using halite::capi::Code;
 using halite::capi::Invalid;
@@ -21,35 +20,18 @@ namespace {
 
 // --parent: the parent's chain opened with the environment's block cache and keys plus the writer's keyring.
 Status OpenParent(hlt_writer& w) {
-  std::error_code ec;
-  if (w.parent == w.path || std::filesystem::equivalent(w.parent, w.path, ec)) {
-    return Status::InvalidArgument(w.path + ": the output cannot be its own parent");
-  }
   ReaderOptions options;
   options.parent_dirs = w.parent_dirs;
   HLT_ASSIGN_OR_RETURN(options.block_cache, BlockCache::FromEnvironment());
   HLT_ASSIGN_OR_RETURN(auto environment, Keyring::FromEnvironment());
   options.keyring = Chain({w.keyring, environment});
-  HLT_ASSIGN_OR_RETURN(auto parent, CheckpointReader::Open(w.parent, options));
-  w.options.parent = std::shared_ptr<const CheckpointReader>(std::move(parent));
-  w.options.page_hashes = true;  // as hlt-save --parent: the child's own children compare cheaply
-  return Status::Ok();
+  return OpenWriterParent(w.parent, w.path, options, &w.options);
 }
 
 }  // namespace
 
 Status ApplyHintFiles(const hlt_writer& w, CheckpointWriter& writer) {
-  if (!w.access_trace.empty()) {
-    HLT_ASSIGN_OR_RETURN(std::string text, ReadTextFile(w.access_trace));
-    HLT_ASSIGN_OR_RETURN(auto runs, ParseAccessTrace(text, w.access_trace, writer.regions()));
-    HLT_RETURN_IF_ERROR(writer.AddAccessedPages(runs));
-  }
-  if (!w.va_hints.empty()) {
-    HLT_ASSIGN_OR_RETURN(std::string text, ReadTextFile(w.va_hints));
-    HLT_ASSIGN_OR_RETURN(auto runs, ParseVaHints(text, w.va_hints, writer.regions()));
-    HLT_RETURN_IF_ERROR(writer.AddVaRuns(runs));
-  }
-  return Status::Ok();
+  return halite::ApplyHintFiles(w.access_trace, w.va_hints, writer);
 }
 
 Result<WriterOptions> PrepareWriterOptions(hlt_writer& w) {

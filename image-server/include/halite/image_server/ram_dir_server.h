@@ -22,7 +22,9 @@
 #ifndef HALITE_IMAGE_SERVER_RAM_DIR_SERVER_H_
 #define HALITE_IMAGE_SERVER_RAM_DIR_SERVER_H_
 
+#include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -75,6 +77,25 @@ class RamDirServer {
 
 // libvirt's short name for a domain named `name` (its first kLibvirtShortNameBytes bytes).
 std::string LibvirtShortName(const std::string& name);
+
+// How RamDirServeUntilStopped stops (the loop of `hlt-restore serve-ram-dir`, moved here so that a service of an
+// embedder's keeps the mount the same way).
+struct RamDirServeOptions {
+  // Counted by the caller's signal handler (SIGINT, SIGTERM): each new signal asks the server to stop.
+  const std::atomic<int>* signals = nullptr;
+  // Stop by itself once the server has been Idle() for this many seconds (0: never).
+  uint64_t exit_when_unused_s = 0;
+  // Taken (flock, not waiting) before stopping by itself, so that a restore registering a domain under it never
+  // meets a server going away; empty: none.
+  std::string lock_path;
+  // A signal refused because domains may still need the mount: told the counts; another signal within 5 s stops
+  // anyway.
+  std::function<void(const RamDirCounts& counts)> on_refused;
+};
+
+// Serves until stopped: a signal (refused once while not Idle()), unused for long enough, or unmounted from
+// outside. Checks every 100 ms.
+void RamDirServeUntilStopped(RamDirServer& server, const RamDirServeOptions& options);
 
 }  // namespace halite::image_server
 

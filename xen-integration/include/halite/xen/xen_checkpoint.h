@@ -92,6 +92,16 @@ struct ExportStats {
 Status ExportCheckpointToStream(const CheckpointReader& reader, SequentialSink& out, const ExportOptions& options,
                                 ExportStats* stats = nullptr);
 
+// Exports to `out` as `hlt-restore xen -o OUT` does (moved from the tool so that a toolstack feeding `xl restore`
+// gets the same handling): "-" is standard output and an existing FIFO (or other non-file) is streamed to as it
+// is (SIGPIPE ignored, so a reader going away is a kIoError; a failure says a partial stream was written); any
+// other path is a file created atomically (`sync`: fsync'd), nothing left when the export fails. Errors: as
+// ExportCheckpointToStream, and kIoError naming `out`.
+Status ExportCheckpointToPath(const CheckpointReader& reader, const std::string& out, bool sync,
+                              const ExportOptions& options, ExportStats* stats);
+// Whether ExportCheckpointToPath streams to `out` (standard output or an existing non-file) instead of a new file.
+bool StreamsToPath(const std::string& out);
+
 // A SequentialSink over the library's atomic AppendSink (buffered). Commit() after a successful export; destroying it
 // without Commit() leaves nothing behind.
 class AppendSinkByteSink final : public SequentialSink {
