@@ -1,6 +1,5 @@
 // The C API's reader options (hlt_open_options): the tools' reader flags, set one at a time.
 #include <cstring>
-#include <filesystem>
 
 #include "capi/capi_internal.h"
 #include "halite/authentication.h"
@@ -66,12 +65,7 @@ Result<std::vector<std::string>> ServerFlags(const hlt_open_options& o, const Re
         "of its own; give them as key files (HLT_OPEN_KEY_FILE) or keyring files (HLT_OPEN_KEYRING_FILE)");
   }
   std::vector<std::string> flags;
-  if (options.block_cache) {
-    std::error_code ec;
-    const auto dir = std::filesystem::absolute(options.block_cache->dir(), ec);
-    flags = {"--block-cache", ec ? options.block_cache->dir() : dir.string(), "--block-cache-size",
-             std::to_string(options.block_cache->max_bytes())};
-  }
+  if (options.block_cache) flags = options.block_cache->CommandLineFlags();
   const std::vector<std::string> keys = KeySourceFlags(o.file_sources);
   flags.insert(flags.end(), keys.begin(), keys.end());
   return flags;
