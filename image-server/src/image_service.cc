@@ -9,11 +9,10 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <chrono>
 #include <filesystem>
-#include <thread>
 
 #include "halite/image_server/checkpoint_image.h"
+#include "serve_loop.h"
 
 namespace halite::image_server {
 namespace {
@@ -75,25 +74,15 @@ void ImageDirLock::Release() {
 }
 
 void ServeUntilStopped(FuseImageServer& server, const ServeLoopOptions& o) {
-  using Clock = std::chrono::steady_clock;
-  auto first_refusal = Clock::time_point{};
-  int handled = 0;
-  auto last_used = Clock::now();
-  for (;;) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    if (server.open_handles() > 0) last_used = Clock::now();
-    if (o.exit_when_unused_s > 0 && Clock::now() - last_used > std::chrono::seconds(o.exit_when_unused_s)) {
-      if (server.Stop().ok()) break;
-    }
-    if (o.signals == nullptr || o.signals->load() == handled) continue;
-    handled = o.signals->load();
-    const bool again =
-        first_refusal != Clock::time_point{} && Clock::now() - first_refusal < std::chrono::seconds(5);
-    Status s = server.Stop(/*force=*/again);
-    if (s.ok()) break;
-    if (o.on_refused) o.on_refused(s);
-    first_refusal = Clock::now();
-  }
+  ServeLoopHooks hooks;
+  hooks.in_use = [&] { return server.open_handles() > 0; };
+  hooks.stop_unused = [&] { return server.Stop().ok(); };
+  hooks.stop_on_signal = [&](bool insist) {
+    Status s = server.Stop(/*force=*/insist);
+    if (!s.ok() && o.on_refused) o.on_refused(s);
+    return s.ok();
+  };
+  RunServeLoop(o.signals, o.exit_when_unused_s, hooks);
 }
 
 }  // namespace halite::image_server

@@ -3,10 +3,8 @@
 #include <sys/file.h>
 #include <unistd.h>
 
-#include <chrono>
-#include <thread>
-
 #include "halite/image_server/ram_dir_server.h"
+#include "serve_loop.h"
 
 namespace halite::image_server {
 namespace {
@@ -27,28 +25,19 @@ bool StopWhenIdleUnderLock(RamDirServer& server, const std::string& lock_path) {
 }  // namespace
 
 void RamDirServeUntilStopped(RamDirServer& server, const RamDirServeOptions& o) {
-  using Clock = std::chrono::steady_clock;
-  auto first_refusal = Clock::time_point{};
-  int handled = 0;
-  auto last_used = Clock::now();
-  for (;;) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    if (!server.Serving()) break;  // unmounted from outside
-    if (!server.Idle()) last_used = Clock::now();
-    if (o.exit_when_unused_s > 0 && Clock::now() - last_used > std::chrono::seconds(o.exit_when_unused_s)) {
-      if (StopWhenIdleUnderLock(server, o.lock_path)) break;
-      last_used = Clock::now();
-    }
-    if (o.signals == nullptr || o.signals->load() == handled) continue;
-    handled = o.signals->load();
-    const bool again = first_refusal != Clock::time_point{} && Clock::now() - first_refusal < std::chrono::seconds(5);
-    if (server.Idle() || again) {
+  ServeLoopHooks hooks;
+  hooks.gone = [&] { return !server.Serving(); };  // unmounted from outside
+  hooks.in_use = [&] { return !server.Idle(); };
+  hooks.stop_unused = [&] { return StopWhenIdleUnderLock(server, o.lock_path); };
+  hooks.stop_on_signal = [&](bool insist) {
+    if (server.Idle() || insist) {
       server.Stop();
-      break;
+      return true;
     }
     if (o.on_refused) o.on_refused(server.Counts());
-    first_refusal = Clock::now();
-  }
+    return false;
+  };
+  RunServeLoop(o.signals, o.exit_when_unused_s, hooks);
 }
 
 }  // namespace halite::image_server
