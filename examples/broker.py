@@ -164,7 +164,8 @@ def report(clones: list[Clone], out: Optional[Path]) -> None:
         if c.error:
             print(f"  {c.name}: {c.error}")
     if out is not None:
-        fields = ("name", "state", "qemu_pid", "domain", "to_running_ms", "library_running_ms", "all_in_ms", "error", "stats")
+        fields = ("name", "state", "qemu_pid", "domain", "to_running_ms", "library_running_ms", "all_in_ms", "error",
+                  "stats")
         doc = {"clones": [{k: getattr(c, k) for k in fields} for c in clones]}
         tmp = out.with_name(out.name + ".tmp")
         tmp.write_text(json.dumps(doc, indent=2) + "\n")

@@ -9,15 +9,14 @@ from typing import Any, Optional, Union
 
 from . import errors
 from ._lib import check, ffi, lib, path_bytes
-from .qemu import Restore, SaveResult, _save_stats
-from .writer import Writer
+from .qemu import Restore, SaveResult, _run_save
 
 _SESSION_LIBVIRT = 2
 _EAGER, _MEMORY_SHARED, _CLONE, _RESUME, _LOADER_RATE, _START_PAUSED = 1, 2, 3, 4, 6, 7
 _CONNECT, _DOMAIN_NAME, _IMAGE_DIR, _STATUS_FILE, _DISK_DIR, _RAM_DIR, _SERVER_PROGRAM = 1, 2, 6, 7, 8, 9, 10
 _MEMORY = ("copy", "shared")
 _THEN = {"cont": 0, "stop": 1, "destroy": 3}
-_LIVE, _THEN_PARAM, _VA_WALK, _TIMEOUT_MS = 1, 2, 3, 4
+_LIVE, _THEN_PARAM, _VA_WALK = 1, 2, 3
 _SAVE_CONNECT = 2
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -34,26 +33,10 @@ def save(domain: str, output: PathLike, *, connect: Optional[str] = None, live: 
     and nothing is left at `output`."""
     if then not in _THEN:
         raise errors.InvalidArgumentError(errors.HLT_EINVAL, f"then {then!r}: expected one of {sorted(_THEN)}")
-    writer = Writer(output, **writer_options)
-    try:
-        out = ffi.new("hlt_save**")
-        check(lib.hlt_libvirt_save_create(writer.handle, domain.encode(), out))
-        handle = out[0]
-        try:
-            params = [(_LIVE, int(live)), (_THEN_PARAM, _THEN[then]), (_VA_WALK, int(va_walk))]
-            if timeout is not None:
-                params.append((_TIMEOUT_MS, max(1, round(timeout * 1000))))
-            for param, value in params:
-                check(lib.hlt_save_set_param(handle, param, value))
-            if connect is not None:
-                check(lib.hlt_save_set_string(handle, _SAVE_CONNECT, connect.encode()))
-            check(lib.hlt_save_run(handle))
-            figures = _save_stats(handle)
-        finally:
-            lib.hlt_save_free(handle)
-        return SaveResult(checkpoint=writer._committed_by_save(), **figures)
-    finally:
-        writer.abort()  # a failed save: nothing is left at `output`
+    strings = [] if connect is None else [(_SAVE_CONNECT, connect.encode())]
+    return _run_save(lambda writer, out: lib.hlt_libvirt_save_create(writer.handle, domain.encode(), out), output,
+                     [(_LIVE, int(live)), (_THEN_PARAM, _THEN[then]), (_VA_WALK, int(va_walk))], timeout, strings,
+                     writer_options)
 
 
 class DomainRestore(Restore):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 from . import errors
 from ._lib import check, ffi, lib, path_bytes
@@ -43,17 +43,28 @@ def save(qmp: str | os.PathLike[str], output: str | os.PathLike[str], *, live: b
     stream error) raises the HaliteError whose message hlt-save qemu would print; nothing is left at `output`."""
     if then not in _THEN:
         raise errors.InvalidArgumentError(errors.HLT_EINVAL, f"then {then!r}: expected one of {sorted(_THEN)}")
+    return _run_save(lambda writer, out: lib.hlt_qemu_save_create(writer.handle, path_bytes(qmp), out), output,
+                     [(_LIVE, int(live)), (_THEN_PARAM, _THEN[then]), (_VA_WALK, int(va_walk))], timeout, [],
+                     writer_options)
+
+
+def _run_save(create: Callable[[Writer, Any], Any], output: str | os.PathLike[str], params: list[tuple[int, int]],
+              timeout: Optional[float], strings: list[tuple[int, bytes]], writer_options: dict[str, Any]) -> SaveResult:
+    """The save of halite.qemu.save and halite.libvirt.save: a Writer for `output`, the save made by `create`
+    (hlt_qemu_save_create, hlt_libvirt_save_create) over it, its params and strings set, run without the GIL, and
+    its figures. On failure nothing is left at `output`."""
     writer = Writer(output, **writer_options)
     try:
         out = ffi.new("hlt_save**")
-        check(lib.hlt_qemu_save_create(writer.handle, path_bytes(qmp), out))
+        check(create(writer, out))
         handle = out[0]
         try:
-            params = [(_LIVE, int(live)), (_THEN_PARAM, _THEN[then]), (_VA_WALK, int(va_walk))]
             if timeout is not None:
-                params.append((_TIMEOUT_MS, max(1, round(timeout * 1000))))
+                params = params + [(_TIMEOUT_MS, max(1, round(timeout * 1000)))]
             for param, value in params:
                 check(lib.hlt_save_set_param(handle, param, value))
+            for option, text in strings:
+                check(lib.hlt_save_set_string(handle, option, text))
             check(lib.hlt_save_run(handle))
             figures = _save_stats(handle)
         finally:
