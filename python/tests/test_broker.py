@@ -86,6 +86,10 @@ def test_broker_names_clones_after_requests_and_refuses_a_name_twice(golden: Pat
 
 
 def test_broker_gives_each_clone_its_own_disk(tmp_path: Path) -> None:
+    if "asan" in os.environ.get("LD_PRELOAD", ""):
+        # run_pytest.sh preloads libasan into Python for an ASan build, and children inherit it: qemu-img (here and
+        # in the broker) then hangs (CI's ASan leg, session 15). The normal build runs this case.
+        pytest.skip("ASan build: qemu-img hangs with the libasan that Python's children inherit")
     base = tmp_path / "base.qcow2"
     subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", str(base), "16M"], check=True)
     golden = save_golden(tmp_path, ["-drive", f"file={base},if=virtio,format=qcow2"])
