@@ -11,30 +11,14 @@ from pathlib import Path
 
 import pytest
 
-import halite
-from test_qemu import GUEST_ARGS, pid_gone, qemu_binary
+from test_qemu import GUEST_ARGS, pid_gone, qemu_binary, save_fresh_guest
 
 BROKER = Path(__file__).resolve().parents[2] / "examples" / "broker.py"
 
 
 def save_golden(tmp_path: Path, extra: list[str]) -> Path:
-    """A guest saved once (then quit): the golden checkpoint the clones come from."""
-    socket = tmp_path / "golden.sock"
-    process = subprocess.Popen([qemu_binary(), *GUEST_ARGS, *extra, "-qmp", f"unix:{socket},server=on,wait=off"],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 30
-        while not socket.exists():
-            assert process.poll() is None and time.monotonic() < deadline, "QEMU did not open its QMP socket"
-            time.sleep(0.02)
-        time.sleep(0.5)  # SeaBIOS under way: some memory worth restoring
-        halite.qemu.save(socket, tmp_path / "golden.hlt", then="quit")
-        assert process.wait(timeout=30) == 0
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
-    return tmp_path / "golden.hlt"
+    """A guest saved once, half a second into SeaBIOS (some memory worth restoring): the clones' golden checkpoint."""
+    return save_fresh_guest(tmp_path / "golden.hlt", extra, settle=0.5)
 
 
 @pytest.fixture

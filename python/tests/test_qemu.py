@@ -7,7 +7,7 @@ import subprocess
 import threading
 import time
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Sequence
 
 import pytest
 
@@ -86,6 +86,27 @@ def test_save_to_nobody_names_the_socket(tmp_path: Path) -> None:
         halite.qemu.save(tmp_path / "nobody.sock", output, then="reboot")
 
 
+def save_fresh_guest(output: Path, extra: Sequence[str] = (), settle: float = 0.0) -> Path:
+    """Starts a QEMU with GUEST_ARGS (+ `extra`) and a QMP socket next to `output`, lets it run `settle` seconds
+    (0: saved the moment the socket opens), saves it to `output` with then="quit", and checks it quit."""
+    socket = output.with_suffix(".sock")
+    process = subprocess.Popen([qemu_binary(), *GUEST_ARGS, *extra, "-qmp", f"unix:{socket},server=on,wait=off"],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 30
+        while not socket.exists():
+            assert process.poll() is None and time.monotonic() < deadline, "QEMU did not open its QMP socket"
+            time.sleep(0.01)
+        time.sleep(settle)
+        halite.qemu.save(socket, output, then="quit")
+        assert process.wait(timeout=30) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    return output
+
+
 def pid_gone(pid: int) -> bool:
     """True when `pid` is no more, or a zombie (this machine's PID 1 may not reap)."""
     try:
@@ -140,20 +161,7 @@ def test_restore_of_guests_saved_at_once(tmp_path: Path) -> None:
     for i in range(6):
         d = tmp_path / f"vm{i}"
         d.mkdir()
-        socket = d / "qmp.sock"
-        process = subprocess.Popen([qemu_binary(), *GUEST_ARGS, "-qmp", f"unix:{socket},server=on,wait=off"],
-                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        try:
-            deadline = time.monotonic() + 30
-            while not socket.exists():
-                assert process.poll() is None and time.monotonic() < deadline, "QEMU did not open its QMP socket"
-                time.sleep(0.01)
-            halite.qemu.save(socket, d / "vm.hlt", then="quit")
-            assert process.wait(timeout=30) == 0
-        finally:
-            if process.poll() is None:
-                process.kill()
-                process.wait()
+        save_fresh_guest(d / "vm.hlt")
         with halite.qemu.restore(d / "vm.hlt", GUEST_ARGS, qemu_dir=d / "q", qemu_binary=qemu_binary()) as r:
             assert r.wait(timeout=120), f"cycle {i}"
             assert r.stats().state == "done"
