@@ -24,6 +24,7 @@ std::string LibvirtSaveReportText(const LibvirtSaveResult& r, const std::string&
                 p.vcpus_stopped_ms, (long long)r.qemu.save.qemu_setup_ms, (long long)r.qemu.save.qemu_downtime_ms);
   }
   if (!r.qemu.live_note.empty()) text += fmt::sprintf("  not live         %s\n", r.qemu.live_note.c_str());
+  text += qemu::ThpRegatherReportText(r.qemu.thp_regather);
   text += qemu::ParentImageText(r.qemu);
   for (size_t i = 0; i < r.disks.size(); ++i) {
     const auto& d = r.disks[i];

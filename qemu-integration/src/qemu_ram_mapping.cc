@@ -18,6 +18,7 @@ constexpr uint64_t kPage = 4096;
 constexpr uint64_t kPresent = uint64_t(1) << 63;
 constexpr uint64_t kSwapped = uint64_t(1) << 62;
 constexpr uint64_t kFilePage = uint64_t(1) << 61;
+constexpr uint64_t kExclusive = uint64_t(1) << 56;  // "page exclusively mapped" (Linux 4.2)
 
 }  // namespace
 
@@ -107,6 +108,12 @@ bool PagemapEntryIsPopulated(uint64_t entry) { return (entry & (kPresent | kSwap
 
 Result<std::vector<bool>> PopulatedPages(pid_t pid, uint64_t start, uint64_t pages) {
   return ClassifyPages(pid, start, pages, PagemapEntryIsPopulated);
+}
+
+bool PagemapEntryIsOwnPage(uint64_t entry) { return (entry & kPresent) != 0 && (entry & kExclusive) != 0; }
+
+Result<std::vector<bool>> OwnPages(pid_t pid, uint64_t start, uint64_t pages) {
+  return ClassifyPages(pid, start, pages, PagemapEntryIsOwnPage);
 }
 
 }  // namespace halite::qemu

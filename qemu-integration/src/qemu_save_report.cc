@@ -50,6 +50,7 @@ std::string QemuSaveReportText(const CheckpointSaveResult& r, const std::string&
     text += fmt::sprintf("  guest stopped    %.3f s (stop to cont)\n", r.guest_stopped_seconds);
   }
   if (!r.live_note.empty()) text += fmt::sprintf("  not live         %s\n", r.live_note.c_str());
+  text += ThpRegatherReportText(r.thp_regather);
   text += ParentImageText(r);
   text += fmt::sprintf("  state blob       %zu bytes (\"%s\")\n", r.state_blob_bytes, kQemuStateBlobName);
   text += AccessWindowReportText(r);

@@ -34,6 +34,7 @@
 #include "halite/restore_engine.h"
 #include "halite/status.h"
 #include "halite/x86_guest_hints.h"
+#include "halite/qemu/qemu_thp_regather.h"
 #include "halite/x86_page_tables.h"
 
 namespace halite::qemu {
@@ -117,6 +118,7 @@ struct CheckpointSaveResult {
   size_t state_blob_bytes = 0;
   double guest_stopped_seconds = 0;  // non-live: stop to cont (0 when the guest stays stopped or was not running)
   LivePauseReport live_pause;        // a live save with at_snapshot_instant
+  ThpRegatherReport thp_regather;    // a live save of a running guest: its RAM gathered into huge pages first
   std::vector<std::string> blocks_from_instant;  // RAMBlocks saved from block_content_at_instant
   // Why a live save was made as a stopped one (the guest was not running: QEMU 7.2's background snapshot would
   // have started it), or "".

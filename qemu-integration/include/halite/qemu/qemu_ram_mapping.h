@@ -57,6 +57,14 @@ bool PagemapEntryIsPopulated(uint64_t entry);
 // ptrace-read permission over pid. Errors: kIoError naming /proc/PID/pagemap.
 Result<std::vector<bool>> PopulatedPages(pid_t pid, uint64_t start, uint64_t pages);
 
+// A page the process wrote itself: present (bit 63) and mapped only here (bit 56, "exclusively mapped", which
+// the kernel shows without privilege). The shared zero page, which a read of never-written anonymous memory maps,
+// and pages shared with another process (KSM, a fork) are not exclusively mapped.
+bool PagemapEntryIsOwnPage(uint64_t entry);
+// For each 4 KiB page of [start, start + pages * 4096) in process `pid`: PagemapEntryIsOwnPage. Errors: kIoError
+// naming /proc/PID/pagemap.
+Result<std::vector<bool>> OwnPages(pid_t pid, uint64_t start, uint64_t pages);
+
 }  // namespace halite::qemu
 
 #endif  // HALITE_QEMU_QEMU_RAM_MAPPING_H_
