@@ -235,20 +235,33 @@ void SodiumAesThroughput(const std::vector<uint8_t>& plain, const uint8_t (&ad)[
   rows->push_back({"aead_gbps", "AES-256-GCM (libsodium, not used)", seal, open, 0, 0});
 }
 
-// The AEADs alone, one thread: seal and open of 256 KiB units (a 64-page block stored raw).
+void AeadUnits(size_t unit, std::vector<CostRow>* rows);
+
+// The AEADs alone, one thread: seal and open of 256 KiB units (a 64-page block stored raw) and of 4 KiB units (a
+// page of an encrypting writer's staging file, where a unit's fixed cost shows).
 void AeadThroughput(std::vector<CostRow>* rows) {
-  std::vector<uint8_t> plain(256 << 10, 0x5a), sealed(plain.size() + codec::kAeadTagSize), back(plain.size());
+  const std::vector<uint8_t> plain(256 << 10, 0x5a);
   const uint8_t ad[56] = {};
   std::printf("\nThe AEADs alone (AES-256-GCM: OpenSSL's; XChaCha20-Poly1305: libsodium's), one thread, 256 KiB "
               "units: GB per CPU second\n");
   std::printf("%-22s %10s %10s\n", "cipher", "seal", "open");
+  AeadUnits(256 << 10, rows);
+  std::printf("\nThe same in 4 KiB units (staging pages)\n%-22s %10s %10s\n", "cipher", "seal", "open");
+  AeadUnits(4096, rows);
+  SodiumAesThroughput(plain, ad, rows);
+}
+
+// Seal and open of `unit`-byte units, 512 MiB of them, with each AEAD libhalite uses.
+void AeadUnits(size_t unit, std::vector<CostRow>* rows) {
+  std::vector<uint8_t> plain(unit, 0x5a), sealed(plain.size() + codec::kAeadTagSize), back(plain.size());
+  const uint8_t ad[56] = {};
   for (auto alg : {codec::AeadAlgorithm::kAes256Gcm, codec::AeadAlgorithm::kXChaCha20Poly1305}) {
     if (alg == codec::AeadAlgorithm::kAes256Gcm && !codec::AesGcmAvailable()) continue;
     std::array<uint8_t, 32> key{};
     auto k = codec::AeadKey::Create(alg, key);
     if (!k) Die("aead", k.error());
     codec::AeadNonce nonce{};
-    const int n = 2000;
+    const int n = int((size_t(512) << 20) / unit);
     double t0 = ThreadCpuSeconds();
     for (int i = 0; i < n; ++i) {
       nonce[0] = uint8_t(i);
@@ -261,9 +274,8 @@ void AeadThroughput(std::vector<CostRow>* rows) {
     }
     const double open = double(plain.size()) * n / (ThreadCpuSeconds() - t0) / 1e9;
     std::printf("%-22s %10.2f %10.2f\n", codec::AeadAlgorithmName(alg), seal, open);
-    rows->push_back({"aead_gbps", codec::AeadAlgorithmName(alg), seal, open, 0, 0});
+    rows->push_back({unit == 4096 ? "aead_gbps_4k" : "aead_gbps", codec::AeadAlgorithmName(alg), seal, open, 0, 0});
   }
-  SodiumAesThroughput(plain, ad, rows);
 }
 
 }  // namespace

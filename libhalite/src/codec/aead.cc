@@ -5,16 +5,77 @@
 
 #include <cstring>
 #include <mutex>
+#include <vector>
 
 #include "codec/mac.h"
 
 namespace halite::codec {
 
+namespace {
+
+// At most this many idle OpenSSL contexts a direction are kept for a key (a few KiB each); more threads than this
+// at once make and free their own.
+constexpr size_t kMaxIdleContexts = 64;
+
+EVP_CIPHER* AesGcm();
+
+}  // namespace
+
 // AES-256-GCM is OpenSSL's (libcrypto): 4.4 GB/s on this machine's CPU against 1.85 for libsodium 1.0.18's, and
-// available on every CPU (libsodium's needs AES-NI). XChaCha20-Poly1305 is libsodium's. Each call makes its own
-// OpenSSL context from the key (about 0.3 us), so a key is used from any number of threads at once.
+// available on every CPU (libsodium's needs AES-NI). XChaCha20-Poly1305 is libsodium's.
 struct AeadKey::State {
   unsigned char key[kAeadKeySize];
+  // OpenSSL contexts that hold this key's schedule, idle, for sealing [0] and opening [1]. Setting one up from the
+  // key costs about 0.25 us, a fifth of sealing a 4 KiB staging page (bench/results/2026-11-28-save26/): a call
+  // takes one (or makes one), sets only the nonce, and gives it back, so a key is used from any number of threads
+  // at once. Freeing a context wipes its copy of the key schedule.
+  std::mutex mu;
+  std::vector<EVP_CIPHER_CTX*> idle[2];
+
+  ~State() {
+    for (auto& list : idle) {
+      for (EVP_CIPHER_CTX* c : list) EVP_CIPHER_CTX_free(c);
+    }
+  }
+
+  // A context of this key for one direction, set to `nonce`; nullptr when OpenSSL cannot make one.
+  EVP_CIPHER_CTX* Take(bool encrypt, const AeadNonce& nonce) {
+    EVP_CIPHER_CTX* c = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (!idle[encrypt ? 0 : 1].empty()) {
+        c = idle[encrypt ? 0 : 1].back();
+        idle[encrypt ? 0 : 1].pop_back();
+      }
+    }
+    if (c == nullptr) {
+      c = EVP_CIPHER_CTX_new();
+      if (c == nullptr || EVP_CipherInit_ex2(c, AesGcm(), key, nullptr, encrypt ? 1 : 0, nullptr) != 1) {
+        EVP_CIPHER_CTX_free(c);
+        return nullptr;
+      }
+    }
+    // The key schedule stays; the nonce (12 bytes, GCM's default length) starts a new message.
+    if (EVP_CipherInit_ex2(c, nullptr, nullptr, nonce.data(), encrypt ? 1 : 0, nullptr) != 1) {
+      EVP_CIPHER_CTX_free(c);
+      return nullptr;
+    }
+    return c;
+  }
+
+  // Gives `c` back for another call when its message finished cleanly; frees it otherwise (a failed tag check
+  // leaves no state worth keeping) or when enough are idle.
+  void GiveBack(bool encrypt, EVP_CIPHER_CTX* c, bool clean) {
+    if (clean) {
+      std::lock_guard<std::mutex> lock(mu);
+      auto& list = idle[encrypt ? 0 : 1];
+      if (list.size() < kMaxIdleContexts) {
+        list.push_back(c);
+        return;
+      }
+    }
+    EVP_CIPHER_CTX_free(c);
+  }
 };
 
 namespace {
@@ -26,11 +87,6 @@ EVP_CIPHER* AesGcm() {
 }
 
 constexpr int kGcmNonceSize = 12;
-
-struct ContextFree {
-  void operator()(EVP_CIPHER_CTX* c) const { EVP_CIPHER_CTX_free(c); }
-};
-using Context = std::unique_ptr<EVP_CIPHER_CTX, ContextFree>;
 
 // Feeds `ad` and `in` through an initialised GCM context into `out`; false on any OpenSSL error.
 bool GcmUpdate(EVP_CIPHER_CTX* c, bool encrypt, std::span<const uint8_t> ad, std::span<const uint8_t> in,
@@ -64,7 +120,7 @@ AeadKey::AeadKey(AeadAlgorithm algorithm, std::unique_ptr<State> state)
     : algorithm_(algorithm), state_(std::move(state)) {}
 
 AeadKey::~AeadKey() {
-  if (state_) sodium_memzero(state_.get(), sizeof(State));
+  if (state_) sodium_memzero(state_->key, sizeof(state_->key));  // ~State frees (and so wipes) the contexts
 }
 
 Result<std::unique_ptr<AeadKey>> AeadKey::Create(AeadAlgorithm algorithm, std::span<const uint8_t, kAeadKeySize> key) {
@@ -89,14 +145,14 @@ void AeadKey::Seal(const AeadNonce& nonce, std::span<const uint8_t> ad, std::spa
                                                plain.size(), ad.data(), ad.size(), nullptr, nonce.data(), state_->key);
     return;
   }
-  Context c(EVP_CIPHER_CTX_new());
+  EVP_CIPHER_CTX* c = state_->Take(true, nonce);
   int len = 0;
   // OpenSSL fails here only when it cannot allocate: a sealed unit must then not exist (abort, not a bad file).
-  if (!c || EVP_EncryptInit_ex2(c.get(), AesGcm(), state_->key, nonce.data(), nullptr) != 1 ||
-      !GcmUpdate(c.get(), true, ad, plain, out.data()) || EVP_EncryptFinal_ex(c.get(), out.data() + plain.size(), &len) != 1 ||
-      EVP_CIPHER_CTX_ctrl(c.get(), EVP_CTRL_GCM_GET_TAG, kAeadTagSize, out.data() + plain.size()) != 1) {
+  if (!c || !GcmUpdate(c, true, ad, plain, out.data()) || EVP_EncryptFinal_ex(c, out.data() + plain.size(), &len) != 1 ||
+      EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_GCM_GET_TAG, kAeadTagSize, out.data() + plain.size()) != 1) {
     std::abort();
   }
+  state_->GiveBack(true, c, true);
 }
 
 bool AeadKey::Open(const AeadNonce& nonce, std::span<const uint8_t> ad, std::span<const uint8_t> sealed,
@@ -110,15 +166,15 @@ bool AeadKey::Open(const AeadNonce& nonce, std::span<const uint8_t> ad, std::spa
                                                     sealed.data(), sealed.size(), ad.data(), ad.size(), nonce.data(),
                                                     state_->key) == 0;
   } else {
-    Context c(EVP_CIPHER_CTX_new());
+    EVP_CIPHER_CTX* c = state_->Take(false, nonce);
     int len = 0;
     const std::span<const uint8_t> text = sealed.first(out.size());
     unsigned char tag[kAeadTagSize];
     std::memcpy(tag, sealed.data() + out.size(), kAeadTagSize);
-    ok = c && EVP_DecryptInit_ex2(c.get(), AesGcm(), state_->key, nonce.data(), nullptr) == 1 &&
-         GcmUpdate(c.get(), false, ad, text, out.data()) &&
-         EVP_CIPHER_CTX_ctrl(c.get(), EVP_CTRL_GCM_SET_TAG, kAeadTagSize, tag) == 1 &&
-         EVP_DecryptFinal_ex(c.get(), out.data() + out.size(), &len) == 1;
+    ok = c && GcmUpdate(c, false, ad, text, out.data()) &&
+         EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_GCM_SET_TAG, kAeadTagSize, tag) == 1 &&
+         EVP_DecryptFinal_ex(c, out.data() + out.size(), &len) == 1;
+    if (c) state_->GiveBack(false, c, ok);
   }
   if (!ok && !out.empty()) sodium_memzero(out.data(), out.size());
   return ok;

@@ -93,6 +93,14 @@ Status Compressor::CompressInBlocks(std::span<const uint8_t> in, int level, cons
   r = ref.dictionary ? ZSTD_CCtx_refCDict(cctx, static_cast<const ZSTD_CDict*>(ref.dictionary->cdict()))
                      : ZSTD_CCtx_setParameter(cctx, ZSTD_c_compressionLevel, level);
   if (ZSTD_isError(r)) return failed(r);
+  if (ref.dictionary) {
+    // Search the dictionary's own tables instead of copying them into the context for every frame: above 16 KiB
+    // of input zstd would copy them (768 KiB for a 1 MiB dictionary at level 3), which cost more than compressing
+    // a 64 KiB frame. On the repeats corpus image: 28% less CPU for the same size within 0.002%
+    // (bench/results/2026-11-28-save26/).
+    r = ZSTD_CCtx_setParameter(cctx, ZSTD_c_forceAttachDict, ZSTD_dictForceAttach);
+    if (ZSTD_isError(r)) return failed(r);
+  }
   if (!ref.prefix.empty()) {
     r = ZSTD_CCtx_refPrefix_advanced(cctx, ref.prefix.data(), ref.prefix.size(), ZSTD_dct_rawContent);
     if (ZSTD_isError(r)) return failed(r);
