@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <string>
+#include <utility>
 
 namespace halite::codec {
 namespace {
@@ -134,23 +135,25 @@ Status Compressor::CompressFrames(std::span<const uint8_t> in, int level, const 
 Result<std::vector<FrameExtent>> SplitFrames(std::span<const uint8_t> payload, const Dictionary* dict,
                                              size_t content_size, size_t unit) {
   std::vector<FrameExtent> frames;
+  frames.reserve(content_size / unit);  // the most there may be: one allocation, never more
   size_t content = 0;
   for (size_t at = 0; at < payload.size();) {
-    const std::string which = "frame " + std::to_string(frames.size()) + " (payload byte " + std::to_string(at) + ")";
-    if (frames.size() == content_size / unit) return Status::Corrupt(which + ": more frames than pages");
+    // Named only when something is wrong: a fault splits every framed block it reads, and builds no string for it.
+    auto which = [&] { return "frame " + std::to_string(frames.size()) + " (payload byte " + std::to_string(at) + ")"; };
+    if (frames.size() == content_size / unit) return Status::Corrupt(which() + ": more frames than pages");
     const std::span<const uint8_t> rest = payload.subspan(at);
     const unsigned long long declared = ZSTD_getFrameContentSize(rest.data(), rest.size());
-    if (declared == ZSTD_CONTENTSIZE_ERROR) return Status::Corrupt(which + " is not a zstd frame");
-    if (declared == ZSTD_CONTENTSIZE_UNKNOWN) return Status::Corrupt(which + " does not declare its content size");
+    if (declared == ZSTD_CONTENTSIZE_ERROR) return Status::Corrupt(which() + " is not a zstd frame");
+    if (declared == ZSTD_CONTENTSIZE_UNKNOWN) return Status::Corrupt(which() + " does not declare its content size");
     if (declared == 0 || declared % unit != 0 || declared > content_size - content) {
-      return Status::Corrupt(which + " declares " + std::to_string(declared) + " bytes (expected a non-zero multiple of " +
+      return Status::Corrupt(which() + " declares " + std::to_string(declared) + " bytes (expected a non-zero multiple of " +
                              std::to_string(unit) + ", at most the " + std::to_string(content_size - content) +
                              " bytes left of the block)");
     }
     const size_t size = ZSTD_findFrameCompressedSize(rest.data(), rest.size());
-    if (ZSTD_isError(size)) return Status::Corrupt(which + " is malformed: " + ZstdError(size));
+    if (ZSTD_isError(size)) return Status::Corrupt(which() + " is malformed: " + ZstdError(size));
     if (!dict && ZSTD_getDictID_fromFrame(rest.data(), rest.size()) != 0) {
-      return Status::Corrupt(which + " needs a dictionary but none applies");
+      return Status::Corrupt(which() + " needs a dictionary but none applies");
     }
     frames.push_back({at, size, content, size_t(declared)});
     at += size;
@@ -276,11 +279,16 @@ Status Decompressor::DecompressFrames(std::span<const uint8_t> in, const FrameRe
     const auto frame_in = in.subspan(f.payload_offset, f.payload_size);
     const auto frame_out = out.subspan(f.content_offset, f.content_size);
     if (!progress) return DecompressExact(frame_in, ref, frame_out);
-    size_t done = 0;  // of this frame
-    return DecompressExact(frame_in, ref, frame_out, [&](size_t ready) {
-      const size_t begin = done;
-      done = ready;
-      return ready > begin ? progress(f.content_offset + begin, f.content_offset + ready) : Status::Ok();
+    // One reference captured, so that std::function keeps it in place (no allocation per frame of a fault).
+    struct {
+      size_t done = 0;  // of this frame
+      const FrameExtent* frame;
+      const RangeProgress* progress;
+    } at{0, &f, &progress};
+    return DecompressExact(frame_in, ref, frame_out, [&at](size_t ready) {
+      const size_t begin = std::exchange(at.done, ready);
+      return ready > begin ? (*at.progress)(at.frame->content_offset + begin, at.frame->content_offset + ready)
+                           : Status::Ok();
     });
   };
   // From the lead frame onwards, then the frames before it: a guest that faulted on a page tends to go on to the
