@@ -6,6 +6,8 @@
 #include <zstd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cstring>
 #include <string>
 #include <utility>
 
@@ -17,7 +19,9 @@ std::string ZstdError(size_t code) { return ZSTD_getErrorName(code); }
 }  // namespace
 
 Result<std::shared_ptr<const Dictionary>> Dictionary::Create(std::vector<uint8_t> bytes, int level) {
+  static std::atomic<uint64_t> next_serial{1};
   std::shared_ptr<Dictionary> d(new Dictionary());
+  d->serial_ = next_serial.fetch_add(1, std::memory_order_relaxed);
   d->bytes_ = std::move(bytes);
   d->ddict_ = ZSTD_createDDict(d->bytes_.data(), d->bytes_.size());
   d->cdict_ = ZSTD_createCDict(d->bytes_.data(), d->bytes_.size(), level);
@@ -184,6 +188,7 @@ bool Overlap(std::span<const uint8_t> a, std::span<const uint8_t> b) {
 
 Decompressor::Decompressor() : dctx_(ZSTD_createDCtx()) {}
 Decompressor::~Decompressor() {
+  ZSTD_freeDDict(static_cast<ZSTD_DDict*>(window_ddict_));
   ZSTD_freeDDict(static_cast<ZSTD_DDict*>(prefix_ddict_));
   ZSTD_freeDCtx(static_cast<ZSTD_DCtx*>(dctx_));
 }
@@ -205,6 +210,23 @@ Status Decompressor::CheckFrame(std::span<const uint8_t> in, const Dictionary* d
   return Status::Ok();
 }
 
+Status Decompressor::PrepareWindow(const Dictionary& d, size_t content) {
+  const size_t dict_bytes = d.bytes().size();
+  if (window_serial_ == d.serial() && window_.size() >= dict_bytes + content) return Status::Ok();
+  // A by-reference DDict points into window_: made again whenever window_ is filled or moves.
+  ZSTD_freeDDict(static_cast<ZSTD_DDict*>(window_ddict_));
+  window_ddict_ = nullptr;
+  window_serial_ = 0;
+  window_.resize(std::max(window_.size(), dict_bytes + content));
+  std::memcpy(window_.data(), d.bytes().data(), dict_bytes);
+  window_ddict_ = ZSTD_createDDict_advanced(window_.data(), dict_bytes, ZSTD_dlm_byRef, ZSTD_dct_fullDict,
+                                            ZSTD_defaultCMem);
+  if (!window_ddict_) return Status::Internal("zstd: out of memory for a dictionary window");
+  window_dict_bytes_ = dict_bytes;
+  window_serial_ = d.serial();
+  return Status::Ok();
+}
+
 Status Decompressor::Begin(const FrameReference& ref) {
   auto* dctx = static_cast<ZSTD_DCtx*>(dctx_);
   ZSTD_freeDDict(static_cast<ZSTD_DDict*>(prefix_ddict_));
@@ -215,7 +237,7 @@ Status Decompressor::Begin(const FrameReference& ref) {
     if (!prefix_ddict_) return Status::Internal("zstd: out of memory for a prefix");
     r = ZSTD_decompressBegin_usingDDict(dctx, static_cast<const ZSTD_DDict*>(prefix_ddict_));
   } else if (ref.dictionary) {
-    r = ZSTD_decompressBegin_usingDDict(dctx, static_cast<const ZSTD_DDict*>(ref.dictionary->ddict()));
+    r = ZSTD_decompressBegin_usingDDict(dctx, static_cast<const ZSTD_DDict*>(window_ddict_));
   } else {
     r = ZSTD_decompressBegin(dctx);
   }
@@ -234,8 +256,10 @@ Status Decompressor::DecompressExact(std::span<const uint8_t> in, const FrameRef
     r = ZSTD_decompress_usingDDict(dctx, out.data(), out.size(), in.data(), in.size(), prefix);
     ZSTD_freeDDict(prefix);
   } else if (ref.dictionary) {
-    r = ZSTD_decompress_usingDDict(dctx, out.data(), out.size(), in.data(), in.size(),
-                                   static_cast<const ZSTD_DDict*>(ref.dictionary->ddict()));
+    HLT_RETURN_IF_ERROR(PrepareWindow(*ref.dictionary, out.size()));
+    r = ZSTD_decompress_usingDDict(dctx, WindowOut(), out.size(), in.data(), in.size(),
+                                   static_cast<const ZSTD_DDict*>(window_ddict_));
+    if (!ZSTD_isError(r)) std::memcpy(out.data(), WindowOut(), std::min<size_t>(r, out.size()));
   } else {
     r = ZSTD_decompressDCtx(dctx, out.data(), out.size(), in.data(), in.size());
   }
@@ -250,17 +274,22 @@ Status Decompressor::DecompressExact(std::span<const uint8_t> in, const FrameRef
   if (Overlap(ref.prefix, out)) return Status::InvalidArgument("zstd: the output overlaps the prefix");
   auto* dctx = static_cast<ZSTD_DCtx*>(dctx_);
   // zstd's buffer-less API: one step per frame header, block header and block, each decoded straight into `out`
-  // (which stays in place, so later blocks can refer back into it).
+  // (which stays in place, so later blocks can refer back into it); against a dictionary, into the window after
+  // it, each block then copied to `out` before it is reported.
+  const bool windowed = ref.prefix.empty() && ref.dictionary != nullptr;
+  if (windowed) HLT_RETURN_IF_ERROR(PrepareWindow(*ref.dictionary, out.size()));
   HLT_RETURN_IF_ERROR(Begin(ref));
+  uint8_t* const dst = windowed ? WindowOut() : out.data();
   size_t in_pos = 0, out_pos = 0;
   for (;;) {
     const size_t need = ZSTD_nextSrcSizeToDecompress(dctx);
     if (need == 0) break;  // the frame is complete
     if (need > in.size() - in_pos) return Status::Corrupt("zstd frame is truncated at byte " + std::to_string(in_pos));
-    const size_t r = ZSTD_decompressContinue(dctx, out.data() + out_pos, out.size() - out_pos, in.data() + in_pos, need);
+    const size_t r = ZSTD_decompressContinue(dctx, dst + out_pos, out.size() - out_pos, in.data() + in_pos, need);
     if (ZSTD_isError(r)) {
       return Status::Corrupt("zstd: " + ZstdError(r) + " (frame byte " + std::to_string(in_pos) + ")");
     }
+    if (windowed && r > 0) std::memcpy(out.data() + out_pos, dst + out_pos, r);
     in_pos += need;
     out_pos += r;
     if (r > 0 && out_pos < out.size()) HLT_RETURN_IF_ERROR(progress(out_pos));
