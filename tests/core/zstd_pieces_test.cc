@@ -1,6 +1,7 @@
 // The codec's cut frames and piece-by-piece decoding (codec/zstd_codec.h): what streamed faults stand on.
 #include <algorithm>
 #include <catch2/catch.hpp>
+#include <tuple>
 #include <vector>
 
 #include "codec/zstd_codec.h"
@@ -79,6 +80,49 @@ TEST_CASE("a cut frame with a dictionary decodes piece by piece", "[codec]") {
   Decoded none = DecodeInPieces(frame, nullptr, raw);
   CHECK(none.status.code() == StatusCode::kCorrupt);
   CHECK(none.ready.empty());
+}
+
+TEST_CASE("one decoder takes turns between dictionaries, each frame decoded against its own", "[codec]") {
+  // A decoder keeps a copy of the last dictionary it decoded against (the frame's content goes right after it):
+  // frames of other dictionaries, in turn, piece by piece and in one call, and a dictionary made after another
+  // was freed (an address may come back; the copy must not be taken for the new one).
+  auto make = [](uint64_t seed) {
+    std::vector<uint8_t> samples;
+    for (uint64_t s = 0; s < 64; ++s) {
+      auto page = testing::SyntheticBytes(kPage, seed + s % 8);
+      samples.insert(samples.end(), page.begin(), page.end());
+    }
+    auto dict = codec::Dictionary::Create(codec::TrainDictionary(samples, kPage, 16 * 1024), 3);
+    REQUIRE(dict.has_value());
+    std::vector<uint8_t> raw(samples.begin() + 16 * kPage, samples.begin() + 48 * kPage), frame;
+    codec::Compressor c;
+    REQUIRE(c.Compress(raw, 3, dict->get(), &frame, 8 * kPage).ok());
+    return std::make_tuple(*dict, raw, frame);
+  };
+  codec::Decompressor d;
+  auto check = [&d](const codec::Dictionary* dict, const std::vector<uint8_t>& raw, const std::vector<uint8_t>& frame) {
+    std::vector<uint8_t> out(raw.size());
+    REQUIRE(d.DecompressExact(frame, dict, out).ok());
+    CHECK(out == raw);
+    std::fill(out.begin(), out.end(), 0);
+    REQUIRE(d.DecompressExact(frame, dict, out, [](size_t) { return Status::Ok(); }).ok());
+    CHECK(out == raw);
+  };
+  auto [a, raw_a, frame_a] = make(100);
+  auto [b, raw_b, frame_b] = make(300);
+  REQUIRE(a->serial() != b->serial());
+  for (int turn = 0; turn < 2; ++turn) {
+    check(a.get(), raw_a, frame_a);
+    check(b.get(), raw_b, frame_b);
+  }
+  // Against the other dictionary, a frame decodes to other bytes or is refused; never to its own content.
+  std::vector<uint8_t> out(raw_a.size());
+  Status wrong = d.DecompressExact(frame_a, b.get(), out);
+  CHECK((!wrong.ok() || out != raw_a));
+  a.reset();
+  auto [c, raw_c, frame_c] = make(500);
+  check(c.get(), raw_c, frame_c);
+  check(b.get(), raw_b, frame_b);
 }
 
 TEST_CASE("piece-by-piece decoding refuses what the one-call decoder refuses, before any piece", "[codec]") {

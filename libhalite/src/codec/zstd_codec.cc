@@ -6,7 +6,10 @@
 #include <zstd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cstring>
 #include <string>
+#include <utility>
 
 namespace halite::codec {
 namespace {
@@ -16,7 +19,9 @@ std::string ZstdError(size_t code) { return ZSTD_getErrorName(code); }
 }  // namespace
 
 Result<std::shared_ptr<const Dictionary>> Dictionary::Create(std::vector<uint8_t> bytes, int level) {
+  static std::atomic<uint64_t> next_serial{1};
   std::shared_ptr<Dictionary> d(new Dictionary());
+  d->serial_ = next_serial.fetch_add(1, std::memory_order_relaxed);
   d->bytes_ = std::move(bytes);
   d->ddict_ = ZSTD_createDDict(d->bytes_.data(), d->bytes_.size());
   d->cdict_ = ZSTD_createCDict(d->bytes_.data(), d->bytes_.size(), level);
@@ -142,23 +147,25 @@ Status Compressor::CompressFrames(std::span<const uint8_t> in, int level, const 
 Result<std::vector<FrameExtent>> SplitFrames(std::span<const uint8_t> payload, const Dictionary* dict,
                                              size_t content_size, size_t unit) {
   std::vector<FrameExtent> frames;
+  frames.reserve(content_size / unit);  // the most there may be: one allocation, never more
   size_t content = 0;
   for (size_t at = 0; at < payload.size();) {
-    const std::string which = "frame " + std::to_string(frames.size()) + " (payload byte " + std::to_string(at) + ")";
-    if (frames.size() == content_size / unit) return Status::Corrupt(which + ": more frames than pages");
+    // Named only when something is wrong: a fault splits every framed block it reads, and builds no string for it.
+    auto which = [&] { return "frame " + std::to_string(frames.size()) + " (payload byte " + std::to_string(at) + ")"; };
+    if (frames.size() == content_size / unit) return Status::Corrupt(which() + ": more frames than pages");
     const std::span<const uint8_t> rest = payload.subspan(at);
     const unsigned long long declared = ZSTD_getFrameContentSize(rest.data(), rest.size());
-    if (declared == ZSTD_CONTENTSIZE_ERROR) return Status::Corrupt(which + " is not a zstd frame");
-    if (declared == ZSTD_CONTENTSIZE_UNKNOWN) return Status::Corrupt(which + " does not declare its content size");
+    if (declared == ZSTD_CONTENTSIZE_ERROR) return Status::Corrupt(which() + " is not a zstd frame");
+    if (declared == ZSTD_CONTENTSIZE_UNKNOWN) return Status::Corrupt(which() + " does not declare its content size");
     if (declared == 0 || declared % unit != 0 || declared > content_size - content) {
-      return Status::Corrupt(which + " declares " + std::to_string(declared) + " bytes (expected a non-zero multiple of " +
+      return Status::Corrupt(which() + " declares " + std::to_string(declared) + " bytes (expected a non-zero multiple of " +
                              std::to_string(unit) + ", at most the " + std::to_string(content_size - content) +
                              " bytes left of the block)");
     }
     const size_t size = ZSTD_findFrameCompressedSize(rest.data(), rest.size());
-    if (ZSTD_isError(size)) return Status::Corrupt(which + " is malformed: " + ZstdError(size));
+    if (ZSTD_isError(size)) return Status::Corrupt(which() + " is malformed: " + ZstdError(size));
     if (!dict && ZSTD_getDictID_fromFrame(rest.data(), rest.size()) != 0) {
-      return Status::Corrupt(which + " needs a dictionary but none applies");
+      return Status::Corrupt(which() + " needs a dictionary but none applies");
     }
     frames.push_back({at, size, content, size_t(declared)});
     at += size;
@@ -189,6 +196,7 @@ bool Overlap(std::span<const uint8_t> a, std::span<const uint8_t> b) {
 
 Decompressor::Decompressor() : dctx_(ZSTD_createDCtx()) {}
 Decompressor::~Decompressor() {
+  ZSTD_freeDDict(static_cast<ZSTD_DDict*>(window_ddict_));
   ZSTD_freeDDict(static_cast<ZSTD_DDict*>(prefix_ddict_));
   ZSTD_freeDCtx(static_cast<ZSTD_DCtx*>(dctx_));
 }
@@ -210,6 +218,23 @@ Status Decompressor::CheckFrame(std::span<const uint8_t> in, const Dictionary* d
   return Status::Ok();
 }
 
+Status Decompressor::PrepareWindow(const Dictionary& d, size_t content) {
+  const size_t dict_bytes = d.bytes().size();
+  if (window_serial_ == d.serial() && window_.size() >= dict_bytes + content) return Status::Ok();
+  // A by-reference DDict points into window_: made again whenever window_ is filled or moves.
+  ZSTD_freeDDict(static_cast<ZSTD_DDict*>(window_ddict_));
+  window_ddict_ = nullptr;
+  window_serial_ = 0;
+  window_.resize(std::max(window_.size(), dict_bytes + content));
+  std::memcpy(window_.data(), d.bytes().data(), dict_bytes);
+  window_ddict_ = ZSTD_createDDict_advanced(window_.data(), dict_bytes, ZSTD_dlm_byRef, ZSTD_dct_fullDict,
+                                            ZSTD_defaultCMem);
+  if (!window_ddict_) return Status::Internal("zstd: out of memory for a dictionary window");
+  window_dict_bytes_ = dict_bytes;
+  window_serial_ = d.serial();
+  return Status::Ok();
+}
+
 Status Decompressor::Begin(const FrameReference& ref) {
   auto* dctx = static_cast<ZSTD_DCtx*>(dctx_);
   ZSTD_freeDDict(static_cast<ZSTD_DDict*>(prefix_ddict_));
@@ -220,7 +245,7 @@ Status Decompressor::Begin(const FrameReference& ref) {
     if (!prefix_ddict_) return Status::Internal("zstd: out of memory for a prefix");
     r = ZSTD_decompressBegin_usingDDict(dctx, static_cast<const ZSTD_DDict*>(prefix_ddict_));
   } else if (ref.dictionary) {
-    r = ZSTD_decompressBegin_usingDDict(dctx, static_cast<const ZSTD_DDict*>(ref.dictionary->ddict()));
+    r = ZSTD_decompressBegin_usingDDict(dctx, static_cast<const ZSTD_DDict*>(window_ddict_));
   } else {
     r = ZSTD_decompressBegin(dctx);
   }
@@ -239,8 +264,10 @@ Status Decompressor::DecompressExact(std::span<const uint8_t> in, const FrameRef
     r = ZSTD_decompress_usingDDict(dctx, out.data(), out.size(), in.data(), in.size(), prefix);
     ZSTD_freeDDict(prefix);
   } else if (ref.dictionary) {
-    r = ZSTD_decompress_usingDDict(dctx, out.data(), out.size(), in.data(), in.size(),
-                                   static_cast<const ZSTD_DDict*>(ref.dictionary->ddict()));
+    HLT_RETURN_IF_ERROR(PrepareWindow(*ref.dictionary, out.size()));
+    r = ZSTD_decompress_usingDDict(dctx, WindowOut(), out.size(), in.data(), in.size(),
+                                   static_cast<const ZSTD_DDict*>(window_ddict_));
+    if (!ZSTD_isError(r)) std::memcpy(out.data(), WindowOut(), std::min<size_t>(r, out.size()));
   } else {
     r = ZSTD_decompressDCtx(dctx, out.data(), out.size(), in.data(), in.size());
   }
@@ -255,17 +282,22 @@ Status Decompressor::DecompressExact(std::span<const uint8_t> in, const FrameRef
   if (Overlap(ref.prefix, out)) return Status::InvalidArgument("zstd: the output overlaps the prefix");
   auto* dctx = static_cast<ZSTD_DCtx*>(dctx_);
   // zstd's buffer-less API: one step per frame header, block header and block, each decoded straight into `out`
-  // (which stays in place, so later blocks can refer back into it).
+  // (which stays in place, so later blocks can refer back into it); against a dictionary, into the window after
+  // it, each block then copied to `out` before it is reported.
+  const bool windowed = ref.prefix.empty() && ref.dictionary != nullptr;
+  if (windowed) HLT_RETURN_IF_ERROR(PrepareWindow(*ref.dictionary, out.size()));
   HLT_RETURN_IF_ERROR(Begin(ref));
+  uint8_t* const dst = windowed ? WindowOut() : out.data();
   size_t in_pos = 0, out_pos = 0;
   for (;;) {
     const size_t need = ZSTD_nextSrcSizeToDecompress(dctx);
     if (need == 0) break;  // the frame is complete
     if (need > in.size() - in_pos) return Status::Corrupt("zstd frame is truncated at byte " + std::to_string(in_pos));
-    const size_t r = ZSTD_decompressContinue(dctx, out.data() + out_pos, out.size() - out_pos, in.data() + in_pos, need);
+    const size_t r = ZSTD_decompressContinue(dctx, dst + out_pos, out.size() - out_pos, in.data() + in_pos, need);
     if (ZSTD_isError(r)) {
       return Status::Corrupt("zstd: " + ZstdError(r) + " (frame byte " + std::to_string(in_pos) + ")");
     }
+    if (windowed && r > 0) std::memcpy(out.data() + out_pos, dst + out_pos, r);
     in_pos += need;
     out_pos += r;
     if (r > 0 && out_pos < out.size()) HLT_RETURN_IF_ERROR(progress(out_pos));
@@ -284,11 +316,16 @@ Status Decompressor::DecompressFrames(std::span<const uint8_t> in, const FrameRe
     const auto frame_in = in.subspan(f.payload_offset, f.payload_size);
     const auto frame_out = out.subspan(f.content_offset, f.content_size);
     if (!progress) return DecompressExact(frame_in, ref, frame_out);
-    size_t done = 0;  // of this frame
-    return DecompressExact(frame_in, ref, frame_out, [&](size_t ready) {
-      const size_t begin = done;
-      done = ready;
-      return ready > begin ? progress(f.content_offset + begin, f.content_offset + ready) : Status::Ok();
+    // One reference captured, so that std::function keeps it in place (no allocation per frame of a fault).
+    struct {
+      size_t done = 0;  // of this frame
+      const FrameExtent* frame;
+      const RangeProgress* progress;
+    } at{0, &f, &progress};
+    return DecompressExact(frame_in, ref, frame_out, [&at](size_t ready) {
+      const size_t begin = std::exchange(at.done, ready);
+      return ready > begin ? (*at.progress)(at.frame->content_offset + begin, at.frame->content_offset + ready)
+                           : Status::Ok();
     });
   };
   // From the lead frame onwards, then the frames before it: a guest that faulted on a page tends to go on to the

@@ -22,9 +22,12 @@ class Dictionary {
   const std::vector<uint8_t>& bytes() const { return bytes_; }
   const void* cdict() const { return cdict_; }
   const void* ddict() const { return ddict_; }
+  // Unique to this dictionary in the process (never reused, unlike an address): what a decoder's copy is keyed by.
+  uint64_t serial() const { return serial_; }
 
  private:
   Dictionary() = default;
+  uint64_t serial_ = 0;
   std::vector<uint8_t> bytes_;
   void* cdict_ = nullptr;
   void* ddict_ = nullptr;
@@ -123,8 +126,18 @@ class Decompressor {
   Status CheckFrame(std::span<const uint8_t> in, const Dictionary* dict, size_t out_size) const;
   // Starts a frame of the buffer-less decoder against `ref`.
   Status Begin(const FrameReference& ref);
+  // A frame against a dictionary is decoded into window_, right after a copy of the dictionary's bytes, then copied
+  // out: zstd then takes the dictionary's content as the frame's own history, and copies a match from it in line,
+  // instead of calling memmove for each match that lies in a separate dictionary (bench/results/2026-11-28-fault28:
+  // those calls were 30-34% of a block read's time). Readies window_ for `d` and `content` bytes of output.
+  Status PrepareWindow(const Dictionary& d, size_t content);
+  uint8_t* WindowOut() { return window_.data() + window_dict_bytes_; }
   void* dctx_;
   void* prefix_ddict_ = nullptr;  // the current prefix as a raw-content, by-reference DDict (Begin)
+  std::vector<uint8_t> window_;   // a dictionary's bytes, then room for one frame's content
+  size_t window_dict_bytes_ = 0;
+  uint64_t window_serial_ = 0;     // the dictionary window_ holds (0: none)
+  void* window_ddict_ = nullptr;   // a DDict of window_'s dictionary bytes, by reference
 };
 
 // The content size a zstd frame declares; kCorrupt when `frame` is not a frame or declares none. Lets a caller
