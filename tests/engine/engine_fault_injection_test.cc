@@ -17,6 +17,7 @@
 #include <mutex>
 #include <random>
 #include <regex>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -702,9 +703,16 @@ TEST_CASE("Stop releases WaitForLoader while a fault's install of its block neve
   sink.WaitForInstaller();
   REQUIRE((*engine)->Start().ok());
   auto waiter = std::async(std::launch::async, [&] { return (*engine)->WaitForLoader(); });
-  // WaitForLoader waits for the fault's block as well: it must not return while the install hangs.
-  CHECK(waiter.wait_for(std::chrono::milliseconds(300)) == std::future_status::timeout);
+  // The loader loads every other block, however slow the machine (a fixed 300 ms was not always enough at load
+  // 14-16) ...
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while ((*engine)->Stats().blocks_loaded < reader->blocks().size() - 1 &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
   CHECK((*engine)->Stats().blocks_loaded == reader->blocks().size() - 1);
+  // ... and WaitForLoader still waits for the fault's block: it must not return while the install hangs.
+  CHECK(waiter.wait_for(std::chrono::milliseconds(200)) == std::future_status::timeout);
   (*engine)->Stop();
   // Stop lets it go although the install still hangs.
   const bool released = waiter.wait_for(std::chrono::seconds(10)) == std::future_status::ready;
