@@ -49,6 +49,9 @@ the CMake package (find_package(halite)).")
 
 set(CPACK_DEBIAN_TOOLS_PACKAGE_NAME halite-tools)
 set(CPACK_DEBIAN_TOOLS_PACKAGE_SECTION admin)
+# The tools link libhalite statically, but their image server is the library package's daemon (hlt-restore serve
+# and --memory shared run PREFIX/libexec/halite/halite-image-server), given flags of the same version.
+set(CPACK_DEBIAN_TOOLS_PACKAGE_DEPENDS "${HALITE_LIB_PACKAGE} (= ${HALITE_DEB_VERSION})")
 # What the tools run at run time, beyond the libraries dpkg-shlibdeps finds: QEMU (hlt-restore qemu launches it),
 # qemu-img (disk overlays of libvirt restores), fusermount3 and /etc/fuse.conf (the image server, unless root).
 set(CPACK_DEBIAN_TOOLS_PACKAGE_RECOMMENDS "qemu-system-x86, qemu-utils, fuse3")

@@ -84,6 +84,8 @@ for deb in "$lib_deb" "$tools_deb"; do
   done
 done
 field "$lib_deb" Depends | grep -q '\blibfuse3-3\b' || fail "$lib_pkg Depends lacks libfuse3-3 (the image server)"
+field "$tools_deb" Depends | grep -qF "$lib_pkg (= $version)" ||
+  fail "halite-tools does not depend on $lib_pkg (= $version), whose daemon is its image server"
 # python3-halite: the package `halite` in Debian's dist-packages, typed; it loads the library by SONAME.
 for f in __init__.py _cdef.py checkpoint.py py.typed; do has_file "$python_deb" "./usr/lib/python3/dist-packages/halite/$f"; done
 if files_of "$python_deb" | grep -E '__pycache__|\.so$'; then fail "python3-halite holds compiled files (above)"; fi
