@@ -79,9 +79,9 @@ class Server:
         return str(ffi.string(path[0]).decode())
 
     def stop(self, force: bool = False, timeout: Optional[float] = 10.0) -> None:
-        """Stops the server and waits up to `timeout` seconds (None: no bound) for it to exit and unmount. While a
-        VMM maps one of its files the server refuses (AbortedError) unless `force` (the mappings break). The GIL is
-        released while waiting."""
+        """Stops the server and waits up to `timeout` seconds (None: no bound) for it to unmount. While a VMM maps one
+        of its files the server refuses (AbortedError) unless `force` (it unmounts at once; its process ends when
+        the last VMM closes what it holds). The GIL is released while waiting."""
         ms = -1 if timeout is None else int(timeout * 1000)
         check(lib.hlt_server_stop(self._live(), int(force), ms))
 

@@ -394,9 +394,10 @@ HALITE_EXPORT int hlt_server_get_mount(const hlt_server* s, const char** mount);
 HALITE_EXPORT int hlt_server_get_image(hlt_server* s, const char* region, const char** path);
 /* The server's pid, and whether this handle started it (0: it was serving already). */
 HALITE_EXPORT int hlt_server_get_pid(const hlt_server* s, uint64_t* pid, int* started);
-/* Asks the server to stop (SIGTERM) and waits up to timeout_ms (-1: no bound) for it to exit; it unmounts. While a
- * VMM maps one of its files the server refuses: HLT_EABORTED, unless `force` (a second SIGTERM, which it obeys:
- * the mappings break). HLT_EABORTED too when it is still there after timeout_ms. */
+/* Asks the server to stop (SIGTERM) and waits up to timeout_ms (-1: no bound) for it to unmount (or exit). While a
+ * VMM maps one of its files the server refuses: HLT_EABORTED, unless `force` (a second SIGTERM, which it obeys: it
+ * unmounts at once, and its process ends when the last VMM closes the files it still holds). HLT_EABORTED too
+ * when it is still mounted after timeout_ms. */
 HALITE_EXPORT int hlt_server_stop(hlt_server* s, int force, int64_t timeout_ms);
 /* Frees the handle; the server goes on (it stops by itself once unused, or by hlt_server_stop). NULL is ignored. */
 HALITE_EXPORT void hlt_server_destroy(hlt_server* s);

@@ -1,6 +1,7 @@
 // The C API of the host image server (hlt_server_*): FindOrStartImageServer (halite/image_server_process.h) behind
 // setters, and the stop of its process.
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -56,8 +57,15 @@ bool Gone(pid_t pid, bool child) {
   return paren != std::string::npos && paren + 2 < line.size() && line[paren + 2] == 'Z';
 }
 
-bool WaitGone(pid_t pid, bool child, std::chrono::steady_clock::time_point deadline) {
-  while (!Gone(pid, child)) {
+// Stopped: the process is gone, or its mount is (a forced stop unmounts at once, but the process lingers until the
+// last client closes its files: the kernel keeps a lazily unmounted FUSE connection until then).
+bool Stopped(pid_t pid, bool child, const std::string& mount) {
+  struct stat st;
+  return Gone(pid, child) || stat((mount + "/.stats").c_str(), &st) != 0;
+}
+
+bool WaitGone(pid_t pid, bool child, const std::string& mount, std::chrono::steady_clock::time_point deadline) {
+  while (!Stopped(pid, child, mount)) {
     if (std::chrono::steady_clock::now() >= deadline) return false;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
@@ -174,9 +182,9 @@ int hlt_server_stop(hlt_server* s, int force, int64_t timeout_ms) {
   if (force) {
     // A refusal comes within the serve loop's 100 ms tick; the second signal, within 5 s of it, insists.
     const auto first = std::min(deadline, std::chrono::steady_clock::now() + std::chrono::milliseconds(300));
-    if (!WaitGone(pid, child, first)) kill(pid, SIGTERM);
+    if (!WaitGone(pid, child, s->server.mount, first)) kill(pid, SIGTERM);
   }
-  if (!WaitGone(pid, child, deadline)) {
+  if (!WaitGone(pid, child, s->server.mount, deadline)) {
     return Code(halite::Status::Aborted(
         "the image server at " + s->server.mount + " (pid " + std::to_string(pid) + ") did not stop within " +
         std::to_string(timeout_ms) + " ms" + (force ? "" : " (a VMM maps one of its files: stop with force)") +
