@@ -114,6 +114,9 @@ int Serve(cli::Args& args) {
     if (Status s = lock.Take(mountpoint, images.front().name); !s.ok()) return cli::Fail(tool, s);
   }
   options.mountpoint = mountpoint;
+  // Before the mount: a signal from the moment it serves is counted and stops it (unmounting), never kills it.
+  signal(SIGINT, OnSignal);
+  signal(SIGTERM, OnSignal);
   auto server = FuseImageServer::Start(std::move(images), options);
   if (!server) return cli::Fail(tool, server.error());
   lock.Release();
@@ -121,8 +124,6 @@ int Serve(cli::Args& args) {
   for (const auto& s : (*server)->Stats()) std::printf(" %s (%llu MiB)", s.name.c_str(), (unsigned long long)(s.size >> 20));
   std::printf("\n");
   std::fflush(stdout);
-  signal(SIGINT, OnSignal);
-  signal(SIGTERM, OnSignal);
   ServeLoopOptions loop;
   loop.signals = &g_signals;
   loop.exit_when_unused_s = exit_when_unused_s;

@@ -46,13 +46,14 @@ int ServeRamDir(cli::Args& args) {
     return p.UsageError("--exit-when-unused: bad value \"" + exit_when_unused + "\"");
   }
   if (ram_dir.empty()) return p.UsageError("RAMDIR is required");
+  // Before the mount: a signal from the moment it serves is counted and stops it (unmounting), never kills it.
+  signal(SIGINT, OnSignal);
+  signal(SIGTERM, OnSignal);
   auto server = RamDirServer::Start({ram_dir, true});
   if (!server) return cli::Fail(tool, server.error());
   std::printf("serving libvirt's memory backing directory %s (registry %s/%s)\n", ram_dir.c_str(), ram_dir.c_str(),
               kRamDirRegistry);
   std::fflush(stdout);
-  signal(SIGINT, OnSignal);
-  signal(SIGTERM, OnSignal);
   RamDirServeOptions serve{&g_signals, exit_when_unused_s, lock_path, {}};
   serve.on_refused = [&tool](const RamDirCounts& c) {
     std::fprintf(stderr,
