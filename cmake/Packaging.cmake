@@ -1,8 +1,9 @@
 # Debian packages built from the tree with CPack's DEB generator (`cpack -G DEB` in the build directory; README,
 # "Packages"). One package per install component:
-#   lib   -> libhalite<SOVERSION>  the shared library (Debian names a library package after its SONAME)
+#   lib   -> libhalite<SOVERSION>  the shared library (Debian names a library package after its SONAME) and its
+#                                   image server daemon, PREFIX/libexec/halite/halite-image-server
 #   dev   -> libhalite-dev         headers (the C API's halite_c.h among them), libhalite.so, halite.pc, CMake config
-#   tools -> halite-tools          hlt-save, hlt-restore (the image server is its `serve` mode) and the systemd units
+#   tools -> halite-tools          hlt-save, hlt-restore (`serve` runs the library's daemon) and the systemd units
 #   python -> python3-halite       the Python bindings (python/)
 # Depends of the packages holding binaries come from dpkg-shlibdeps (CPACK_DEBIAN_PACKAGE_SHLIBDEPS).
 set(CPACK_GENERATOR DEB)
@@ -30,7 +31,8 @@ set(CPACK_DEBIAN_PACKAGE_GENERATE_SHLIBS ON)
 set(CPACK_DEBIAN_PACKAGE_GENERATE_SHLIBS_POLICY ">=")
 set(CPACK_COMPONENT_LIB_DESCRIPTION "libhalite: VM checkpoints with locality blocks and lazy restore (shared library)
 The checkpoint format's reader and writer, the lazy restore engine (userfaultfd), storage backends (files,
-s3://, rados://) and the C API.")
+s3://, rados://), the C API, and the host image server daemon (halite-image-server) that restores with shared
+memory start.")
 
 set(CPACK_DEBIAN_DEV_PACKAGE_NAME libhalite-dev)
 set(CPACK_DEBIAN_DEV_PACKAGE_SECTION libdevel)
@@ -47,13 +49,16 @@ the CMake package (find_package(halite)).")
 
 set(CPACK_DEBIAN_TOOLS_PACKAGE_NAME halite-tools)
 set(CPACK_DEBIAN_TOOLS_PACKAGE_SECTION admin)
+# The tools link libhalite statically, but their image server is the library package's daemon (hlt-restore serve
+# and --memory shared run PREFIX/libexec/halite/halite-image-server), given flags of the same version.
+set(CPACK_DEBIAN_TOOLS_PACKAGE_DEPENDS "${HALITE_LIB_PACKAGE} (= ${HALITE_DEB_VERSION})")
 # What the tools run at run time, beyond the libraries dpkg-shlibdeps finds: QEMU (hlt-restore qemu launches it),
 # qemu-img (disk overlays of libvirt restores), fusermount3 and /etc/fuse.conf (the image server, unless root).
 set(CPACK_DEBIAN_TOOLS_PACKAGE_RECOMMENDS "qemu-system-x86, qemu-utils, fuse3")
 set(CPACK_DEBIAN_TOOLS_PACKAGE_SUGGESTS "libvirt-daemon-system, xen-utils-common")
 set(CPACK_COMPONENT_TOOLS_DESCRIPTION "libhalite: hlt-save, hlt-restore and the host image server
 hlt-save saves QEMU, libvirt and Xen guests and raw memory images into checkpoints; hlt-restore restores them
-lazily, serves them to clones (the host image server, `hlt-restore serve`) and inspects them. systemd units:
+lazily, serves them to clones (`hlt-restore serve`: the library's image server daemon) and inspects them. systemd units:
 halite-image-server@.service (one image server per checkpoint) and halite-restore@.service (a supervised
 libvirt restore).")
 

@@ -12,27 +12,10 @@
 #include <filesystem>
 
 #include "halite/image_server/checkpoint_image.h"
+#include "halite/image_server_process.h"
 #include "serve_loop.h"
 
 namespace halite::image_server {
-namespace {
-
-// A region's name as part of a file name: QEMU names some RAMBlocks like paths ("/rom@etc/acpi/tables").
-std::string FileNamePart(const std::string& region) {
-  std::string out;
-  for (char c : region) {
-    if (c == '/') {
-      out += "%2f";
-    } else if (c == '%') {
-      out += "%25";
-    } else {
-      out += c;
-    }
-  }
-  return out;
-}
-
-}  // namespace
 
 std::string ImageBaseName(const std::string& path) {
   std::string b = path.substr(path.rfind('/') == std::string::npos ? 0 : path.rfind('/') + 1);
@@ -46,7 +29,7 @@ Result<std::vector<ServedImage>> CheckpointImages(std::shared_ptr<const Checkpoi
   for (const Region& r : reader->regions()) {
     auto image = CheckpointImage::Open(reader, r.name);
     if (!image) return image.error();
-    images.push_back({name + "." + FileNamePart(r.name), std::shared_ptr<CheckpointImage>(std::move(*image))});
+    images.push_back({ImageFileName(name, r.name), std::shared_ptr<CheckpointImage>(std::move(*image))});
   }
   return images;
 }

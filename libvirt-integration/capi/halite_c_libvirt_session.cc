@@ -119,9 +119,6 @@ Status LibvirtStart(hlt_session* s) {
     o.resume_domain = o.restore.name;
   }
   HLT_RETURN_IF_ERROR(MakeReaderOptions(s->open, &o.reader));
-  if (o.shared_memory && o.server_program.empty()) {
-    HLT_ASSIGN_OR_RETURN(o.server_program, DefaultServerProgram());
-  }
   if (o.shared_memory) {
     // The image server reads the same checkpoint: the same block cache and key files.
     HLT_ASSIGN_OR_RETURN(o.server_flags, ServerFlags(s->open, o.reader));

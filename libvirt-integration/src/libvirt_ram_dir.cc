@@ -21,12 +21,11 @@
 
 #include "halite/hint_files.h"
 #include "halite/image_server/ram_dir_server.h"
-#include "halite/qemu/detached_server.h"
+#include "halite/image_server_process.h"
 #include "halite/libvirt/libvirt_dirs.h"
 
 namespace halite::libvirt {
 
-using qemu::StartDetachedServer;
 namespace {
 
 // The mount table's entry for `dir`: its file system type, else "".
@@ -74,7 +73,7 @@ void RamDirRegistration::Remove() {
   path_.clear();
 }
 
-Result<RamDirRegistration> RamDirRegistration::Register(const std::string& self, const std::string& ram_dir_given,
+Result<RamDirRegistration> RamDirRegistration::Register(const std::string& server, const std::string& ram_dir_given,
                                                         const std::string& short_name, const std::string& image) {
   std::error_code ec;
   std::filesystem::create_directories(ram_dir_given, ec);
@@ -111,7 +110,7 @@ Result<RamDirRegistration> RamDirRegistration::Register(const std::string& self,
           "(qemu.conf) elsewhere");
     }
     const std::string log = ram_dir + ".halite.log";
-    HLT_ASSIGN_OR_RETURN(const pid_t pid, StartDetachedServer(self, {"serve-ram-dir", ram_dir, "--exit-when-unused",
+    HLT_ASSIGN_OR_RETURN(const pid_t pid, StartDetachedServer(server, {"serve-ram-dir", ram_dir, "--exit-when-unused",
                                                                      "30", "--lock", lock_path},
                                                               log));
     reg.started_ = true;

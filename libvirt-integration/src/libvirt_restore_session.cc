@@ -13,6 +13,7 @@
 #include "halite/checkpoint_location.h"
 #include "halite/libvirt/libvirt_connection.h"
 #include "halite/libvirt/libvirt_dirs.h"
+#include "halite/image_server_process.h"
 #include "halite/libvirt/restore_status_file.h"
 #include "halite/qemu/qemu_restore_record.h"
 #ifdef HALITE_LIBVIRT_WITH_IMAGE_SERVER
@@ -84,13 +85,11 @@ Status PrepareSharedMemory(DomainRestoreOptions& o, const CheckpointReader& read
   if (o.ram_dir.empty()) {
     HLT_ASSIGN_OR_RETURN(o.ram_dir, DefaultLibvirtRamDir(o.connect_uri));
   }
-  std::string self = o.server_program;
-  if (self.empty()) {
-    char buf[PATH_MAX] = {0};
-    if (readlink("/proc/self/exe", buf, sizeof buf - 1) < 0) return Status::IoError("/proc/self/exe", errno);
-    self = buf;
+  std::string server = o.server_program;
+  if (server.empty()) {
+    HLT_ASSIGN_OR_RETURN(server, FindImageServerProgram());
   }
-  HLT_ASSIGN_OR_RETURN(qemu::SharedMemoryPlan plan, qemu::PrepareSharedMemory(self, o.checkpoint, reader, o.image_dir,
+  HLT_ASSIGN_OR_RETURN(qemu::SharedMemoryPlan plan, qemu::PrepareSharedMemory(server, o.checkpoint, reader, o.image_dir,
                                                                               o.reader.parent_dirs, o.server_flags));
   const uint64_t ram_size = reader.regions()[*reader.FindRegion(qemu::kSharedRamRegion)].size;
   Say(o.on_notice, "memory shared: the domain maps " + plan.image_path + " privately (image server " +
@@ -103,9 +102,9 @@ Status PrepareSharedMemory(DomainRestoreOptions& o, const CheckpointReader& read
   const std::string image = plan.image_path;
   const std::string ram_dir = o.ram_dir;
   auto notice = o.on_notice;
-  opt.before_start = [shared, self, ram_dir, image, notice](const std::string& name) -> Status {
+  opt.before_start = [shared, server, ram_dir, image, notice](const std::string& name) -> Status {
     HLT_ASSIGN_OR_RETURN(shared->registration,
-                         RamDirRegistration::Register(self, ram_dir, image_server::LibvirtShortName(name), image));
+                         RamDirRegistration::Register(server, ram_dir, image_server::LibvirtShortName(name), image));
     if (shared->registration.started_server()) Say(notice, "memory shared: RAM directory server started at " + ram_dir);
     return Status::Ok();
   };

@@ -396,6 +396,40 @@ def maps_of(pid, path):
         return []
 
 
+def tool_tripwire(directory):
+    """A directory for the front of PATH in which `hlt-restore` and `halite-image-server` only record that they ran
+    (in DIRECTORY/tripped) and fail: a restore through the library must run neither (the library starts its own
+    daemon, found beside libhalite.so). tripped(DIRECTORY) lists what ran."""
+    os.makedirs(directory, exist_ok=True)
+    for name in ("hlt-restore", "halite-image-server"):
+        path = os.path.join(directory, name)
+        with open(path, "w") as f:
+            f.write(f'#!/bin/sh\necho "{name} $*" >>"{directory}/tripped"\nexit 1\n')
+        os.chmod(path, 0o755)
+    return directory
+
+
+def tripped(directory):
+    return read(os.path.join(directory, "tripped")).splitlines()
+
+
+def program_of(pid):
+    """The executable a process runs (/proc/PID/exe), or "" when it is gone."""
+    try:
+        return os.readlink(f"/proc/{pid}/exe")
+    except OSError:
+        return ""
+
+
+def expect_daemon(pids, daemon):
+    """Every server process runs libhalite's daemon `daemon` (no hlt-restore among them)."""
+    for pid, what in pids:
+        exe = program_of(pid)
+        if os.path.realpath(exe) != os.path.realpath(daemon):
+            raise Fail(f"the {what} (pid {pid}) runs {exe or '(gone)'}, not libhalite's daemon {daemon}")
+        log(f"the {what} (pid {pid}) runs {exe}")
+
+
 def stop_server(pid, what):
     """SIGTERM until it is gone (a server refuses the first signal while it is in use; a zombie, which its parent
     (not this test) has not reaped yet, counts as gone); SIGKILL and fail after 30 s."""

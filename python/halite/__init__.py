@@ -20,6 +20,7 @@ from .errors import (AbortedError, AuthenticationError, CorruptCheckpointError, 
                      InternalError, InvalidArgumentError, NotFoundError, UnsupportedError)
 from .keyring import Keyring, generate_key, key_id
 from .memory_restore import MemoryRestore, probe
+from .server import Server, serve
 from .writer import WriteStats, Writer
 from . import libvirt, qemu
 
@@ -27,5 +28,5 @@ __all__ = [
     "PAGE_SIZE", "READER_STATS", "ChainFile", "WriteStats", "Checkpoint", "CheckpointInfo", "Encryption", "PageLocation", "Region", "VerifyReport",
     "AbortedError", "AuthenticationError", "CorruptCheckpointError", "HaliteError", "HaliteIOError", "InternalError",
     "InvalidArgumentError", "NotFoundError", "UnsupportedError", "Keyring", "generate_key", "key_id",
-    "MemoryRestore", "probe", "Writer", "libvirt", "qemu", "library_path", "__version__",
+    "MemoryRestore", "probe", "Server", "serve", "Writer", "libvirt", "qemu", "library_path", "__version__",
 ]

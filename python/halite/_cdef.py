@@ -279,6 +279,35 @@ int hlt_save_get_stat(const hlt_save* s, hlt_save_stat stat, uint64_t* value);
 
 void hlt_save_free(hlt_save* s);
 
+typedef struct hlt_server hlt_server;
+typedef enum hlt_server_param {
+  HLT_SERVER_EXIT_WHEN_UNUSED = 1,
+  HLT_SERVER_START_TIMEOUT = 2
+} hlt_server_param;
+typedef enum hlt_server_string {
+  HLT_SERVER_IMAGE_DIR = 1,
+  HLT_SERVER_PROGRAM = 2
+} hlt_server_string;
+
+int hlt_server_create(const char* checkpoint, hlt_server** out);
+
+int hlt_server_set_param(hlt_server* s, hlt_server_param param, int64_t value);
+int hlt_server_set_string(hlt_server* s, hlt_server_string option, const char* value);
+
+int hlt_server_set_open_options(hlt_server* s, const hlt_open_options* options);
+
+int hlt_server_start(hlt_server* s);
+
+int hlt_server_get_mount(const hlt_server* s, const char** mount);
+
+int hlt_server_get_image(hlt_server* s, const char* region, const char** path);
+
+int hlt_server_get_pid(const hlt_server* s, uint64_t* pid, int* started);
+
+int hlt_server_stop(hlt_server* s, int force, int64_t timeout_ms);
+
+void hlt_server_destroy(hlt_server* s);
+
 typedef struct hlt_session hlt_session;
 typedef enum hlt_session_kind {
   HLT_SESSION_QEMU = 1,

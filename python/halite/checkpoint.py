@@ -1,6 +1,7 @@
 """Reading checkpoints: Checkpoint(uri) opens a file, s3://BUCKET/KEY or rados://POOL/NAME and reads it verified."""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import weakref
@@ -137,6 +138,40 @@ READER_STATS = ("storage_requests", "storage_bytes", "blocks_fetched", "block_by
                 "cache_misses", "cache_dropped", "cache_inserts")
 
 
+@contextlib.contextmanager
+def open_options(*, parent_dirs: Sequence[str | os.PathLike[str]] = (), keyring: Optional[Keyring] = None,
+                 key_files: Sequence[str | os.PathLike[str]] = (),
+                 keyring_file: Optional[str | os.PathLike[str]] = None,
+                 mac_key_file: Optional[str | os.PathLike[str]] = None,
+                 block_cache: Optional[str | os.PathLike[str]] = None, block_cache_size: Optional[int] = None,
+                 without_key: bool = False, max_chain_depth: Optional[int] = None,
+                 environment: bool = True) -> Iterator[Any]:
+    """The C hlt_open_options* of the reader flags (Checkpoint's options), freed on leaving the block."""
+    strings: list[tuple[int, str | os.PathLike[str]]] = [(2, d) for d in parent_dirs]
+    strings += [(4, f) for f in key_files]
+    for option, value in ((1, block_cache), (3, mac_key_file), (5, keyring_file)):
+        if value is not None:
+            strings.append((option, value))
+    params = [(2, int(without_key)), (4, int(environment))]
+    if block_cache_size is not None:
+        params.append((1, block_cache_size))
+    if max_chain_depth is not None:
+        params.append((3, max_chain_depth))
+    options_out = ffi.new("hlt_open_options**")
+    check(lib.hlt_open_options_create(options_out))
+    options = options_out[0]
+    try:
+        for param, number in params:
+            check(lib.hlt_open_options_set_param(options, param, number))
+        for option, text in strings:
+            check(lib.hlt_open_options_set_string(options, option, path_bytes(text)))
+        if keyring is not None:
+            check(lib.hlt_open_options_set_keyring(options, keyring.handle))
+        yield options
+    finally:
+        lib.hlt_open_options_free(options)
+
+
 class Checkpoint:
     """A checkpoint opened for reading. Every block read is checked (checksum, authentication tag) before use.
 
@@ -162,30 +197,12 @@ class Checkpoint:
         self._handle: Any = None
         self._restores: weakref.WeakSet[Any] = weakref.WeakSet()  # MemoryRestores reading through this reader
         self._keyring = keyring  # keeps a key-fetch callback alive while the reader may call it
-        strings: list[tuple[int, str | os.PathLike[str]]] = [(2, d) for d in parent_dirs]
-        strings += [(4, f) for f in key_files]
-        for option, value in ((1, block_cache), (3, mac_key_file), (5, keyring_file)):
-            if value is not None:
-                strings.append((option, value))
-        params = [(2, int(without_key)), (4, int(environment))]
-        if block_cache_size is not None:
-            params.append((1, block_cache_size))
-        if max_chain_depth is not None:
-            params.append((3, max_chain_depth))
-        options_out = ffi.new("hlt_open_options**")
-        check(lib.hlt_open_options_create(options_out))
-        options = options_out[0]
-        try:
-            for param, number in params:
-                check(lib.hlt_open_options_set_param(options, param, number))
-            for option, text in strings:
-                check(lib.hlt_open_options_set_string(options, option, path_bytes(text)))
-            if keyring is not None:
-                check(lib.hlt_open_options_set_keyring(options, keyring.handle))
+        with open_options(parent_dirs=parent_dirs, keyring=keyring, key_files=key_files, keyring_file=keyring_file,
+                          mac_key_file=mac_key_file, block_cache=block_cache, block_cache_size=block_cache_size,
+                          without_key=without_key, max_chain_depth=max_chain_depth,
+                          environment=environment) as options:
             out = ffi.new("hlt_reader**")
             check(lib.hlt_reader_open_with(path_bytes(self.uri), options, out))
-        finally:
-            lib.hlt_open_options_free(options)
         self._handle = out[0]
 
     # --- lifetime ---

@@ -3,7 +3,7 @@ holds its root's lock until that process exits, so each step that talks to libvi
 
     libvirt_script.py save URI CKPT                   saves domain "desk" (then destroy); prints the figures
     libvirt_script.py lazy URI CKPT DISK_DIR STATUS   a lazy clone "pr1" slowed to 2 MiB/s, then sleeps (killed)
-    libvirt_script.py main URI CKPT DISK_DIR STATUS IMAGE_DIR SERVER_PROGRAM
+    libvirt_script.py main URI CKPT DISK_DIR STATUS IMAGE_DIR [SERVER_PROGRAM]   (default: libhalite's daemon)
                                                       resumes pr1, then restores clone "ps1" with memory shared;
                                                       prints each one's stats, domain and events as JSON lines"""
 from __future__ import annotations
@@ -35,7 +35,7 @@ def main(argv: list[str]) -> int:
         print(f"pr1 running: {r.stats().running_seconds:.3f} s", flush=True)
         time.sleep(600)  # killed here, mid-restore
         return 1
-    image_dir, server_program = argv[5:7]
+    image_dir, server_program = argv[5], (argv[6] if len(argv) > 6 else None)
     with halite.libvirt.restore(ckpt, connect=uri, resume="pr1") as r:
         if not r.wait(300):
             raise SystemExit("the resume did not end within 300 s")

@@ -79,6 +79,10 @@ def test_clone_shared_and_resume_of_a_killed_restore(tmp_path: Path, monkeypatch
         for d in (disks, status, images, run_dir):
             d.mkdir()
         run_env["HALITE_RUN_DIR"] = str(run_dir)
+        # No tool is run: hlt-restore and halite-image-server on PATH are tripwires; the library starts its own
+        # daemon, found beside libhalite.so.
+        wire = lgt.tool_tripwire(str(tmp_path / "tripwire"))
+        run_env["PATH"] = wire + os.pathsep + os.environ["PATH"]
         common = [env.uri, ckpt, str(disks), str(status)]
         lazy = subprocess.Popen([sys.executable, script, "lazy", *common], env=run_env)
         try:
@@ -90,7 +94,7 @@ def test_clone_shared_and_resume_of_a_killed_restore(tmp_path: Path, monkeypatch
             lazy.kill()
             lazy.wait()
         assert len(os.listdir(run_dir)) == 1, "the killed restore left its record"
-        out = subprocess.run([sys.executable, script, "main", *common, str(images), env.restore_bin], env=run_env,
+        out = subprocess.run([sys.executable, script, "main", *common, str(images)], env=run_env,
                              capture_output=True, text=True, timeout=900)
         print(out.stdout, out.stderr)
         assert out.returncode == 0, out.stderr[-3000:]
@@ -109,16 +113,19 @@ def test_clone_shared_and_resume_of_a_killed_restore(tmp_path: Path, monkeypatch
         servers += [(json.loads(s.read_text())["pid"], "image server") for s in stats]
         servers += [(pid, "RAM directory server") for pid in lgt.find_pids("serve-ram-dir", env.root)]
         assert len(stats) == 1, f"one image server under {images}: {stats}"
+        assert len(servers) == 2, f"the image server and the RAM directory server: {servers}"
+        lgt.expect_daemon(servers, env.daemon_bin)
+        assert lgt.tripped(wire) == [], f"a restore through halite ran a program from PATH: {lgt.tripped(wire)}"
         for name in ("pr1", "ps1"):
             passes = env.wait_passes(env.path("desk.serial.log." + name), 2, after=saved_after)
             print(f"{name} continues memcheck: passes {passes[:3]} (the save was after pass {saved_after})")
-        # The example broker's libvirt mode: two clones on demand, sharing the golden image's pages. Its server
-        # program is found on PATH, as an installed hlt-restore would be.
+        # The example broker's libvirt mode: two clones on demand, sharing the golden image's pages, through the
+        # same servers (libhalite's daemon; the tripwires on PATH again).
         report = tmp_path / "broker.json"
         broker = subprocess.run([sys.executable, str(REPO / "examples" / "broker.py"), ckpt, "--libvirt", env.uri,
                                  "--memory", "shared", "--image-dir", str(images), "--clones", "2",
                                  "--work", str(tmp_path / "broker"), "--json", str(report)],
-                                env=dict(run_env, PATH=os.path.dirname(env.restore_bin) + ":" + os.environ["PATH"]),
+                                env=run_env,
                                 capture_output=True, text=True, timeout=600)
         print(broker.stdout, broker.stderr)
         assert broker.returncode == 0, broker.stderr[-3000:]
@@ -129,6 +136,7 @@ def test_clone_shared_and_resume_of_a_killed_restore(tmp_path: Path, monkeypatch
             assert 0 < c["library_running_ms"] <= c["to_running_ms"], c
             assert c["stats"]["state"] == "done", c
         assert {"clone1", "clone2"} <= set(env.domains()), "the clones are libvirt's and outlive the broker"
+        assert lgt.tripped(wire) == [], f"the broker ran a program from PATH: {lgt.tripped(wire)}"
         servers += [(pid, "RAM directory server") for pid in lgt.find_pids("serve-ram-dir", env.root)
                     if (pid, "RAM directory server") not in servers]
         for name in ("clone1", "clone2"):

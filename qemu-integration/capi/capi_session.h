@@ -66,11 +66,6 @@ int LibvirtSetString(hlt_session* s, hlt_session_string option, const char* valu
 // Prepares the options and starts the runner thread (mu not held).
 Status LibvirtStart(hlt_session* s);
 
-// The default image server program of a session that shares memory: hlt-restore installed beside this library
-// (PREFIX/bin for a library in PREFIX/lib or PREFIX/lib/<multiarch>), else the first on PATH. kNotFound saying
-// where it looked.
-Result<std::string> DefaultServerProgram();
-
 }  // namespace halite::capi
 
 #endif  // HALITE_QEMU_CAPI_CAPI_SESSION_H_

@@ -3,14 +3,11 @@
 // session's own, so that hlt_session_start can return once the guest runs while the rest of a lazy restore goes
 // on. The figures and events the callbacks report are kept under a mutex for hlt_session_get_stat and
 // hlt_session_next_event from any thread.
-#include <dlfcn.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdint>
-#include <cstdlib>
-#include <filesystem>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -72,37 +69,6 @@ int SessionBool(int64_t v, bool* out, const char* what) {
   if (v != 0 && v != 1) return Invalid(what);
   *out = v == 1;
   return HLT_OK;
-}
-
-Result<std::string> DefaultServerProgram() {
-  namespace fs = std::filesystem;
-  std::string looked;
-  // Beside this library: PREFIX/lib/libhalite.so.1 or PREFIX/lib/<multiarch>/libhalite.so.1 -> PREFIX/bin.
-  Dl_info info{};
-  if (dladdr(reinterpret_cast<void*>(&DefaultServerProgram), &info) != 0 && info.dli_fname) {
-    std::error_code ec;
-    const fs::path lib_dir = fs::canonical(info.dli_fname, ec).parent_path();
-    for (const fs::path& bin : {lib_dir.parent_path() / "bin", lib_dir.parent_path().parent_path() / "bin"}) {
-      const fs::path candidate = bin / "hlt-restore";
-      looked += (looked.empty() ? "" : ", ") + candidate.string();
-      if (!ec && access(candidate.c_str(), X_OK) == 0) return candidate.string();
-    }
-  }
-  const char* path = std::getenv("PATH");
-  std::string dirs = path ? path : "";
-  size_t begin = 0;
-  while (begin <= dirs.size()) {
-    size_t end = dirs.find(':', begin);
-    if (end == std::string::npos) end = dirs.size();
-    const std::string dir = dirs.substr(begin, end - begin);
-    if (!dir.empty()) {
-      const std::string candidate = dir + "/hlt-restore";
-      if (access(candidate.c_str(), X_OK) == 0) return candidate;
-    }
-    begin = end + 1;
-  }
-  return Status::NotFound("HLT_SESSION_SERVER_PROGRAM: no hlt-restore (the image server's program) in " + looked +
-                          " or on PATH: install halite-tools or name the program");
 }
 
 }  // namespace halite::capi
@@ -238,11 +204,6 @@ int hlt_session_start(hlt_session* s) {
     st = halite::capi::LibvirtStart(s);
   } else {
     st = halite::capi::MakeReaderOptions(s->open, &s->options.reader);
-    if (st.ok() && s->options.shared_memory && s->options.server_program.empty()) {
-      auto program = halite::capi::DefaultServerProgram();
-      st = program.status();
-      if (program) s->options.server_program = *program;
-    }
     if (st.ok() && s->options.shared_memory) {
       auto flags = halite::capi::ServerFlags(s->open, s->options.reader);
       st = flags.status();

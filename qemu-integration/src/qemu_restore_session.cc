@@ -190,14 +190,8 @@ Status RestoreSession::PrepareSharedMemory() {
   for (const std::string& w : DiscardingDeviceWarnings(options_.qemu_args)) Warning(w);
   HLT_ASSIGN_OR_RETURN(reader_, CheckpointReader::Open(options_.checkpoint, options_.reader));
   HLT_RETURN_IF_ERROR(ReadSavedVmState(*reader_).status());
-  std::string self = options_.server_program;
-  if (self.empty()) {
-    char buf[PATH_MAX] = {0};
-    if (readlink("/proc/self/exe", buf, sizeof buf - 1) < 0) return Status::IoError("/proc/self/exe", errno);
-    self = buf;
-  }
   HLT_ASSIGN_OR_RETURN(SharedMemoryPlan plan,
-                       qemu::PrepareSharedMemory(self, options_.checkpoint, *reader_, options_.image_dir,
+                       qemu::PrepareSharedMemory(options_.server_program, options_.checkpoint, *reader_, options_.image_dir,
                                                  options_.reader.parent_dirs, options_.server_flags));
   options_.qemu_args.insert(options_.qemu_args.end(), plan.qemu_args.begin(), plan.qemu_args.end());
   options_.restore.lazy = false;

@@ -9,7 +9,7 @@
  *
  *   - the save (`save`): hlt_libvirt_save_create with HLT_SAVE_CONNECT, the errors of its options, the figures;
  *   - the errors: an unknown kind, a QEMU option on a libvirt session, a resume without a domain name;
- *   - (after the next two, for libvirt's embedded driver: see main) clone "cs1" with memory shared (the image server's program: the default, hlt-restore found on PATH): start
+ *   - (after the next two, for libvirt's embedded driver: see main) clone "cs1" with memory shared (the image server: the default, libhalite's daemon found beside the library): start
  *     returns with the guest running, wait for the end, the figures, the events (QEMU maps the image), the domain's
  *     name and UUID, the status file "completed";
  *   - clone "cr1" restored lazily (loader slowed down to 2 MiB/s) by this program run again as a child

@@ -3,7 +3,9 @@
 test guest as domain "desk" under libvirt's embedded QEMU driver (TCG); the C program saves it
 (hlt_libvirt_save_create, --then destroy), then restores clone cs1 with shared memory and clone cr1 lazily, killed and resumed (its own checks and figures
 in its output). Then, here: both clones continue memcheck from where the save left it (no fresh boot, no BAD), and
-cs1's QEMU maps the image server's image privately as its RAM; the servers the session started are stopped.
+cs1's QEMU maps the image server's image privately as its RAM; the servers the session started are libhalite's
+daemon (found beside libhalite.so; hlt-restore and halite-image-server on PATH are tripwires that must not run:
+no tool is called); they are stopped.
 
 usage: capi_libvirt_session_test.py --tools DIR --work DIR --test PROGRAM
 
@@ -18,7 +20,8 @@ import sys
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(REPO, "libvirt-integration", "tests"))
-from libvirt_guest_test import OK_RX, Env, Fail, Skip, find_pids, log, maps_of, read, stop_server  # noqa: E402
+from libvirt_guest_test import (OK_RX, Env, Fail, Skip, expect_daemon, find_pids, log, maps_of, read,  # noqa: E402
+                               stop_server, tool_tripwire, tripped)
 from hltharness.scratch import Scratch  # noqa: E402
 
 
@@ -36,9 +39,10 @@ def run(env, test):
     dirs = {d: env.path(d) for d in ("disks", "images", "status", "restores")}
     for d in dirs.values():
         os.makedirs(d)
-    # The session finds the image server's program itself: hlt-restore on PATH (this build's first).
-    run_env = dict(os.environ, HALITE_RUN_DIR=dirs["restores"],
-                   PATH=os.path.dirname(env.restore_bin) + os.pathsep + os.environ.get("PATH", ""))
+    # The session finds the image server's daemon itself, beside libhalite.so; the tools and a daemon on PATH are
+    # tripwires.
+    wire = tool_tripwire(env.path("tripwire"))
+    run_env = dict(os.environ, HALITE_RUN_DIR=dirs["restores"], PATH=wire + os.pathsep + os.environ.get("PATH", ""))
     servers = []
     try:
         argv = [test, env.uri, ckpt, dirs["disks"], dirs["images"], dirs["status"]]
@@ -57,10 +61,15 @@ def run(env, test):
             raise Fail(f"{test} exited {p.returncode}")
         if len(stats) != 1:
             raise Fail(f"expected the one image server the session started under {dirs['images']}: {stats}")
-        # The image server the session started is this build's hlt-restore (found on PATH).
+        # The servers the session started are libhalite's daemon; nothing ran a tool.
+        if tripped(wire):
+            raise Fail(f"a restore through the C API ran from PATH: {tripped(wire)}")
+        if len(servers) != 2:
+            raise Fail(f"expected the image server and the RAM directory server: {servers}")
+        expect_daemon(servers, env.daemon_bin)
         server_argv = read(f"/proc/{servers[0][0]}/cmdline").split("\0")
-        if server_argv[0] != env.restore_bin or "serve" not in server_argv:
-            raise Fail(f"the image server runs {server_argv[:3]}, not {env.restore_bin} serve")
+        if server_argv[1] != "serve":
+            raise Fail(f"the image server runs {server_argv[:3]}, not {env.daemon_bin} serve")
         image = os.path.join(os.path.dirname(stats[0]), "ckpt.pc.ram")
         pids = find_pids("qemu-system", "guest=cs1,", env.root)
         if len(pids) != 1:

@@ -18,7 +18,8 @@ if [[ -n $bad || -n $internal ]]; then
 fi
 for f in hlt_restore_start hlt_writer_set_param hlt_reader_info_json hlt_reader_verify hlt_open_options_set_string \
     hlt_qemu_save_create hlt_session_create hlt_session_start hlt_session_wait hlt_session_get_stat \
-    hlt_session_get_domain hlt_libvirt_save_create hlt_save_set_string; do
+    hlt_session_get_domain hlt_libvirt_save_create hlt_save_set_string hlt_server_create hlt_server_start \
+    hlt_server_get_image hlt_server_stop; do
   grep -q "^$f\$" <<<"$symbols" || { echo "FAIL: the C API is not exported ($f)"; exit 1; }
 done
 grep -q '^halite::CheckpointReader::Open' <<<"$symbols" || { echo "FAIL: CheckpointReader::Open is not exported"; exit 1; }

@@ -63,6 +63,8 @@ soname=$(readelf -d "$so" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
 [[ $soname =~ ^libhalite\.so\.([0-9]+)$ && $lib_pkg == "libhalite${BASH_REMATCH[1]}" ]] ||
   fail "package $lib_pkg holds a library with SONAME '$soname' (Debian names it libhalite<SOVERSION>)"
 has_file "$lib_deb" "./usr/lib/$soname"
+# The image server is the library's own daemon (restores with shared memory start it; no tool is run).
+has_file "$lib_deb" "./usr/libexec/halite/halite-image-server"
 # SONAME 1 since the C writer's options became setters (hlt_writer_options went: an ABI break, issue 25).
 [[ $lib_pkg == libhalite1 ]] || fail "the library package is $lib_pkg: expected libhalite1 (SONAME libhalite.so.1)"
 dpkg-deb -I "$lib_deb" shlibs | grep -q "^libhalite ${soname##*.so.} $lib_pkg" || fail "$lib_pkg has no shlibs entry"
@@ -81,7 +83,9 @@ for deb in "$lib_deb" "$tools_deb"; do
     grep -q "\b$want\b" <<<"$deps" || fail "$(field "$deb" Package) Depends lacks $want (dpkg-shlibdeps): $deps"
   done
 done
-field "$tools_deb" Depends | grep -q '\blibfuse3-3\b' || fail "halite-tools Depends lacks libfuse3-3 (the image server)"
+field "$lib_deb" Depends | grep -q '\blibfuse3-3\b' || fail "$lib_pkg Depends lacks libfuse3-3 (the image server)"
+field "$tools_deb" Depends | grep -qF "$lib_pkg (= $version)" ||
+  fail "halite-tools does not depend on $lib_pkg (= $version), whose daemon is its image server"
 # python3-halite: the package `halite` in Debian's dist-packages, typed; it loads the library by SONAME.
 for f in __init__.py _cdef.py checkpoint.py py.typed; do has_file "$python_deb" "./usr/lib/python3/dist-packages/halite/$f"; done
 if files_of "$python_deb" | grep -E '__pycache__|\.so$'; then fail "python3-halite holds compiled files (above)"; fi

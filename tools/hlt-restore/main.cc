@@ -1,6 +1,11 @@
 // hlt-restore: read, check and restore libhalite checkpoints.
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstring>
 #include <iostream>
+
+#include "halite/image_server_process.h"
 
 #include "hlt-restore/restore_modes.h"
 
@@ -14,6 +19,7 @@ const char* kUsage =
     "  libvirt CKPT [--connect URI] [--clone]  restore a libvirt domain (or a clone of it), lazily\n"
     "  serve MOUNT CKPT...      serve checkpoints as image files clones map and share (FUSE)\n"
     "  serve-ram-dir RAMDIR     serve libvirt's memory backing directory for libvirt --memory shared (FUSE)\n"
+    "                           (both run libhalite's image server daemon, halite-image-server)\n"
     "  info CKPT [--json]       describe a checkpoint\n"
     "  verify CKPT              read every byte and check every checksum and rule\n"
     "  replay CKPT --trace F    restore lazily (userfaultfd), touch the trace's pages, check them, print stats\n"
@@ -21,7 +27,16 @@ const char* kUsage =
     "or rados://POOL/NAME (ceph.conf from CEPH_CONF).\n"
     "Run `hlt-restore MODE --help` for a mode's options; `hlt-restore --version` for the versions.\n"
     "Exit codes: 0 success, 2 usage error, 3 I/O error, 4 invalid or corrupt checkpoint.\n";
+
+// `serve` and `serve-ram-dir` are the library's daemon (halite/image_server_process.h), run in this process's place.
+int RunImageServer(int argc, char** argv) {
+  auto program = halite::FindImageServerProgram();
+  if (!program) return halite::cli::Fail("hlt-restore " + std::string(argv[1]), program.error());
+  argv[0] = const_cast<char*>(program->c_str());
+  execv(program->c_str(), argv);
+  return halite::cli::Fail("hlt-restore " + std::string(argv[1]), halite::Status::IoError(*program, errno));
 }
+}  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 2 || !std::strcmp(argv[1], "-h") || !std::strcmp(argv[1], "--help")) {
@@ -45,8 +60,7 @@ int main(int argc, char** argv) {
   if (mode == "libvirt") return halite::restore::RestoreLibvirt(args);
 #endif
 #ifdef HALITE_TOOLS_WITH_IMAGE_SERVER
-  if (mode == "serve") return halite::restore::Serve(args);
-  if (mode == "serve-ram-dir") return halite::restore::ServeRamDir(args);
+  if (mode == "serve" || mode == "serve-ram-dir") return RunImageServer(argc, argv);
 #endif
   if (mode == "info") return halite::restore::Info(args);
   if (mode == "verify") return halite::restore::Verify(args);

@@ -13,8 +13,6 @@ int Verify(cli::Args& args);
 int Replay(cli::Args& args);
 int RestoreQemu(cli::Args& args);  // restore_qemu.cc, built with the QEMU integration
 int RestoreLibvirt(cli::Args& args);  // restore_libvirt.cc, built with the libvirt integration
-int Serve(cli::Args& args);  // serve.cc, built with the image server
-int ServeRamDir(cli::Args& args);  // serve_ram_dir.cc, built with the image server
 
 }  // namespace halite::restore
 

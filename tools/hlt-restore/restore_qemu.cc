@@ -53,7 +53,7 @@ const char* kQemuUsage =
     "                         bytes_read,requests,pages_sent,stall_us (CSV)\n"
     "  --memory copy|shared   copy (default): every page goes into this QEMU's own memory (lazily, or --eager).\n"
     "                         shared: QEMU maps the guest RAM (pc.ram) privately from the checkpoint's image\n"
-    "                         file, served by the host's image server (`hlt-restore serve`, started on demand,\n"
+    "                         file, served by the host's image server (halite-image-server, started on demand,\n"
     "                         one per checkpoint, exits 30 s after its last clone): every clone of the checkpoint\n"
     "                         on the host shares one copy of the pages it has not written, a block is decoded\n"
     "                         once per host, and the guest runs after the device state and small RAMBlocks are\n"

@@ -349,6 +349,59 @@ HALITE_EXPORT int hlt_save_get_stat(const hlt_save* s, hlt_save_stat stat, uint6
 /* NULL is ignored. */
 HALITE_EXPORT void hlt_save_free(hlt_save* s);
 
+/* --- the host image server (halite-image-server serve, hlt-restore serve) ---
+ * A checkpoint served as read-only image files that VMMs map privately (QEMU's memory-backend-file,share=off), so
+ * that every clone on the host shares one copy of each page it has not written, decoded once. The server is
+ * libhalite's own daemon, halite-image-server (installed in PREFIX/libexec/halite with libhalite.so), a process
+ * of its own that outlives the handle: one per checkpoint and host, mounted at IMAGE_DIR/FILE_ID, where the
+ * shared-memory restores (HLT_SESSION_MEMORY_SHARED) look for it. hlt_server_start finds the one serving the
+ * checkpoint or starts it; region R of the checkpoint is the file MOUNT/ckpt.R ('/' in R reads %2f), and
+ * MOUNT/.stats is a JSON document of its counters. A started server stops by itself once no file has been open
+ * for HLT_SERVER_EXIT_WHEN_UNUSED seconds, or with hlt_server_stop. Thread-safety: one thread per handle.
+ *
+ *   hlt_server_create("golden.hlt", &srv);
+ *   hlt_server_set_string(srv, HLT_SERVER_IMAGE_DIR, "/run/halite/images");
+ *   hlt_server_start(srv);
+ *   hlt_server_get_image(srv, "pc.ram", &path);    // QEMU: -object memory-backend-file,mem-path=PATH,share=off
+ *   ...; hlt_server_stop(srv, 1, 10000); hlt_server_destroy(srv); */
+typedef struct hlt_server hlt_server;
+typedef enum hlt_server_param {
+  HLT_SERVER_EXIT_WHEN_UNUSED = 1, /* seconds without an open file after which a started server stops by itself;
+                                      0: never; default 30 (what shared-memory restores start) */
+  HLT_SERVER_START_TIMEOUT = 2     /* seconds hlt_server_start waits for a started server's mount; default 15 */
+} hlt_server_param;
+typedef enum hlt_server_string {
+  HLT_SERVER_IMAGE_DIR = 1, /* the servers' directory: this checkpoint's at IMAGE_DIR/FILE_ID; default
+                               /run/halite/images (where restores look) */
+  HLT_SERVER_PROGRAM = 2    /* the daemon; default halite-image-server installed with libhalite.so, else PATH */
+} hlt_server_string;
+/* A server of `checkpoint` (a file, s3:// or rados:// URI), not started yet. */
+HALITE_EXPORT int hlt_server_create(const char* checkpoint, hlt_server** out);
+/* Before hlt_server_start (HLT_EINVAL after, or for an unknown option or a bad value). */
+HALITE_EXPORT int hlt_server_set_param(hlt_server* s, hlt_server_param param, int64_t value);
+HALITE_EXPORT int hlt_server_set_string(hlt_server* s, hlt_server_string option, const char* value);
+/* How the checkpoint is opened, here and by the server (copied): its block cache and size, parent directories,
+ * key and keyring files; the environment is inherited. Keys given in memory (hlt_open_options_set_keyring) cannot
+ * reach the server process: HLT_EINVAL at hlt_server_start. */
+HALITE_EXPORT int hlt_server_set_open_options(hlt_server* s, const hlt_open_options* options);
+/* Opens the checkpoint, then finds the server serving it under the image directory or starts one and waits for
+ * its mount. Once per handle. Errors: the checkpoint's (HLT_EIO, HLT_ECORRUPT, HLT_EAUTH, ...), HLT_ENOTFOUND
+ * (no daemon), HLT_EIO (a server that exits or does not come up: the message ends with its log). */
+HALITE_EXPORT int hlt_server_start(hlt_server* s);
+/* After a successful start. `mount` and `path` are owned by the handle and live until hlt_server_destroy. */
+HALITE_EXPORT int hlt_server_get_mount(const hlt_server* s, const char** mount);
+/* The image file of region `region` (HLT_ENOTFOUND when the checkpoint has no such region). */
+HALITE_EXPORT int hlt_server_get_image(hlt_server* s, const char* region, const char** path);
+/* The server's pid, and whether this handle started it (0: it was serving already). */
+HALITE_EXPORT int hlt_server_get_pid(const hlt_server* s, uint64_t* pid, int* started);
+/* Asks the server to stop (SIGTERM) and waits up to timeout_ms (-1: no bound) for it to unmount (or exit). While a
+ * VMM maps one of its files the server refuses: HLT_EABORTED, unless `force` (a second SIGTERM, which it obeys: it
+ * unmounts at once, and its process ends when the last VMM closes the files it still holds). HLT_EABORTED too
+ * when it is still mounted after timeout_ms. */
+HALITE_EXPORT int hlt_server_stop(hlt_server* s, int force, int64_t timeout_ms);
+/* Frees the handle; the server goes on (it stops by itself once unused, or by hlt_server_stop). NULL is ignored. */
+HALITE_EXPORT void hlt_server_destroy(hlt_server* s);
+
 /* --- restoring a checkpoint into QEMU or a libvirt domain (hlt-restore qemu, hlt-restore libvirt) ---
  * Built into libhalite.so with the QEMU integration (halite::qemu::RestoreSession, what hlt-restore qemu runs). A
  * session launches QEMU with the caller's arguments plus `-incoming defer` and a QMP socket of its own (launch mode,
@@ -425,8 +478,8 @@ typedef enum hlt_session_string {
   HLT_SESSION_DISK_DIR = 8,      /* libvirt: --disk-dir for a restore's disk overlays; default beside the checkpoint */
   HLT_SESSION_RAM_DIR = 9,       /* libvirt, memory shared: libvirt's memory backing directory; default the URI's */
   HLT_SESSION_SERVER_PROGRAM = 10 /* memory shared: the program whose `serve` and `serve-ram-dir` modes are the image
-                                    server and the RAM directory server; default hlt-restore installed beside
-                                    libhalite.so (PREFIX/bin), else the first on PATH */
+                                    server and the RAM directory server; default the halite-image-server daemon
+                                    installed with libhalite.so (PREFIX/libexec/halite), else the first on PATH */
 } hlt_session_string;
 typedef enum hlt_session_stat {
   HLT_SESSION_STAT_STATE = 1,          /* HLT_SESSION_STATE_* */

@@ -64,7 +64,7 @@ int Code(const Status& s);
 int Invalid(const char* what);
 // The reader options `o` stands for, as hlt_reader_open_with opens with them (block cache, keys, environment).
 Status MakeReaderOptions(const hlt_open_options& o, ReaderOptions* options);
-// The flags that give a server process of ours (hlt-restore serve, for shared memory) what `o` gives this one: the
+// The flags that give a server process of ours (halite-image-server, for shared memory) what `o` gives this one: the
 // block cache `options` opened and the key and keyring files (the environment is inherited). Keys given in memory
 // (hlt_open_options_set_keyring) cannot reach another process: kInvalidArgument saying so.
 Result<std::vector<std::string>> ServerFlags(const hlt_open_options& o, const ReaderOptions& options);

@@ -25,12 +25,12 @@ Result<std::string> DefaultLibvirtRamDir(const std::string& uri);
 // RAMDIR/<id>-<short name>/pc.ram follows a symlink to `image`. Removed by Remove() or the destructor.
 class RamDirRegistration {
  public:
-  // Finds the server mounted at ram_dir or starts one (`self serve-ram-dir RAMDIR --exit-when-unused 30`,
+  // Finds the server mounted at ram_dir or starts one (`SERVER serve-ram-dir RAMDIR --exit-when-unused 30`,
   // detached; its output in RAMDIR.halite.log), under a lock (RAMDIR.halite.lock) that the server's own idle
   // exit takes too, then registers. Errors: kInvalidArgument when ram_dir holds files of domains started without
   // the server (their RAM would vanish under the mount), when the short name is registered to another image
   // (two names alike in their first 20 bytes: give --name), kIoError when the server does not come up.
-  static Result<RamDirRegistration> Register(const std::string& self, const std::string& ram_dir,
+  static Result<RamDirRegistration> Register(const std::string& server, const std::string& ram_dir,
                                              const std::string& short_name, const std::string& image);
   RamDirRegistration() = default;
   RamDirRegistration(RamDirRegistration&& o) noexcept : path_(std::move(o.path_)), started_(o.started_) {

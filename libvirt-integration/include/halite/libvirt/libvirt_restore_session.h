@@ -35,7 +35,8 @@ struct DomainRestoreOptions {
   bool shared_memory = false;
   std::string ram_dir;
   std::string image_dir = "/run/halite/images";
-  // The program whose `serve` and `serve-ram-dir` modes are the servers (empty: this program, /proc/self/exe), and
+  // The program whose `serve` and `serve-ram-dir` modes are the servers (empty: the halite-image-server daemon,
+  // FindImageServerProgram of halite/image_server_process.h), and
   // the reader flags the image server needs to read the same checkpoint (--block-cache DIR, key flags).
   std::string server_program;
   std::vector<std::string> server_flags;

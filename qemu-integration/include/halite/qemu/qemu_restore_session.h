@@ -46,7 +46,7 @@ struct RestoreSessionOptions {
   bool shared_memory = false;
   std::string image_dir = "/run/halite/images";
   // The program whose `serve` mode is the image server, started detached when none serves the checkpoint yet
-  // (empty: this program, /proc/self/exe), and the reader flags it needs to read the same checkpoint
+  // (empty: the halite-image-server daemon, FindImageServerProgram of halite/image_server_process.h), and the reader flags it needs to read the same checkpoint
   // (--block-cache DIR, key flags).
   std::string server_program;
   std::vector<std::string> server_flags;

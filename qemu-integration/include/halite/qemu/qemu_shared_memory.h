@@ -1,5 +1,5 @@
 // hlt-restore qemu --memory shared: the guest's main RAM mapped privately from an image file the host image server
-// (hlt-restore serve) exports, shared through the page cache with every other clone of the same checkpoint.
+// (the halite-image-server daemon) exports, shared through the page cache with every other clone of the same checkpoint.
 #ifndef HALITE_QEMU_QEMU_SHARED_MEMORY_H_
 #define HALITE_QEMU_QEMU_SHARED_MEMORY_H_
 
@@ -32,12 +32,12 @@ std::string ConflictingMemoryArgument(const std::vector<std::string>& qemu_args)
 std::vector<std::string> DiscardingDeviceWarnings(const std::vector<std::string>& qemu_args);
 
 // Finds the host's image server for this checkpoint under image_dir (one mount per checkpoint, named after its
-// file id: IMAGE_DIR/ID), or starts one (`hlt-restore serve ... --exit-when-unused 30`, detached, its output in
-// IMAGE_DIR/ID.log), under a lock so that clones starting together share one server. `self` is this program;
-// parent_dirs go to the server (--parent-dir) for an incremental checkpoint whose parents moved, and
+// file id: IMAGE_DIR/ID), or starts one (`halite-image-server serve ... --exit-when-unused 30`, detached, its
+// output in IMAGE_DIR/ID.log), under a lock so that clones starting together share one server (FindOrStartImageServer
+// of halite/image_server_process.h). `server_program` is the daemon (empty: FindImageServerProgram()); parent_dirs go to the server (--parent-dir) for an incremental checkpoint whose parents moved, and
 // `reader_flags` (--block-cache DIR ..., and the keys of an encrypted checkpoint: the server decrypts in memory) as
 // they are.
-Result<SharedMemoryPlan> PrepareSharedMemory(const std::string& self, const std::string& checkpoint_path,
+Result<SharedMemoryPlan> PrepareSharedMemory(const std::string& server_program, const std::string& checkpoint_path,
                                              const CheckpointReader& reader, const std::string& image_dir,
                                              const std::vector<std::string>& parent_dirs = {},
                                              const std::vector<std::string>& reader_flags = {});

@@ -1,6 +1,6 @@
-// hlt-restore serve MOUNTPOINT CKPT[=NAME]... [--prefetch-rate BYTES/S] [--owner-only] [--no-pin]
-//                   [--stats-json FILE] [--exit-when-unused S]
-// hlt-restore serve --image-dir DIR CKPT [options]   (one checkpoint where restores look for it: a service's form)
+// halite-image-server serve MOUNTPOINT CKPT[=NAME]... [--prefetch-rate BYTES/S] [--owner-only] [--no-pin]
+//                           [--stats-json FILE] [--exit-when-unused S]
+// halite-image-server serve --image-dir DIR CKPT [options]   (one checkpoint where restores look for it: a service's form)
 // The host image server in the foreground: each region of each checkpoint as a read-only file NAME.REGION under
 // MOUNTPOINT, for QEMUs that map it privately (hlt-restore qemu --memory shared).
 #include <malloc.h>
@@ -13,15 +13,15 @@
 #include "halite/image_server/fuse_image_server.h"
 #include "halite/image_server/image_service.h"
 #include "common/cli_parser.h"
-#include "hlt-restore/restore_modes.h"
+#include "daemon_modes.h"
 
-namespace halite::restore {
+namespace halite::image_server {
 namespace {
 
 const char* kServeUsage =
-    "usage: hlt-restore serve MOUNTPOINT CKPT[=NAME]... [--prefetch-rate BYTES/S] [--owner-only] [--no-pin]\n"
-    "                         [--stats-json FILE] [--exit-when-unused S] [--key-file K] [--parent-dir DIR]\n"
-    "       hlt-restore serve --image-dir DIR CKPT [options]\n"
+    "usage: halite-image-server serve MOUNTPOINT CKPT[=NAME]... [--prefetch-rate BYTES/S] [--owner-only] [--no-pin]\n"
+    "                                 [--stats-json FILE] [--exit-when-unused S] [--key-file K] [--parent-dir DIR]\n"
+    "       halite-image-server serve --image-dir DIR CKPT [options]\n"
     "Serves each region of each checkpoint as a read-only file NAME.REGION under MOUNTPOINT (FUSE; '/' in a\n"
     "region name reads %2f), until\n"
     "SIGINT/SIGTERM. QEMUs that map a file privately (memory-backend-file,share=off) share its pages through the\n"
@@ -51,11 +51,11 @@ void OnSignal(int) { g_signals++; }
 }  // namespace
 
 int Serve(cli::Args& args) {
-  const std::string tool = "hlt-restore serve";
+  const std::string tool = "halite-image-server serve";
   std::string mountpoint, stats_path, image_dir, prefetch_rate, exit_when_unused;
   uint64_t exit_when_unused_s = 0;
   std::vector<std::string> checkpoints;
-  image_server::ImageServerOptions options;
+  ImageServerOptions options;
   ReaderOptions reader_options;
   bool no_pin = false, owner_only = false;
   cli::Parser p(tool, std::string(kServeUsage) + cli::kReaderFlagsHelp);
@@ -88,12 +88,12 @@ int Serve(cli::Args& args) {
     checkpoints.front() += "=ckpt";  // the name restores map (ckpt.pc.ram); the last '=' is ours
   }
   if (int rc = p.FinishReaderFlags(reader_flags, &reader_options); rc >= 0) return rc;
-  std::vector<image_server::ServedImage> images;
+  std::vector<ServedImage> images;
   for (const std::string& arg : checkpoints) {
     // The last '=' ends the checkpoint: an s3:// key may hold '=' itself, a NAME never does.
     const size_t eq = arg.rfind('=');
     const std::string path = arg.substr(0, eq);
-    const std::string name = eq == std::string::npos ? image_server::ImageBaseName(path) : arg.substr(eq + 1);
+    const std::string name = eq == std::string::npos ? ImageBaseName(path) : arg.substr(eq + 1);
     if (name.empty() || name.find('/') != std::string::npos) {
       return cli::UsageError(tool, "\"" + arg + "\": NAME (after the last '=') must be a file name", kServeUsage);
     }
@@ -101,7 +101,7 @@ int Serve(cli::Args& args) {
     if (!reader) return cli::Fail(tool, reader.error());
     std::shared_ptr<const CheckpointReader> shared(std::move(*reader));
     if (!image_dir.empty()) mountpoint = image_dir + "/" + cli::HexBytes(shared->file_id());
-    auto served = image_server::CheckpointImages(shared, name);
+    auto served = CheckpointImages(shared, name);
     if (!served) return cli::Fail(tool, served.error());
     images.insert(images.end(), served->begin(), served->end());
   }
@@ -109,27 +109,28 @@ int Serve(cli::Args& args) {
   // raises its mmap threshold after the first such free and then keeps every later one in per-thread heaps; with a
   // fixed threshold they are mapped and unmapped, and the server's own memory stays the few blocks in flight.
   mallopt(M_MMAP_THRESHOLD, 128 << 10);
-  image_server::ImageDirLock lock;
+  ImageDirLock lock;
   if (!image_dir.empty()) {
     if (Status s = lock.Take(mountpoint, images.front().name); !s.ok()) return cli::Fail(tool, s);
   }
   options.mountpoint = mountpoint;
-  auto server = image_server::FuseImageServer::Start(std::move(images), options);
+  // Before the mount: a signal from the moment it serves is counted and stops it (unmounting), never kills it.
+  signal(SIGINT, OnSignal);
+  signal(SIGTERM, OnSignal);
+  auto server = FuseImageServer::Start(std::move(images), options);
   if (!server) return cli::Fail(tool, server.error());
   lock.Release();
   std::printf("serving at %s:", mountpoint.c_str());
   for (const auto& s : (*server)->Stats()) std::printf(" %s (%llu MiB)", s.name.c_str(), (unsigned long long)(s.size >> 20));
   std::printf("\n");
   std::fflush(stdout);
-  signal(SIGINT, OnSignal);
-  signal(SIGTERM, OnSignal);
-  image_server::ServeLoopOptions loop;
+  ServeLoopOptions loop;
   loop.signals = &g_signals;
   loop.exit_when_unused_s = exit_when_unused_s;
   loop.on_refused = [&tool](const Status& s) {
     std::fprintf(stderr, "%s: %s; signal again within 5 s to stop anyway\n", tool.c_str(), s.message().c_str());
   };
-  image_server::ServeUntilStopped(**server, loop);
+  ServeUntilStopped(**server, loop);
   const std::string json = (*server)->StatsJson();
   std::fputs(json.c_str(), stdout);
   if (!stats_path.empty()) {
@@ -141,4 +142,4 @@ int Serve(cli::Args& args) {
   return cli::kExitOk;
 }
 
-}  // namespace halite::restore
+}  // namespace halite::image_server

@@ -1,4 +1,4 @@
-// hlt-restore serve-ram-dir RAMDIR [--exit-when-unused S] [--lock FILE]
+// halite-image-server serve-ram-dir RAMDIR [--exit-when-unused S] [--lock FILE]
 // The RAM directory server in the foreground (halite/image_server/ram_dir_server.h): mounted over libvirt's memory
 // backing directory so that `hlt-restore libvirt --memory shared` can point a domain's pc.ram at a checkpoint
 // image.
@@ -9,13 +9,13 @@
 
 #include "halite/image_server/ram_dir_server.h"
 #include "common/cli_parser.h"
-#include "hlt-restore/restore_modes.h"
+#include "daemon_modes.h"
 
-namespace halite::restore {
+namespace halite::image_server {
 namespace {
 
 const char* kServeRamDirUsage =
-    "usage: hlt-restore serve-ram-dir RAMDIR [--exit-when-unused S] [--lock FILE]\n"
+    "usage: halite-image-server serve-ram-dir RAMDIR [--exit-when-unused S] [--lock FILE]\n"
     "Mounts the RAM directory server over RAMDIR, libvirt's memory backing directory (qemu:///system:\n"
     "/var/lib/libvirt/qemu/ram, or memory_backing_dir/libvirt/qemu when qemu.conf sets it), until SIGINT/SIGTERM.\n"
     "libvirt makes and removes its per-domain directories there as usual; a domain registered in RAMDIR/.halite\n"
@@ -34,7 +34,7 @@ void OnSignal(int) { g_signals++; }
 }  // namespace
 
 int ServeRamDir(cli::Args& args) {
-  const std::string tool = "hlt-restore serve-ram-dir";
+  const std::string tool = "halite-image-server serve-ram-dir";
   std::string ram_dir, lock_path, exit_when_unused;
   uint64_t exit_when_unused_s = 0;
   cli::Parser p(tool, kServeRamDirUsage);
@@ -46,26 +46,27 @@ int ServeRamDir(cli::Args& args) {
     return p.UsageError("--exit-when-unused: bad value \"" + exit_when_unused + "\"");
   }
   if (ram_dir.empty()) return p.UsageError("RAMDIR is required");
-  auto server = image_server::RamDirServer::Start({ram_dir, true});
-  if (!server) return cli::Fail(tool, server.error());
-  std::printf("serving libvirt's memory backing directory %s (registry %s/%s)\n", ram_dir.c_str(), ram_dir.c_str(),
-              image_server::kRamDirRegistry);
-  std::fflush(stdout);
+  // Before the mount: a signal from the moment it serves is counted and stops it (unmounting), never kills it.
   signal(SIGINT, OnSignal);
   signal(SIGTERM, OnSignal);
-  image_server::RamDirServeOptions serve{&g_signals, exit_when_unused_s, lock_path};
-  serve.on_refused = [&tool](const image_server::RamDirCounts& c) {
+  auto server = RamDirServer::Start({ram_dir, true});
+  if (!server) return cli::Fail(tool, server.error());
+  std::printf("serving libvirt's memory backing directory %s (registry %s/%s)\n", ram_dir.c_str(), ram_dir.c_str(),
+              kRamDirRegistry);
+  std::fflush(stdout);
+  RamDirServeOptions serve{&g_signals, exit_when_unused_s, lock_path, {}};
+  serve.on_refused = [&tool](const RamDirCounts& c) {
     std::fprintf(stderr,
                  "%s: %llu domain director%s and %llu registration(s) still exist (domains with RAM from a checkpoint "
                  "run); signal again within 5 s to stop anyway\n",
                  tool.c_str(), (unsigned long long)c.directories, c.directories == 1 ? "y" : "ies",
                  (unsigned long long)c.registrations);
   };
-  image_server::RamDirServeUntilStopped(**server, serve);
+  RamDirServeUntilStopped(**server, serve);
   const auto c = (*server)->Counts();
   std::printf("stopped: %llu pc.ram links made, %llu file creations refused\n", (unsigned long long)c.links_made,
               (unsigned long long)c.refused);
   return cli::kExitOk;
 }
 
-}  // namespace halite::restore
+}  // namespace halite::image_server
