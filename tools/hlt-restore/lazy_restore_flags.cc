@@ -21,6 +21,12 @@ const char* kLazyRestoreFlagsHelp =
     "                         auto (default): direct when permitted, else channel (the summary and --stats-json\n"
     "                         say which, and why)\n";
 
+const char* kLearnLayoutHelp =
+    "  --learn-layout         for many restores of one golden checkpoint: restore from CKPT.learned when it was\n"
+    "                         learned from CKPT; otherwise, once this lazy restore is complete, write it: the\n"
+    "                         golden's working set, then the blocks this guest had to wait for, in that order,\n"
+    "                         restored first by the next restores (REAP's record and relayout)\n";
+
 namespace {
 const char* const kLazyFlagNames[] = {"--eager",         "--loader",    "--idle-ms",   "--rate-limit",
                                       "--loader-threads", "--placement", "--preload-ws"};
@@ -85,6 +91,15 @@ std::string CheckLazyRestoreFlags(const qemu::CheckpointRestoreOptions& opt) {
     return "--eager sends everything first: --preload-ws and --loader off do not apply";
   }
   return "";
+}
+
+void PrintLearnedLayout(const Result<std::string>& line) {
+  if (!line) {
+    std::fprintf(stderr, "hlt-restore: warning: no learned layout written: %s\n", line.error().ToString().c_str());
+    return;
+  }
+  std::fputs(line->c_str(), stdout);
+  std::fflush(stdout);
 }
 
 }  // namespace halite::restore

@@ -11,7 +11,7 @@
 #include "common/cli_parser.h"
 #include "hlt-restore/lazy_restore_flags.h"
 #include "hlt-restore/restore_modes.h"
-#include "hlt-restore/learn_layout_flag.h"
+#include "halite/learned_layout.h"
 #include "halite/qemu/qemu_restore_files.h"
 #include "halite/qemu/qemu_restore_report.h"
 #include "halite/qemu/qemu_restore_session.h"
@@ -185,7 +185,9 @@ int RestoreQemu(cli::Args& args) {
   if (Status bad = qemu::CheckRestoreSessionOptions(so); !bad.ok()) return cli::UsageError(tool, bad.message(), usage);
   LearnedLayoutChoice learned;
   if (f.learn) {
-    if (Status s = learned.Choose(&so.checkpoint, so.reader); !s.ok()) return cli::Fail(tool, s);
+    auto chosen = learned.Choose(&so.checkpoint, so.reader);
+    if (!chosen) return cli::Fail(tool, chosen.error());
+    Print(*chosen);
   }
   const std::string ckpt = so.checkpoint;
   // Format-spec 13: a missing key refuses the restore before QEMU starts (which it does while the index is read).
@@ -207,7 +209,7 @@ int RestoreQemu(cli::Args& args) {
     std::cerr << qemu::RestoreFailureText(session, tool, ckpt);
     return rc;
   }
-  if (f.learn && session.options().restore.lazy) learned.LearnFrom(session.result().requested);
+  if (f.learn && session.options().restore.lazy) PrintLearnedLayout(learned.LearnFrom(session.result().requested));
   if (Status w = files.Write(session, ckpt, tool_wall_us); !w.ok()) return cli::Fail(tool, w);
   if (!f.quiet) Print(qemu::RestoreSessionReportText(session, ckpt, tool_wall_us));
   if (f.wait) {
