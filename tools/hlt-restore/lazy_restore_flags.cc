@@ -2,6 +2,8 @@
 
 #include <cstdio>
 
+#include "halite/qemu/qemu_option_names.h"
+
 namespace halite::restore {
 const char* kLazyRestoreFlagsHelp =
     "  --eager                load every page before the guest runs (QEMU's guest starts paused, then `cont`)\n"
@@ -73,15 +75,9 @@ std::string ApplyLazyRestoreFlags(const CLI::App& app, const LazyRestoreFlagValu
     opt->engine.loader_threads = unsigned(n);
   }
   if (app.count("--placement")) {
-    if (v.placement == "auto") {
-      opt->placement = qemu::PagePlacement::kAuto;
-    } else if (v.placement == "direct") {
-      opt->placement = qemu::PagePlacement::kDirect;
-    } else if (v.placement == "channel") {
-      opt->placement = qemu::PagePlacement::kChannel;
-    } else {
-      return "--placement: expected auto, direct or channel, got \"" + v.placement + "\"";
-    }
+    auto placement = qemu::ParsePagePlacement(v.placement);
+    if (!placement) return "--placement: " + placement.error().message();
+    opt->placement = *placement;
   }
   return CheckLazyRestoreFlags(*opt);
 }
