@@ -8,6 +8,7 @@
 #include <iostream>
 
 #include "halite/qemu/qemu_checkpoint.h"
+#include "halite/qemu/qemu_launcher.h"
 #include "common/cli_parser.h"
 #include "hlt-restore/lazy_restore_flags.h"
 #include "hlt-restore/restore_modes.h"
@@ -119,20 +120,9 @@ int ParseQemuFlags(cli::Args& args, const std::string& usage, QemuFlags* f) {
   if (std::string bad = ApplyLazyRestoreFlags(app, lazy, &so.restore); !bad.empty()) return p.UsageError(bad);
   if (so.checkpoint.empty()) return p.UsageError("CKPT is required");
   if (launch && so.qemu_args.empty()) return p.UsageError("no QEMU arguments after --");
-  // `-- qemu-system-x86_64 -m 1G ...`: the binary typed first, as after `strace --` or `perf record --`. QEMU's
-  // own arguments never name an executable in first place (they start with '-', or are a disk image), so an
-  // executable there is the binary; QEMU would otherwise fail with "Could not open 'qemu-system-x86_64'".
-  if (launch) {
-    std::string binary = cli::FindExecutable(so.qemu_args.front());
-    if (!binary.empty()) {
-      if (!so.qemu_binary.empty()) {
-        return p.UsageError("the QEMU binary is given twice: --qemu " + so.qemu_binary + " and " +
-                            so.qemu_args.front() + " after --");
-      }
-      so.qemu_binary = binary;
-      so.qemu_args.erase(so.qemu_args.begin());
-      if (so.qemu_args.empty()) return p.UsageError("no QEMU arguments after the binary " + binary);
-    }
+  // `-- qemu-system-x86_64 -m 1G ...`: the binary typed first.
+  if (Status bad = qemu::TakeBinaryFromArgs(&so.qemu_args, &so.qemu_binary); !bad.ok()) {
+    return p.UsageError(bad.message());
   }
   if (f->learn && so.resume) return p.UsageError("--learn-layout: a resumed restore goes on as it was");
   if (int rc = p.FinishReaderFlags(reader, &so.reader); rc >= 0) return rc;
@@ -191,7 +181,7 @@ int RestoreQemu(cli::Args& args) {
   }
   const std::string ckpt = so.checkpoint;
   // Format-spec 13: a missing key refuses the restore before QEMU starts (which it does while the index is read).
-  if (Status keyed = cli::CheckKeyAvailable(ckpt, so.reader.keyring); !keyed.ok()) return cli::Fail(tool, keyed);
+  if (Status keyed = CheckKeyAvailable(ckpt, so.reader.keyring); !keyed.ok()) return cli::Fail(tool, keyed);
   qemu::RestoreFiles files(f.files);
   cli::Progress eager_progress("loading");
   uint64_t total_pages = 0;
