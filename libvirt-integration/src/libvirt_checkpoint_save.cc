@@ -31,6 +31,13 @@ Result<std::string> MigratableXml(const Domain& domain) {
 
 }  // namespace
 
+Result<LibvirtSaveOptions::Then> ParseLibvirtSaveThen(std::string_view name) {
+  if (name == "cont") return LibvirtSaveOptions::Then::kContinue;
+  if (name == "stop") return LibvirtSaveOptions::Then::kStop;
+  if (name == "destroy") return LibvirtSaveOptions::Then::kDestroy;
+  return Status::InvalidArgument("expected cont, stop or destroy, got \"" + std::string(name) + "\"");
+}
+
 Result<LibvirtSaveResult> SaveLibvirtDomain(const Connection& connection, const std::string& name,
                                             const std::string& path, LibvirtSaveOptions options) {
   HLT_ASSIGN_OR_RETURN(Domain domain, connection.LookupDomain(name));

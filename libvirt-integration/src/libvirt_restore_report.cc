@@ -1,7 +1,12 @@
 // RestoredDomainText (moved here from tools/hlt-restore/restore_libvirt.cc, unchanged).
 #include "halite/libvirt/libvirt_restore_report.h"
 
+#include <unistd.h>
+
+#include <fmt/format.h>
 #include <fmt/printf.h>
+
+#include "halite/qemu/qemu_restore_report.h"
 
 namespace halite::libvirt {
 namespace {
@@ -38,6 +43,30 @@ std::string RestoredDomainText(const std::string& ckpt, bool clone, const Libvir
                 "(its RNG is not reseeded); add <genid/> to the domain before saving\n");
   }
   return out;
+}
+
+std::string RestoredDomainReportText(const std::string& ckpt, bool clone, const LibvirtRestoreResult& res,
+                                     uint64_t tool_to_running_us) {
+  return RestoredDomainText(ckpt, clone, res) + qemu::RestoreSummaryText(res.qemu, tool_to_running_us);
+}
+
+std::string DomainRunningText(const std::string& name, double ms, const std::string& detached_status_path) {
+  std::string line = fmt::format("running {} {:.1f} ms after hlt-restore started\n", name, ms);
+  if (!detached_status_path.empty()) {
+    line += fmt::format("  the restore goes on detached (pid {}); its outcome: {} (its output: {}.log)\n", getpid(),
+                        detached_status_path, detached_status_path);
+  }
+  return line;
+}
+
+std::string DomainResumedText(const std::string& domain, double ms) {
+  return fmt::sprintf("guest resumed: domain %s gets its pages again %.1f ms after hlt-restore started\n", domain, ms);
+}
+
+std::string ResumedRestoreText(const std::string& domain, const LibvirtRestoreResult& res) {
+  return fmt::sprintf("resumed the restore of domain %s: QEMU held %llu pages already\n", domain,
+                      (unsigned long long)res.qemu.resume_present_pages) +
+         qemu::RestoreSummaryText(res.qemu, 0);
 }
 
 }  // namespace halite::libvirt

@@ -33,4 +33,8 @@ StatusFile::Contents StatusFile::Read(const std::string& path) {
   return c;
 }
 
+std::string DefaultStatusPath(const std::string& checkpoint, const std::string& name) {
+  return checkpoint + "." + (name.empty() ? "restore" : name) + ".status";
+}
+
 }  // namespace halite::libvirt

@@ -69,6 +69,15 @@ Result<DetachedRestore> DetachRestore(const std::string& log_path) {
   return d;
 }
 
+void WorkerReport::Write(const std::string& line) {
+  if (fd_ < 0) return;
+  (void)!write(fd_, line.data(), line.size());
+  if (detached_ && fd_ != STDOUT_FILENO && ReportSaysRunning(line)) {
+    close(fd_);
+    fd_ = -1;
+  }
+}
+
 int SuperviseRestore(const SupervisedRestore& job) {
   pid_t worker = StartWorker(job.restore);
   if (worker < 0) {

@@ -944,6 +944,34 @@ def tree_hashes(path):
     return {f: sha256(os.path.join(path, f)) for f in sorted(os.listdir(path)) if not f.startswith(".")}
 
 
+def restore_device_clones(env, ckpt, disks, clones, daemon):
+    """scenario_devices' clones (name: extra flags) restored from ckpt with their disks under disks; returns each
+    one's hlt-restore output."""
+    outs = {}
+    if daemon:
+        # Two clones at once under the daemon (the embedded driver runs one restore at a time): the second of
+        # them is where a shared console log failed to open.
+        procs = {}
+        # Again: the sysctl is global, and another test on this machine may have put it back meanwhile.
+        env.set_unprivileged_userfaultfd(1)
+        for name in ("c1", "c2"):
+            argv = [env.restore_bin, "libvirt", ckpt, "--connect", env.uri, "--clone", "--name", name,
+                    "--disk-dir", disks, *clones[name]]
+            log(f"$ {' '.join(argv)} &")
+            procs[name] = subprocess.Popen(argv, stdout=open(os.path.join(env.logs, f"restore_{name}.out"), "wb"),
+                                           stderr=subprocess.STDOUT)
+        for name, p in procs.items():
+            rc = p.wait(timeout=300)
+            outs[name] = read(os.path.join(env.logs, f"restore_{name}.out"))
+            if rc != 0:
+                raise Fail(f"{name}: exit {rc}\n{outs[name]}")
+        clones = {n: extra for n, extra in clones.items() if n not in procs}
+    for name, extra in clones.items():
+        _, outs[name], _ = env.tool([env.restore_bin, "libvirt", ckpt, "--connect", env.uri, "--clone", "--name",
+                                     name, "--disk-dir", disks, *extra], "restore_" + name)
+    return outs
+
+
 def scenario_devices(env):
     """Issue 28 item 1: three clones of a domain with every per-domain file at once (devices_xml), restored under
     the embedded driver (c1 lazy, c2 --eager, c3 lazy with --no-sync-time). Each clone runs on, and has its own:
@@ -1005,29 +1033,7 @@ def scenario_devices(env):
 
     disks = env.path("disks")  # does not exist: hlt-restore creates it
     clones = {"c1": [], "c2": ["--eager"], "c3": ["--no-sync-time"]}
-    outs = {}
-    if daemon:
-        # Two clones at once under the daemon (the embedded driver runs one restore at a time): the second of
-        # them is where a shared console log failed to open.
-        procs = {}
-        # Again: the sysctl is global, and another test on this machine may have put it back meanwhile.
-        env.set_unprivileged_userfaultfd(1)
-        for name in ("c1", "c2"):
-            argv = [env.restore_bin, "libvirt", ckpt, "--connect", env.uri, "--clone", "--name", name,
-                    "--disk-dir", disks, *clones[name]]
-            log(f"$ {' '.join(argv)} &")
-            procs[name] = subprocess.Popen(argv, stdout=open(os.path.join(env.logs, f"restore_{name}.out"), "wb"),
-                                           stderr=subprocess.STDOUT)
-        for name, p in procs.items():
-            rc = p.wait(timeout=300)
-            outs[name] = read(os.path.join(env.logs, f"restore_{name}.out"))
-            if rc != 0:
-                raise Fail(f"{name}: exit {rc}\n{outs[name]}")
-        del clones["c1"], clones["c2"]
-    for name, extra in clones.items():
-        _, outs[name], _ = env.tool([env.restore_bin, "libvirt", ckpt, "--connect", env.uri, "--clone", "--name",
-                                     name, "--disk-dir", disks, *extra], "restore_" + name)
-    clones = {"c1": [], "c2": ["--eager"], "c3": ["--no-sync-time"]}
+    outs = restore_device_clones(env, ckpt, disks, clones, daemon)
     ids, swtpms = {}, find_pids("swtpm", "--tpmstate")
     for name in clones:
         out, mine = outs[name], env.path("console.log." + name)

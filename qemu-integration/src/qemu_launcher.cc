@@ -23,18 +23,29 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 bool IsExecutable(const std::string& p) { return access(p.c_str(), X_OK) == 0; }
+// An executable regular file (not a directory someone may enter).
+bool IsExecutableFile(const std::string& p) {
+  struct stat st;
+  return stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode) && IsExecutable(p);
+}
+
+// The first DIR/name, for DIR in $PATH (`unset_path` when PATH is not set; an empty DIR is "."), that `ok`
+// accepts; empty when none.
+std::string FirstOnPath(const std::string& name, const char* unset_path, bool (*ok)(const std::string&)) {
+  const char* path = getenv("PATH");
+  std::stringstream ss(path ? path : unset_path);
+  std::string dir;
+  while (std::getline(ss, dir, ':')) {
+    const std::string cand = (dir.empty() ? "." : dir) + "/" + name;
+    if (ok(cand)) return cand;
+  }
+  return "";
+}
 
 // `name` itself when it contains a slash, else the first executable `name` in $PATH (empty when none).
 std::string SearchPath(const std::string& name) {
   if (name.find('/') != std::string::npos) return name;
-  const char* path = getenv("PATH");
-  std::stringstream ss(path ? path : "/usr/bin:/bin");
-  std::string dir;
-  while (std::getline(ss, dir, ':')) {
-    const std::string cand = (dir.empty() ? "." : dir) + "/" + name;
-    if (IsExecutable(cand)) return cand;
-  }
-  return "";
+  return FirstOnPath(name, "/usr/bin:/bin", IsExecutable);
 }
 
 }  // namespace
@@ -43,14 +54,27 @@ std::string FindQemuBinary() {
   if (const char* env = getenv("HALITE_QEMU"); env != nullptr && *env != '\0') {
     return IsExecutable(env) ? std::string(env) : std::string();
   }
-  const char* path = getenv("PATH");
-  std::stringstream ss(path ? path : "/usr/bin:/bin");
-  std::string dir;
-  while (std::getline(ss, dir, ':')) {
-    const std::string cand = (dir.empty() ? "." : dir) + "/qemu-system-x86_64";
-    if (IsExecutable(cand)) return cand;
+  return FirstOnPath("qemu-system-x86_64", "/usr/bin:/bin", IsExecutable);
+}
+
+std::string FindExecutable(const std::string& arg) {
+  if (arg.empty() || arg[0] == '-') return {};
+  if (arg.find('/') != std::string::npos) return IsExecutableFile(arg) ? arg : std::string();
+  return FirstOnPath(arg, "/usr/local/bin:/usr/bin:/bin", IsExecutableFile);
+}
+
+Status TakeBinaryFromArgs(std::vector<std::string>* args, std::string* binary) {
+  if (args->empty()) return Status::Ok();
+  const std::string found = FindExecutable(args->front());
+  if (found.empty()) return Status::Ok();
+  if (!binary->empty()) {
+    return Status::InvalidArgument("the QEMU binary is given twice: --qemu " + *binary + " and " + args->front() +
+                                   " after --");
   }
-  return "";
+  *binary = found;
+  args->erase(args->begin());
+  if (args->empty()) return Status::InvalidArgument("no QEMU arguments after the binary " + found);
+  return Status::Ok();
 }
 
 Result<std::unique_ptr<QemuProcess>> QemuProcess::Start(QemuLaunchOptions options) {

@@ -4,6 +4,7 @@
 
 #include <map>
 
+#include <fmt/format.h>
 #include <fmt/printf.h>
 #include <nlohmann/json.hpp>
 
@@ -95,6 +96,28 @@ std::string RestoreSummaryText(const CheckpointRestoreResult& res, uint64_t tool
   out += fmt::sprintf("  bytes read       %s of the checkpoint (%s decompressed)\n", HumanBytes(ef.bytes_read).c_str(),
               HumanBytes(ef.bytes_decompressed).c_str());
   return out;
+}
+
+std::string GuestRunningText(uint64_t us) {
+  return fmt::sprintf("guest running %.1f ms after the restore began\n", Ms(us));
+}
+
+std::string GuestResumedText(uint64_t us, uint64_t caller_us, const std::string& tool) {
+  return fmt::sprintf("guest resumed: QEMU acknowledged the recovery %.1f ms after the restore began (%.1f ms after "
+                      "%s started)\n",
+                      Ms(us), Ms(caller_us), tool);
+}
+
+std::string RestoreFailureText(RestoreSession& session, const std::string& tool, const std::string& ckpt) {
+  if (session.resumable()) {
+    return fmt::format("{}: QEMU (pid {}) keeps its guest waiting for the pages it lacks; once the cause above is "
+                       "fixed, continue with: {} {} --resume {}\n",
+                       tool, session.qemu_pid(), tool, ckpt, session.ResumeLocator());
+  }
+  if (session.process() && session.process()->Alive()) {
+    return fmt::format("{}: killing the QEMU this restore started (pid {})\n", tool, session.process()->pid());
+  }
+  return "";
 }
 
 std::string RestoreSessionStartText(RestoreSession& session, const std::string& ckpt) {

@@ -1,6 +1,5 @@
 #include "common/cli.h"
 
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -8,11 +7,8 @@
 #include <cstdlib>
 #include <iostream>
 
-#include <fmt/format.h>
 
 #include "halite/authentication.h"
-#include "halite/format_constants.h"
-#include "halite/version.h"
 
 namespace halite::cli {
 
@@ -82,39 +78,6 @@ void Progress::Update(uint64_t done, uint64_t total) {
 void Progress::Finish() {
   if (shown_) std::fprintf(stderr, "\r\033[K");
   shown_ = false;
-}
-
-std::string VersionText(const std::string& tool) {
-  return fmt::format(
-      "{} {} (libhalite)\n"
-      "checkpoint format: reads {}.0 to {}.{}; writes {}.{} when blocks are stored as independent frames (by default "
-      "for blocks of more than 16 pages), else {}.0 ({}.{} when a file carries skippable sections, {}.{} for an "
-      "incremental child, {}.{} for a child with blocks coded against its parent); {}.{} when encrypted; {}.{} when the "
-      "page map is packed (whenever that is shorter, so most files)\n",
-      tool, LibraryVersion(), format::kFormatMajor, format::kFormatMajor, format::kFormatMinor, format::kFormatMajor,
-      format::kFormatMinorFramedBlocks, format::kFormatMajor, format::kFormatMajor,
-      format::kFormatMinorSkippableSections, format::kFormatMajor, format::kFormatMinorParent, format::kFormatMajor,
-      format::kFormatMinorBasedBlocks, format::kFormatMajor, format::kFormatMinorEncrypted, format::kFormatMajor,
-      format::kFormatMinorPackedPageMap);
-}
-
-std::string FindExecutable(const std::string& arg) {
-  if (arg.empty() || arg[0] == '-') return {};
-  auto executable = [](const std::string& path) {
-    struct stat st;
-    return stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && access(path.c_str(), X_OK) == 0;
-  };
-  if (arg.find('/') != std::string::npos) return executable(arg) ? arg : std::string();
-  const char* path = std::getenv("PATH");
-  std::string_view dirs = path ? path : "/usr/local/bin:/usr/bin:/bin";
-  while (!dirs.empty()) {
-    size_t colon = dirs.find(':');
-    std::string dir(dirs.substr(0, colon));
-    dirs = colon == std::string_view::npos ? std::string_view() : dirs.substr(colon + 1);
-    std::string candidate = (dir.empty() ? std::string(".") : dir) + "/" + arg;
-    if (executable(candidate)) return candidate;
-  }
-  return {};
 }
 
 std::string JsonText(const nlohmann::ordered_json& value) {

@@ -11,10 +11,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include "common/key_sources.h"
 #include "halite/checkpoint_reader.h"
+#include "halite/key_sources.h"
 #include "halite/stats_text.h"
 #include "halite/status.h"
+#include "halite/version.h"
 
 namespace halite::cli {
 
@@ -58,8 +59,6 @@ inline constexpr const char* kReaderFlagsHelp =
     "  --block-cache DIR      keep the blocks read from s3:// or rados:// in this host cache directory, and read\n"
     "                         them from there next time (default: $HALITE_BLOCK_CACHE; local files never use it)\n"
     "  --block-cache-size B   bound of the cache directory (K/M/G suffixes; default $HALITE_BLOCK_CACHE_SIZE or 8G)\n";
-// What a cache did for a reader, for summaries (the library's, halite/stats_text.h, as the tools' reports use it).
-inline std::string StorageSummary(const ReaderStats& stats) { return BlockCacheSummary(stats); }
 
 // Progress on stderr when it is a terminal; rewritten in place, at most ten times a second.
 class Progress {
@@ -76,13 +75,8 @@ class Progress {
   int64_t last_ns_ = 0;
 };
 
-// What `TOOL --version` prints: the tool's version (the library's) and the checkpoint format versions it reads
-// and writes.
-std::string VersionText(const std::string& tool);
-
-// When `arg` names an executable (a path to an executable file, or a name found on $PATH, and not an option),
-// returns its path; otherwise an empty string. Used to accept `-- qemu-system-x86_64 ARGS` as `strace --` does.
-std::string FindExecutable(const std::string& arg);
+// What `TOOL --version` prints (the library's, halite/version.h).
+using ::halite::VersionText;
 
 using ::halite::HumanBytes;
 using ::halite::HexBytes;

@@ -2,6 +2,8 @@
 
 #include <cstdio>
 
+#include "halite/qemu/qemu_option_names.h"
+
 namespace halite::restore {
 const char* kLazyRestoreFlagsHelp =
     "  --eager                load every page before the guest runs (QEMU's guest starts paused, then `cont`)\n"
@@ -20,6 +22,12 @@ const char* kLazyRestoreFlagsHelp =
     "                         stream. channel: every page in QEMU's migration stream (eager: a precopy load).\n"
     "                         auto (default): direct when permitted, else channel (the summary and --stats-json\n"
     "                         say which, and why)\n";
+
+const char* kLearnLayoutHelp =
+    "  --learn-layout         for many restores of one golden checkpoint: restore from CKPT.learned when it was\n"
+    "                         learned from CKPT; otherwise, once this lazy restore is complete, write it: the\n"
+    "                         golden's working set, then the blocks this guest had to wait for, in that order,\n"
+    "                         restored first by the next restores (REAP's record and relayout)\n";
 
 namespace {
 const char* const kLazyFlagNames[] = {"--eager",         "--loader",    "--idle-ms",   "--rate-limit",
@@ -67,15 +75,9 @@ std::string ApplyLazyRestoreFlags(const CLI::App& app, const LazyRestoreFlagValu
     opt->engine.loader_threads = unsigned(n);
   }
   if (app.count("--placement")) {
-    if (v.placement == "auto") {
-      opt->placement = qemu::PagePlacement::kAuto;
-    } else if (v.placement == "direct") {
-      opt->placement = qemu::PagePlacement::kDirect;
-    } else if (v.placement == "channel") {
-      opt->placement = qemu::PagePlacement::kChannel;
-    } else {
-      return "--placement: expected auto, direct or channel, got \"" + v.placement + "\"";
-    }
+    auto placement = qemu::ParsePagePlacement(v.placement);
+    if (!placement) return "--placement: " + placement.error().message();
+    opt->placement = *placement;
   }
   return CheckLazyRestoreFlags(*opt);
 }
@@ -85,6 +87,15 @@ std::string CheckLazyRestoreFlags(const qemu::CheckpointRestoreOptions& opt) {
     return "--eager sends everything first: --preload-ws and --loader off do not apply";
   }
   return "";
+}
+
+void PrintLearnedLayout(const Result<std::string>& line) {
+  if (!line) {
+    std::fprintf(stderr, "hlt-restore: warning: no learned layout written: %s\n", line.error().ToString().c_str());
+    return;
+  }
+  std::fputs(line->c_str(), stdout);
+  std::fflush(stdout);
 }
 
 }  // namespace halite::restore

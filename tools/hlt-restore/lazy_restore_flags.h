@@ -1,5 +1,6 @@
 // What every mode that restores into QEMU shares (hlt-restore qemu, hlt-restore libvirt): the lazy-restore
-// options (the summary printed afterwards is the library's, halite/qemu/qemu_restore_report.h).
+// options and --learn-layout (the summary printed afterwards is the library's, halite/qemu/qemu_restore_report.h;
+// the learned layout's choice halite/learned_layout.h).
 #ifndef HALITE_TOOLS_LAZY_RESTORE_FLAGS_H_
 #define HALITE_TOOLS_LAZY_RESTORE_FLAGS_H_
 
@@ -12,6 +13,7 @@
 namespace halite::restore {
 
 extern const char* kLazyRestoreFlagsHelp;
+extern const char* kLearnLayoutHelp;
 
 // --eager, --loader on|off, --idle-ms N, --rate-limit R, --loader-threads N, --placement P, --preload-ws as given.
 struct LazyRestoreFlagValues {
@@ -29,6 +31,10 @@ bool AnyLazyRestoreFlag(const CLI::App& app);
 
 // The combinations that make no sense; empty when fine.
 std::string CheckLazyRestoreFlags(const qemu::CheckpointRestoreOptions& options);
+
+// Prints --learn-layout's line (LearnedLayoutChoice): on stdout, or a failure to learn as a warning on stderr (the
+// restore itself succeeded).
+void PrintLearnedLayout(const Result<std::string>& line);
 
 }  // namespace halite::restore
 

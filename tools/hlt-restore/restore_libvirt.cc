@@ -8,17 +8,14 @@
 #include <cstdio>
 #include <iostream>
 
-#include <fmt/format.h>
-
 #include "halite/libvirt/libvirt_checkpoint.h"
 #include "common/cli_parser.h"
 #include "hlt-restore/lazy_restore_flags.h"
-#include "hlt-restore/learn_layout_flag.h"
+#include "halite/learned_layout.h"
 #include "halite/libvirt/libvirt_dirs.h"
 #include "hlt-restore/restore_modes.h"
 #include "halite/libvirt/libvirt_restore_report.h"
 #include "halite/libvirt/libvirt_restore_session.h"
-#include "halite/qemu/qemu_restore_report.h"
 #include "halite/libvirt/restore_status_file.h"
 #include "halite/libvirt/restore_supervisor.h"
 
@@ -78,6 +75,11 @@ const char* kLibvirtUsage =
     "                         postcopy-paused; the restore's record ($HALITE_RUN_DIR or /run/halite/restores/\n"
     "                         qemu-PID.json) must name CKPT's file_id; then the rest is served as before\n";
 
+void Print(const std::string& text) {
+  std::fputs(text.c_str(), stdout);
+  std::fflush(stdout);
+}
+
 // --detach: the restore runs in a child that outlives us (libvirt::DetachRestore). The parent returns the child's
 // first line ("running ..." or "failed ...") and its verdict; the child gets the write end for its report.
 int Detach(const std::string& tool, const std::string& log, int* report_fd) {
@@ -88,7 +90,7 @@ int Detach(const std::string& tool, const std::string& log, int* report_fd) {
     return -1;  // the child goes on
   }
   const std::string& text = detached->first_report;
-  if (text.rfind("running", 0) == 0) {
+  if (libvirt::ReportSaysRunning(text)) {
     std::fputs(text.c_str(), stdout);
     return cli::kExitOk;
   }
@@ -105,20 +107,15 @@ struct LibvirtJob {
   ReaderOptions ropts;
   cli::ReaderFlagValues reader_flags;
   libvirt::LibvirtRestoreOptions opt;
-  int report_fd = STDOUT_FILENO;
+  // Lines for the detaching parent (or stdout): once it has "running ...", it returns and we go on quietly.
+  libvirt::WorkerReport report{STDOUT_FILENO, false};
 
-  // A line for the detaching parent (or stdout): once it has "running ...", it returns and we go on quietly.
-  void Report(const std::string& line) {
-    if (report_fd < 0) return;
-    (void)!write(report_fd, line.data(), line.size());
-    if (detach && report_fd != STDOUT_FILENO && line.rfind("running", 0) == 0) {
-      close(report_fd);
-      report_fd = -1;
-    }
-  }
   int Fail(const Status& s) {
-    if (detach) Report("failed: " + s.ToString() + "\n");
+    if (detach) report.Write("failed: " + s.ToString() + "\n");
     return cli::Fail(tool, s);
+  }
+  double MsSinceStart() const {
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - tool_start).count();
   }
   // The restore itself, or with `resume` a domain's restore taken over (--resume, or a detached restore's
   // supervisor after its worker died).
@@ -129,10 +126,12 @@ int LibvirtJob::Run(const std::string& resume) {
   libvirt::DomainRestoreOptions o;
   LearnedLayoutChoice learned;
   if (learn && resume.empty()) {
-    if (Status chosen = learned.Choose(&ckpt, ropts); !chosen.ok()) {
-      libvirt::StatusFile(status_path).Write("failed", chosen.ToString());
-      return Fail(chosen);
+    auto chosen = learned.Choose(&ckpt, ropts);
+    if (!chosen) {
+      libvirt::StatusFile(status_path).Write("failed", chosen.error().ToString());
+      return Fail(chosen.error());
     }
+    Print(*chosen);
   }
   o.connect_uri = uri;
   o.checkpoint = ckpt;
@@ -144,50 +143,31 @@ int LibvirtJob::Run(const std::string& resume) {
   o.image_dir = image_dir;
   o.server_flags = cli::ReaderFlags(reader_flags, ropts);
   o.status_path = status_path;
-  o.on_notice = [](const std::string& line) {
-    std::printf("%s\n", line.c_str());
-    std::fflush(stdout);
-  };
+  o.on_notice = [](const std::string& line) { Print(line + "\n"); };
   o.on_warning = [this](const std::string& line) {
     std::fprintf(stderr, "%s: warning: %s\n", tool.c_str(), line.c_str());
   };
   if (!resume.empty()) {
-    o.restore.qemu.on_resumed = [this, &resume](uint64_t) {
-      const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - tool_start).count();
-      std::printf("guest resumed: domain %s gets its pages again %.1f ms after hlt-restore started\n", resume.c_str(),
-                  ms);
-      std::fflush(stdout);
-    };
+    o.restore.qemu.on_resumed = [this, &resume](uint64_t) { Print(libvirt::DomainResumedText(resume, MsSinceStart())); };
     libvirt::LibvirtRestoreResult res;
     Status s = libvirt::RestoreDomain(std::move(o), &res);
     if (!s.ok()) return Fail(s);
-    std::printf("resumed the restore of domain %s: QEMU held %llu pages already\n", resume.c_str(),
-                (unsigned long long)res.qemu.resume_present_pages);
-    std::fputs(qemu::RestoreSummaryText(res.qemu, 0).c_str(), stdout);
-    std::fflush(stdout);
+    Print(libvirt::ResumedRestoreText(resume, res));
     return cli::kExitOk;
   }
   std::string started_name;
   double running_ms = 0;
   o.restore.on_started = [&started_name](const std::string& name, const std::string&) { started_name = name; };
   o.restore.qemu.on_running = [this, &started_name, &running_ms](uint64_t) {
-    running_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - tool_start).count();
-    std::string line = fmt::format("running {} {:.1f} ms after hlt-restore started\n", started_name, running_ms);
-    if (detach) {
-      line += "  the restore goes on detached (pid " + std::to_string(getpid()) + "); its outcome: " + status_path +
-              " (its output: " + status_path + ".log)\n";
-    }
-    Report(line);
+    running_ms = MsSinceStart();
+    report.Write(libvirt::DomainRunningText(started_name, running_ms, detach ? status_path : ""));
   };
   libvirt::LibvirtRestoreResult res;
   const bool lazy = opt.qemu.lazy && !shared_memory;
   Status s = libvirt::RestoreDomain(std::move(o), &res);
   if (!s.ok()) return Fail(s);
-  if (learn && lazy) learned.LearnFrom(res.qemu.requested);
-  const uint64_t tool_to_running = uint64_t(running_ms * 1000);
-  std::fputs(libvirt::RestoredDomainText(ckpt, opt.clone, res).c_str(), stdout);
-  std::fputs(qemu::RestoreSummaryText(res.qemu, tool_to_running).c_str(), stdout);
-  std::fflush(stdout);
+  if (learn && lazy) PrintLearnedLayout(learned.LearnFrom(res.qemu.requested));
+  Print(libvirt::RestoredDomainReportText(ckpt, opt.clone, res, uint64_t(running_ms * 1000)));
   return cli::kExitOk;
 }
 
@@ -240,9 +220,7 @@ int ParseLibvirtFlags(cli::Args& args, LibvirtJob* job) {
   }
   if (j.detach && j.supervise) return p.UsageError("--detach or --supervise, not both");
   opt.sync_time = app.count("--sync-time") ? sync_time : opt.clone;
-  if ((j.detach || j.supervise) && j.status_path.empty()) {
-    j.status_path = j.ckpt + "." + (opt.name.empty() ? "restore" : opt.name) + ".status";
-  }
+  if ((j.detach || j.supervise) && j.status_path.empty()) j.status_path = libvirt::DefaultStatusPath(j.ckpt, opt.name);
   return -1;
 }
 
@@ -252,17 +230,19 @@ int RestoreLibvirt(cli::Args& args) {
   LibvirtJob job;
   if (int rc = ParseLibvirtFlags(args, &job); rc >= 0) return rc;
   if (!job.detach && !job.supervise) return job.Run(job.resume_domain);
-  if (job.detach) {
-    if (const int rc = Detach(job.tool, job.status_path + ".log", &job.report_fd); rc >= 0) return rc;  // the parent
-  }
   // The detached process (or with --supervise this one): it supervises the worker that restores, and resumes the
   // restore when that dies. With --supervise the workers write to our stdout, which the supervisor keeps open.
   SupervisedRestore supervised;
+  if (job.detach) {
+    int report_fd = -1;
+    if (const int rc = Detach(job.tool, job.status_path + ".log", &report_fd); rc >= 0) return rc;  // the parent
+    job.report = libvirt::WorkerReport(report_fd, true);
+    supervised.report_fd = report_fd;
+  }
   supervised.status_path = job.status_path;
-  supervised.report_fd = job.detach ? job.report_fd : -1;
   supervised.restore = [&] { return job.Run(""); };
   supervised.resume = [&](const std::string& domain) {
-    if (job.detach) job.report_fd = -1;  // the parent is gone
+    if (job.detach) job.report.Drop();  // the parent is gone
     job.tool_start = std::chrono::steady_clock::now();
     return job.Run(domain);
   };

@@ -4,24 +4,18 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <cerrno>
-#include <chrono>
 #include <cstdio>
 #include <iostream>
 
-#include <fmt/format.h>
-
-#include "halite/hint_files.h"
 #include "halite/qemu/qemu_checkpoint.h"
 #include "halite/qemu/qemu_launcher.h"
-#include "halite/qemu/qemu_migration_control.h"
 #include "common/cli_parser.h"
 #include "hlt-restore/lazy_restore_flags.h"
 #include "hlt-restore/restore_modes.h"
-#include "hlt-restore/learn_layout_flag.h"
+#include "halite/learned_layout.h"
+#include "halite/qemu/qemu_restore_files.h"
 #include "halite/qemu/qemu_restore_report.h"
 #include "halite/qemu/qemu_restore_session.h"
-#include "halite/qemu/qemu_shared_memory.h"
 
 namespace halite::restore {
 
@@ -80,24 +74,15 @@ void OnSignal(int sig) {
   raise(sig);
 }
 
-double Ms(uint64_t us) { return double(us) / 1e3; }
-
-int64_t WallUs() {
-  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
-Status WriteFile(const std::string& path, const std::string& text) {
-  FILE* f = std::fopen(path.c_str(), "w");
-  bool ok = f && std::fwrite(text.data(), 1, text.size(), f) == text.size();
-  ok = f && std::fclose(f) == 0 && ok;
-  return ok ? Status::Ok() : Status::IoError(path + ": cannot write", errno);
+void Print(const std::string& text) {
+  std::fputs(text.c_str(), stdout);
+  std::fflush(stdout);
 }
 
 // What the command line says, before the library sees it.
 struct QemuFlags {
   qemu::RestoreSessionOptions session;
-  std::string record, timeline, stats_json, progress_log;
+  qemu::RestoreFilePaths files;
   bool wait = false, quiet = false, learn = false;
 };
 
@@ -114,10 +99,10 @@ int ParseQemuFlags(cli::Args& args, const std::string& usage, QemuFlags* f) {
   app.add_option("--qemu", so.qemu_binary);
   app.add_option("--qemu-dir", so.qemu_dir);
   app.add_option("--incoming-socket", so.restore.unix_socket_path);
-  app.add_option("--record-trace", f->record);
-  app.add_option("--timeline", f->timeline);
-  app.add_option("--stats-json", f->stats_json);
-  app.add_option("--progress-log", f->progress_log);
+  app.add_option("--record-trace", f->files.access_trace);
+  app.add_option("--timeline", f->files.timeline);
+  app.add_option("--stats-json", f->files.stats_json);
+  app.add_option("--progress-log", f->files.progress_log);
   app.add_option("--memory", memory);
   app.add_option("--image-dir", so.image_dir);
   app.add_flag("--resume", so.resume);
@@ -132,24 +117,12 @@ int ParseQemuFlags(cli::Args& args, const std::string& usage, QemuFlags* f) {
     return p.UsageError("--memory: expected copy or shared, got \"" + memory + "\"");
   }
   so.shared_memory = memory == "shared";
-  so.restore.engine.record_timeline = !f->timeline.empty();
   if (std::string bad = ApplyLazyRestoreFlags(app, lazy, &so.restore); !bad.empty()) return p.UsageError(bad);
   if (so.checkpoint.empty()) return p.UsageError("CKPT is required");
   if (launch && so.qemu_args.empty()) return p.UsageError("no QEMU arguments after --");
-  // `-- qemu-system-x86_64 -m 1G ...`: the binary typed first, as after `strace --` or `perf record --`. QEMU's
-  // own arguments never name an executable in first place (they start with '-', or are a disk image), so an
-  // executable there is the binary; QEMU would otherwise fail with "Could not open 'qemu-system-x86_64'".
-  if (launch) {
-    std::string binary = cli::FindExecutable(so.qemu_args.front());
-    if (!binary.empty()) {
-      if (!so.qemu_binary.empty()) {
-        return p.UsageError("the QEMU binary is given twice: --qemu " + so.qemu_binary + " and " +
-                            so.qemu_args.front() + " after --");
-      }
-      so.qemu_binary = binary;
-      so.qemu_args.erase(so.qemu_args.begin());
-      if (so.qemu_args.empty()) return p.UsageError("no QEMU arguments after the binary " + binary);
-    }
+  // `-- qemu-system-x86_64 -m 1G ...`: the binary typed first.
+  if (Status bad = qemu::TakeBinaryFromArgs(&so.qemu_args, &so.qemu_binary); !bad.ok()) {
+    return p.UsageError(bad.message());
   }
   if (f->learn && so.resume) return p.UsageError("--learn-layout: a resumed restore goes on as it was");
   if (int rc = p.FinishReaderFlags(reader, &so.reader); rc >= 0) return rc;
@@ -157,17 +130,12 @@ int ParseQemuFlags(cli::Args& args, const std::string& usage, QemuFlags* f) {
   return -1;
 }
 
-// The callbacks that print (and log progress) while the restore runs.
-void SetPrinting(QemuFlags* f, int64_t tool_wall_us, std::string* progress_text, cli::Progress* eager_progress,
+// The callbacks that print while the restore runs, and the files' progress log.
+void SetPrinting(QemuFlags* f, int64_t tool_wall_us, qemu::RestoreFiles* files, cli::Progress* eager_progress,
                  const uint64_t* total_pages) {
   qemu::RestoreSessionOptions& so = f->session;
   const bool quiet = f->quiet;
-  if (!quiet) {
-    so.on_notice = [](const std::string& line) {
-      std::printf("%s\n", line.c_str());
-      std::fflush(stdout);
-    };
-  }
+  if (!quiet) so.on_notice = [](const std::string& line) { Print(line + "\n"); };
   so.on_warning = [](const std::string& line) {
     std::fprintf(stderr, "hlt-restore qemu: warning: %s\n", line.c_str());
   };
@@ -178,78 +146,28 @@ void SetPrinting(QemuFlags* f, int64_t tool_wall_us, std::string* progress_text,
     signal(SIGHUP, OnSignal);
   };
   qemu::CheckpointRestoreOptions& opt = so.restore;
-  opt.on_running = [quiet](uint64_t us) {
-    if (quiet) return;
-    std::printf("guest running %.1f ms after the restore began\n", Ms(us));
-    std::fflush(stdout);
-  };
-  opt.on_resumed = [quiet, tool_wall_us](uint64_t us) {
-    if (quiet) return;
-    std::printf("guest resumed: QEMU acknowledged the recovery %.1f ms after the restore began (%.1f ms after "
-                "hlt-restore started)\n",
-                Ms(us), Ms(uint64_t(WallUs() - tool_wall_us)));
-    std::fflush(stdout);
-  };
-  if (!f->progress_log.empty()) {
-    *progress_text = "wall_us,faults_blocking,faults_zero,blocks_read,bytes_read,requests,pages_sent,stall_us\n";
-    opt.progress_interval_ms = 10;
-    opt.on_progress = [progress_text](const RestoreEngineStats& e, const qemu::PushRestoreStats& c) {
-      *progress_text += fmt::format("{},{},{},{},{},{},{},{}\n", WallUs(), e.faults_blocking, e.faults_zero,
-                                    e.blocks_read, e.bytes_read, c.requests,
-                                    c.preload_pages + c.request_pages + c.pushed_pages, e.stall_ns / 1000);
+  if (!quiet) {
+    opt.on_running = [](uint64_t us) { Print(qemu::GuestRunningText(us)); };
+    opt.on_resumed = [tool_wall_us](uint64_t us) {
+      Print(qemu::GuestResumedText(us, uint64_t(qemu::WallClockUs() - tool_wall_us), "hlt-restore"));
     };
   }
+  files->Prepare(&opt);
   // An eager restore loads everything before the guest runs: show how far it is on a terminal (cli::Progress
   // stays silent when stderr is not one). --memory shared is eager too.
   if ((!opt.lazy || so.shared_memory) && !quiet) {
-    auto log_progress = std::move(opt.on_progress);
-    opt.on_progress = [log_progress, eager_progress, total_pages](const RestoreEngineStats& e,
-                                                                   const qemu::PushRestoreStats& c) {
-      if (log_progress) log_progress(e, c);
+    auto show = [eager_progress, total_pages](const RestoreEngineStats&, const qemu::PushRestoreStats& c) {
       eager_progress->Update(c.preload_pages + c.request_pages + c.pushed_pages, *total_pages);
     };
-    if (opt.progress_interval_ms == 0) opt.progress_interval_ms = 100;
+    qemu::AddRestoreProgress(&opt, show, 100);
   }
-}
-
-// The files the flags asked for, and the summary.
-int Report(const QemuFlags& f, qemu::RestoreSession& session, const std::string& ckpt, int64_t tool_wall_us,
-           const std::string& progress_text) {
-  const qemu::CheckpointRestoreResult& res = session.result();
-  Status s = Status::Ok();
-  if (!f.record.empty()) s = WriteFile(f.record, FormatAccessTrace(res.requested, session.reader().regions()));
-  if (s.ok() && !f.progress_log.empty()) s = WriteFile(f.progress_log, progress_text);
-  if (s.ok() && !f.timeline.empty()) s = WriteFile(f.timeline, res.timeline_csv);
-  if (s.ok() && !f.stats_json.empty()) {
-    s = WriteFile(f.stats_json, qemu::RestoreSessionStatsJson(session, ckpt, tool_wall_us));
-  }
-  if (!s.ok()) return cli::Fail("hlt-restore qemu", s);
-  if (f.quiet) return cli::kExitOk;
-  std::fputs(qemu::RestoreSessionReportText(session, ckpt, tool_wall_us).c_str(), stdout);
-  std::fflush(stdout);
-  return cli::kExitOk;
-}
-
-// A failed restore: the guest left waiting for a resume, or the QEMU this restore started killed.
-int ReportFailure(qemu::RestoreSession& session, const Status& s, const std::string& ckpt) {
-  const std::string tool = "hlt-restore qemu";
-  int rc = cli::Fail(tool, s);
-  if (session.resumable()) {
-    g_child = -1;
-    std::cerr << tool << ": QEMU (pid " << session.qemu_pid() << ") keeps its guest waiting for the pages it lacks; "
-              << "once the cause above is fixed, continue with: hlt-restore qemu " << ckpt << " --resume "
-              << session.ResumeLocator() << "\n";
-  } else if (session.process() && session.process()->Alive()) {
-    std::cerr << tool << ": killing the QEMU this restore started (pid " << session.process()->pid() << ")\n";
-  }
-  return rc;
 }
 
 }  // namespace
 
 int RestoreQemu(cli::Args& args) {
   const std::string tool = "hlt-restore qemu";
-  const int64_t tool_wall_us = WallUs();
+  const int64_t tool_wall_us = qemu::WallClockUs();
   const std::string usage = std::string(kQemuUsage) + kLazyRestoreFlagsHelp + kLearnLayoutHelp + cli::kReaderFlagsHelp;
   QemuFlags f;
   if (int rc = ParseQemuFlags(args, usage, &f); rc >= 0) return rc;
@@ -257,28 +175,33 @@ int RestoreQemu(cli::Args& args) {
   if (Status bad = qemu::CheckRestoreSessionOptions(so); !bad.ok()) return cli::UsageError(tool, bad.message(), usage);
   LearnedLayoutChoice learned;
   if (f.learn) {
-    if (Status s = learned.Choose(&so.checkpoint, so.reader); !s.ok()) return cli::Fail(tool, s);
+    auto chosen = learned.Choose(&so.checkpoint, so.reader);
+    if (!chosen) return cli::Fail(tool, chosen.error());
+    Print(*chosen);
   }
   const std::string ckpt = so.checkpoint;
   // Format-spec 13: a missing key refuses the restore before QEMU starts (which it does while the index is read).
-  if (Status keyed = cli::CheckKeyAvailable(ckpt, so.reader.keyring); !keyed.ok()) return cli::Fail(tool, keyed);
-  std::string progress_text;
+  if (Status keyed = CheckKeyAvailable(ckpt, so.reader.keyring); !keyed.ok()) return cli::Fail(tool, keyed);
+  qemu::RestoreFiles files(f.files);
   cli::Progress eager_progress("loading");
   uint64_t total_pages = 0;
-  SetPrinting(&f, tool_wall_us, &progress_text, &eager_progress, &total_pages);
+  SetPrinting(&f, tool_wall_us, &files, &eager_progress, &total_pages);
   auto started = qemu::RestoreSession::Start(std::move(so));
   if (!started) return cli::Fail(tool, started.error());
   qemu::RestoreSession& session = **started;
   total_pages = session.reader().total_pages();
-  if (!f.quiet) {
-    std::fputs(qemu::RestoreSessionStartText(session, ckpt).c_str(), stdout);
-    std::fflush(stdout);
-  }
+  if (!f.quiet) Print(qemu::RestoreSessionStartText(session, ckpt));
   Status s = session.Run();
   eager_progress.Finish();
-  if (!s.ok()) return ReportFailure(session, s, ckpt);
-  if (f.learn && session.options().restore.lazy) learned.LearnFrom(session.result().requested);
-  if (int rc = Report(f, session, ckpt, tool_wall_us, progress_text); rc != cli::kExitOk) return rc;
+  if (!s.ok()) {
+    const int rc = cli::Fail(tool, s);
+    if (session.resumable()) g_child = -1;  // QEMU waits for a resume: a signal must not kill it now
+    std::cerr << qemu::RestoreFailureText(session, tool, ckpt);
+    return rc;
+  }
+  if (f.learn && session.options().restore.lazy) PrintLearnedLayout(learned.LearnFrom(session.result().requested));
+  if (Status w = files.Write(session, ckpt, tool_wall_us); !w.ok()) return cli::Fail(tool, w);
+  if (!f.quiet) Print(qemu::RestoreSessionReportText(session, ckpt, tool_wall_us));
   if (f.wait) {
     if (Status w = session.WaitForExit(); !w.ok()) return cli::Fail(tool, w);
     if (session.process() && !f.quiet) std::printf("%s\n", session.process()->Describe().c_str());

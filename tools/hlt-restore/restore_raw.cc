@@ -48,7 +48,7 @@ int RestoreRaw(cli::Args& args) {
   progress.Finish();
   if (!s.ok()) return cli::Fail(tool, s);
   std::cout << "restored " << out << " (" << (*reader)->total_pages() * 4096 << " bytes)\n";
-  if (std::string cached = cli::StorageSummary((*reader)->read_stats()); !cached.empty()) {
+  if (std::string cached = BlockCacheSummary((*reader)->read_stats()); !cached.empty()) {
     std::cout << "  " << cached << "\n";
   }
   return 0;

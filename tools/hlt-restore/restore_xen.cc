@@ -5,6 +5,7 @@
 
 #include "halite/checkpoint_reader.h"
 #include "halite/xen/xen_checkpoint.h"
+#include "halite/xen/xen_report.h"
 #include "common/cli_parser.h"
 #include "hlt-restore/restore_modes.h"
 
@@ -59,11 +60,7 @@ int RestoreXen(cli::Args& args) {
   if (!s.ok()) return cli::Fail(tool, s);
   // With the stream on stdout, the report goes to stderr.
   std::FILE* report = to_stdout ? stderr : stdout;
-  std::fprintf(report,
-               "exported %s -> %s: %llu bytes, %llu data pages, %llu block reads (%llu distinct blocks), %.3f s\n",
-               ckpt.c_str(), to_stdout ? "stdout" : out.c_str(), (unsigned long long)stats.stream_bytes,
-               (unsigned long long)stats.data_pages, (unsigned long long)stats.blocks_read,
-               (unsigned long long)stats.distinct_blocks, stats.seconds);
+  std::fputs(xen::XenExportReportText(ckpt, out, stats).c_str(), report);
   return cli::kExitOk;
 }
 

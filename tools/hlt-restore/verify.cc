@@ -1,6 +1,7 @@
 // hlt-restore verify CKPT
 #include <iostream>
 
+#include "halite/checkpoint_info.h"
 #include "halite/checkpoint_reader.h"
 #include "common/cli_parser.h"
 #include "hlt-restore/restore_modes.h"
@@ -32,19 +33,7 @@ int Verify(cli::Args& args) {
   Status s = (*reader)->VerifyAll([&](const VerifyProgress& p) { progress.Update(p.blocks_done, p.blocks_total); });
   progress.Finish();
   if (!s.ok()) return cli::Fail(tool, s);
-  if ((*reader)->sealed()) {
-    // Format-spec 13.7: storage scrubbing without the tenant's key.
-    std::cout << ckpt << ": OK without the key (" << (*reader)->blocks().size() << " blocks and "
-              << (*reader)->blobs().size() << " blobs match their checksums, the structure is sound; encrypted with key id "
-              << KeyIdHex((*reader)->key_id()) << ": contents not checked)\n";
-    return 0;
-  }
-  std::cout << ckpt << ": OK (" << (*reader)->blocks().size() << " blocks, " << (*reader)->blobs().size()
-            << " blobs, " << (*reader)->total_pages() << " pages, " << (*reader)->file_size() << " bytes"
-            << ((*reader)->chain().size() > 1 ? ", chain of " + std::to_string((*reader)->chain().size()) + " files" : "")
-            << (reader_options.mac_key ? ", MAC verified" : "")
-            << ((*reader)->encrypted() ? ", every tag verified (encrypted with key id " + KeyIdHex((*reader)->key_id()) + ")" : "")
-            << ")\n";
+  std::cout << VerifiedText(ckpt, **reader, bool(reader_options.mac_key));
   return 0;
 }
 

@@ -2,13 +2,9 @@
 //   hlt-save rekey CKPT -o NEW --key-file NEW_KEY   re-seal under another key without recompressing
 //   hlt-save keygen -o KEY_FILE                     a new random key (mode 0600), and its key id
 //   hlt-save key-id KEY_FILE                        the key id of a key
-#include <fcntl.h>
-#include <unistd.h>
+#include <cstdio>
 
-#include <cerrno>
-#include <iostream>
-
-#include "common/key_sources.h"
+#include "halite/key_sources.h"
 #include "halite/authentication.h"
 #include "halite/checkpoint_rekey.h"
 #include "common/cli_parser.h"
@@ -68,20 +64,16 @@ int Rekey(cli::Args& args) {
   }
   if (in == out) return cli::UsageError(tool, "NEW must differ from CKPT", kRekeyUsage);
   if (int rc = p.OpenReaderFlags(reader_flags, &options.reader); rc >= 0) return rc;
-  auto key = new_key_file.empty() ? cli::RunKeyCommand(new_key_command, nullptr) : ReadKeyFile(new_key_file);
+  auto key = new_key_file.empty() ? RunKeyCommand(new_key_command, nullptr) : ReadKeyFile(new_key_file);
   if (!key) return cli::Fail(tool, key.error());
   options.key = *key;
-  cli::ForbidCoreDumps();
+  ForbidCoreDumps();
   cli::Progress progress("rekeying");
   options.progress = [&](uint64_t done, uint64_t total) { progress.Update(done, total); };
   auto summary = RekeyCheckpoint(in, out, options);
   progress.Finish();
   if (!summary) return cli::Fail(tool, summary.error());
-  std::printf("rekeyed %s -> %s\n", in.c_str(), out.c_str());
-  std::printf("  blocks %llu, blobs %llu, %llu bytes, %.3f s (nothing recompressed)\n",
-              (unsigned long long)summary->blocks, (unsigned long long)summary->blobs,
-              (unsigned long long)summary->file_bytes, summary->seconds);
-  std::printf("  encrypted        %s, key id %s\n", CipherName(summary->cipher), KeyIdHex(summary->key_id).c_str());
+  std::fputs(RekeySummaryText(in, out, *summary).c_str(), stdout);
   return cli::kExitOk;
 }
 
@@ -99,16 +91,7 @@ int KeyGen(cli::Args& args) {
   const EncryptionKey key = GenerateKey();
   auto id = ComputeKeyId(key);
   if (!id) return cli::Fail(tool, id.error());
-  const int fd = ::open(out.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-  if (fd < 0) return cli::Fail(tool, Status::IoError(out + ": cannot create it (an existing key is never replaced)", errno));
-  const std::string text = KeyHex(key) + "\n";
-  const bool written = ::write(fd, text.data(), text.size()) == ssize_t(text.size()) && ::fsync(fd) == 0;
-  const int e = errno;
-  ::close(fd);
-  if (!written) {
-    ::unlink(out.c_str());
-    return cli::Fail(tool, Status::IoError(out + ": cannot write the key", e));
-  }
+  if (Status written = WriteNewKeyFile(out, key); !written.ok()) return cli::Fail(tool, written);
   std::printf("%s: key id %s\n", out.c_str(), KeyIdHex(*id).c_str());
   return cli::kExitOk;
 }

@@ -2,6 +2,7 @@
 // checkpoint (of any VMM) around an access trace recorded at restore time, so the next restore of the same
 // workload faults in fewer blocks. Regions (names, bases, sizes, host page sizes), device-state blobs and
 // metadata are kept as they are; only the grouping of pages into blocks and the restore order change.
+#include <cstdio>
 #include <iostream>
 
 #include "halite/authentication.h"
@@ -69,7 +70,7 @@ int Rewrite(cli::Args& args, bool flatten) {
   auto summary = RewriteCheckpoint(**reader, out, std::move(options));
   progress.Finish();
   if (!summary) return cli::Fail(tool, summary.error());
-  PrintSummary(*summary, out);
+  std::fputs(WriteSummaryText(*summary, out).c_str(), stdout);
   return cli::kExitOk;
 }
 

@@ -55,15 +55,9 @@ int SaveLibvirt(cli::Args& args) {
   AddWriterFlags(p.app(), &text, &flags);
   if (int rc = p.Parse(args); rc >= 0) return rc;
   if (p.app().count("--then")) {
-    if (then == "cont") {
-      opt.then = libvirt::LibvirtSaveOptions::Then::kContinue;
-    } else if (then == "stop") {
-      opt.then = libvirt::LibvirtSaveOptions::Then::kStop;
-    } else if (then == "destroy") {
-      opt.then = libvirt::LibvirtSaveOptions::Then::kDestroy;
-    } else {
-      return p.UsageError("--then: expected cont, stop or destroy, got \"" + then + "\"");
-    }
+    auto chosen = libvirt::ParseLibvirtSaveThen(then);
+    if (!chosen) return p.UsageError("--then: " + chosen.error().message());
+    opt.then = *chosen;
   }
   if (no_va) opt.qemu.va_walk = false;
   if (std::string bad = ApplyAccessWindowFlags(p.app(), window, &opt.qemu.access_window); !bad.empty()) {

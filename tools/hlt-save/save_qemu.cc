@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "halite/qemu/qemu_checkpoint.h"
+#include "halite/qemu/qemu_option_names.h"
 #include "halite/qemu/qemu_qmp_client.h"
 #include "halite/qemu/qemu_parent_image.h"
 #include "halite/qemu/qemu_save_report.h"
@@ -49,15 +50,9 @@ int SaveQemu(cli::Args& args) {
   AddWriterFlags(p.app(), &text, &flags);
   if (int rc = p.Parse(args); rc >= 0) return rc;
   if (p.app().count("--then")) {
-    if (then == "stop") {
-      opt.then = qemu::SaveOptions::Then::kLeaveStopped;
-    } else if (then == "quit") {
-      opt.then = qemu::SaveOptions::Then::kQuit;
-    } else if (then == "cont") {
-      opt.then = qemu::SaveOptions::Then::kContinue;
-    } else {
-      return p.UsageError("--then: expected stop, quit or cont, got \"" + then + "\"");
-    }
+    auto chosen = qemu::ParseSaveThen(then);
+    if (!chosen) return p.UsageError("--then: " + chosen.error().message());
+    opt.then = *chosen;
   }
   if (no_va) opt.va_walk = false;
   if (std::string bad = ApplyAccessWindowFlags(p.app(), window, &opt.access_window); !bad.empty()) {

@@ -2,6 +2,7 @@
 #include <sys/stat.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <iostream>
 
 #include "hlt-save/save_modes.h"
@@ -48,7 +49,7 @@ int SaveRaw(cli::Args& args) {
   auto summary = (*writer)->Finish();
   progress.Finish();
   if (!summary) return cli::Fail(tool, summary.error());
-  PrintSummary(*summary, out);
+  std::fputs(WriteSummaryText(*summary, out).c_str(), stdout);
   return cli::kExitOk;
 }
 

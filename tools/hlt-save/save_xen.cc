@@ -8,8 +8,8 @@
 #include <iostream>
 
 #include "halite/xen/xen_checkpoint.h"
+#include "halite/xen/xen_report.h"
 #include "hlt-save/save_modes.h"
-#include "hlt-save/va_report.h"
 #include "hlt-save/writer_flags.h"
 
 namespace halite::save {
@@ -43,15 +43,9 @@ int SaveXen(cli::Args& args) {
   if (int rc = p.Parse(args); rc >= 0) return rc;
   if (p.app().count("--format")) {
     opt.detect_format = false;
-    if (format == "xl") {
-      opt.read.format = xen::StreamFormat::kXl;
-    } else if (format == "libxl") {
-      opt.read.format = xen::StreamFormat::kLibxl;
-    } else if (format == "libxc") {
-      opt.read.format = xen::StreamFormat::kLibxc;
-    } else {
-      return p.UsageError("--format: expected xl, libxl or libxc, got \"" + format + "\"");
-    }
+    auto chosen = xen::ParseStreamFormat(format);
+    if (!chosen) return p.UsageError("--format: " + chosen.error().message());
+    opt.read.format = *chosen;
   }
   if (no_va) opt.va_walk = false;
   if (std::string bad = ApplyWriterFlags(p.app(), text, &flags); !bad.empty()) return p.UsageError(bad);
@@ -71,22 +65,7 @@ int SaveXen(cli::Args& args) {
   if (fd != STDIN_FILENO) ::close(fd);
   if (!r) return cli::Fail(tool, r.error());
 
-  PrintSummary(r->summary, out);
-  const auto& im = r->import;
-  std::printf("  xen stream       %s, %llu batches, %llu data pages, %llu XTAB, %llu XALLOC, %llu resent; "
-              "%.3f s to import\n",
-              xen::StreamFormatName(r->format), (unsigned long long)im.batches, (unsigned long long)im.data_pages,
-              (unsigned long long)im.xtab_entries, (unsigned long long)im.xalloc_entries,
-              (unsigned long long)im.resent_entries, r->import_seconds);
-  std::printf("  xen physmap      %llu pages: %llu with data, %llu zero, %llu holes; state blob %zu bytes\n",
-              (unsigned long long)r->region_pages, (unsigned long long)r->data_pages,
-              (unsigned long long)r->zero_pages, (unsigned long long)r->hole_pages, r->state_blob_bytes);
-  const auto& va = r->va;
-  if (!va_walk) {
-    std::printf("  va walk          off (--no-va)\n");
-  } else {
-    std::fputs(x86::PageTableHintReportText(va).c_str(), stdout);
-  }
+  std::fputs(xen::XenSaveReportText(*r, out, va_walk).c_str(), stdout);
   return cli::kExitOk;
 }
 

@@ -133,8 +133,4 @@ Status PrepareWriter(WriterFlags* f, const std::string& out) {
   return OpenWriterParent(f->parent, out, f->parent_reader, &f->options);
 }
 
-void PrintSummary(const WriteSummary& s, const std::string& path) {
-  std::fputs(WriteSummaryText(s, path).c_str(), stdout);
-}
-
 }  // namespace halite::save

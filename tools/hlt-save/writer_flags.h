@@ -22,7 +22,7 @@ struct WriterFlags {
   uint64_t block_cache_size = 0;
   // Encryption (format-spec 13): the key sources; PrepareWriter turns them into options.encryption_key (the key of
   // the new checkpoint) and `keyring` (every key known: for reading a parent or an input checkpoint).
-  cli::KeySources keys;
+  KeySources keys;
   bool no_encryption = false;  // --no-encryption: a plain checkpoint even with HALITE_ENCRYPT_KEY set
   std::shared_ptr<Keyring> keyring;
   Status ApplyHints(CheckpointWriter& w) const { return ApplyHintFiles(access_trace, va_hints, w); }
@@ -83,9 +83,6 @@ std::string ApplyWriterFlags(const CLI::App& app, const WriterFlagText& text, Wr
 // After parsing, before CheckpointWriter::Create: the keys (ChooseEncryptionKey, halite/writer_setup.h), then, with
 // --parent, the block cache and the parent's chain (OpenWriterParent). `out` is the checkpoint being written.
 Status PrepareWriter(WriterFlags* flags, const std::string& out);
-
-// The summary hlt-save prints.
-void PrintSummary(const WriteSummary& s, const std::string& path);
 
 }  // namespace halite::save
 

@@ -513,6 +513,13 @@ const char* StreamFormatName(StreamFormat format) {
   return "?";
 }
 
+Result<StreamFormat> ParseStreamFormat(std::string_view name) {
+  for (StreamFormat f : {StreamFormat::kXl, StreamFormat::kLibxl, StreamFormat::kLibxc}) {
+    if (name == StreamFormatName(f)) return f;
+  }
+  return Status::InvalidArgument("expected xl, libxl or libxc, got \"" + std::string(name) + "\"");
+}
+
 Result<StreamFormat> DetectStreamFormat(std::span<const uint8_t> head) {
   if (head.size() >= 8) {
     if (std::memcmp(head.data(), kXlMagic, 8) == 0) return StreamFormat::kXl;

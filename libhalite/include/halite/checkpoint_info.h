@@ -34,6 +34,10 @@ HALITE_EXPORT std::string CheckpointInfoJson(const CheckpointReader& reader, con
 // The text `hlt-restore info` prints: format, vmm, regions, pages, blocks, coding, keys, blobs, hints, index and
 // chain, a line (or a few) each.
 HALITE_EXPORT std::string CheckpointInfoText(const CheckpointReader& reader, const CheckpointCounts& counts);
+// What hlt-restore verify prints of a checkpoint `reader` verified (VerifyAll): "CKPT: OK (N blocks, ...)", or for a
+// checkpoint opened without its key "CKPT: OK without the key (...)". `mac_verified`: it was opened with a MAC key.
+HALITE_EXPORT std::string VerifiedText(const std::string& checkpoint, const CheckpointReader& reader,
+                                       bool mac_verified);
 
 }  // namespace halite
 

@@ -45,6 +45,9 @@ struct HALITE_EXPORT RekeySummary {
 // expressed from the output's directory, kIoError writing.
 HALITE_EXPORT Result<RekeySummary> RekeyCheckpoint(const std::string& input, const std::string& output,
                                                    const RekeyOptions& options);
+// "rekeyed INPUT -> OUTPUT", the blocks, blobs, bytes and time, and the cipher and key id: what hlt-save rekey prints.
+HALITE_EXPORT std::string RekeySummaryText(const std::string& input, const std::string& output,
+                                           const RekeySummary& summary);
 
 }  // namespace halite
 

@@ -52,6 +52,10 @@ HALITE_EXPORT Result<EncryptionKey> ReadKeyFile(const std::string& path);
 HALITE_EXPORT EncryptionKey GenerateKey();
 // A key as 64 lower-case hexadecimal digits, for key files.
 HALITE_EXPORT std::string KeyHex(const EncryptionKey& key);
+// Writes `key` as a new key file (KeyHex and a newline, mode 0600, synced), as hlt-save keygen does: `path` must not
+// exist (an existing key is never replaced), and nothing is left under it when writing fails. Errors: kIoError
+// naming `path`.
+HALITE_EXPORT Status WriteNewKeyFile(const std::string& path, const EncryptionKey& key);
 
 // Keys by id. Thread-safe: readers of a chain look keys up from several threads. Keys are wiped when the keyring
 // goes.

@@ -52,6 +52,27 @@ struct HALITE_EXPORT LearnReport {
 HALITE_EXPORT Result<LearnReport> LearnLayout(const std::string& checkpoint, const CheckpointReader& source,
                                               std::span<const PageRef> demanded, WriterOptions writer);
 
+// A restore that asks for learning (hlt-restore qemu and libvirt --learn-layout): Choose before the restore, then
+// LearnFrom once it completed lazily. Each returns the line the tools print ("learned layout   ..."). Not
+// thread-safe; one restore per instance.
+class HALITE_EXPORT LearnedLayoutChoice {
+ public:
+  LearnedLayoutChoice();
+  ~LearnedLayoutChoice();
+  // Opens `*ckpt`; when it has a learned layout, points *ckpt at it. Returns the line that says which is restored.
+  // Errors: opening `*ckpt`.
+  Result<std::string> Choose(std::string* ckpt, const ReaderOptions& options);
+  // After a completed lazy restore that did not use a learned layout: writes one from `demanded` (the pages the
+  // guest waited for, in order) with low-priority workers (the restored guest runs meanwhile). Returns the line
+  // that says what was written, empty when Choose chose a learned layout. Errors: LearnLayout's (the restore itself
+  // succeeded: a warning).
+  Result<std::string> LearnFrom(std::span<const PageRef> demanded);
+
+ private:
+  std::string source_path_;
+  std::unique_ptr<CheckpointReader> source_;  // null once a learned layout is used
+};
+
 }  // namespace halite
 
 #endif  // HALITE_LEARNED_LAYOUT_H_

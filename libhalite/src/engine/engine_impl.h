@@ -134,6 +134,23 @@ class HALITE_HIDDEN RestoreEngine::Impl {
   // ends installed, free again (nothing of it went in) or broken (part of it did: its faults fail).
   Status InstallHostPages(std::span<const HostPage> hps, uint32_t have, std::span<const uint8_t> have_raw,
                           InstallPriority priority);
+  // Its phases. Marks the host pages of `hps` the sink holds already as installed; the others go to *todo.
+  void DropPresentHostPages(std::span<const HostPage> hps, std::vector<HostPage>* todo);
+  // A block read whole for the host pages that have some of their stored pages in it.
+  struct DecodedBlock {
+    uint32_t block;
+    std::vector<uint8_t> raw;
+  };
+  // Reads each block other than `have` that holds a stored page of `todo`, once, into *extra.
+  Status ReadOtherHostPageBlocks(std::span<const HostPage> todo, uint32_t have, std::vector<DecodedBlock>* extra);
+  // The runs covering each host page of `todo` in page order (bytes_of(page): its decoded bytes, null for zero);
+  // (*runs_end)[h]: one past the last run of todo[h]. The runs' bytes stay valid until the thread's next call.
+  void CutHostPageRuns(std::span<const HostPage> todo, const std::function<const uint8_t*(uint64_t)>& bytes_of,
+                       std::vector<PageInstall>* runs, std::vector<size_t>* runs_end);
+  // After the Install call that took the first `done` runs (`s` its outcome): each host page installed, free
+  // again or broken.
+  void SettleHostPages(std::span<const HostPage> todo, std::span<const PageInstall> runs,
+                       std::span<const size_t> runs_end, size_t done, const Status& s);
   // A block's pages when some are in large host pages: the faulting host page first on its own, then the 4 KiB
   // pages, then the other host pages the block touches.
   Status InstallBlockPages(uint32_t b, std::span<const uint8_t> raw, InstallPriority priority, uint64_t fault_page);

@@ -84,48 +84,36 @@ Status RestoreEngine::Impl::HostPageError(const HostPage& hp) const {
   return Status::Internal(fmt::format("host page at global page {} failed without a recorded error", hp.first));
 }
 
-Status RestoreEngine::Impl::InstallHostPages(std::span<const HostPage> hps, uint32_t have,
-                                             std::span<const uint8_t> have_raw, InstallPriority priority) {
-  // What the sink holds already: a destination holds host pages whole, so one present page makes its host page
-  // present.
-  thread_local std::vector<HostPage> todo;
-  todo.clear();
+void RestoreEngine::Impl::DropPresentHostPages(std::span<const HostPage> hps, std::vector<HostPage>* todo) {
+  // A destination holds host pages whole, so one present page makes its host page present.
   for (const HostPage& hp : hps) {
     bool present = false;
     for (uint64_t p = hp.first; p < hp.first + hp.count && !present; ++p) present = sink_.IsPresent(RefOf(p));
     if (!present) {
-      todo.push_back(hp);
+      todo->push_back(hp);
       continue;
     }
     for (uint64_t p = hp.first; p < hp.first + hp.count; ++p) installed_.Set(p);
     c_.pages_skipped_present.fetch_add(hp.count, std::memory_order_relaxed);
     SetHostPageState(hp, kHpInstalled);
   }
-  if (todo.empty()) return Status::Ok();
-  auto release_all = [&] {
-    for (const HostPage& hp : todo) SetHostPageState(hp, kHpFree);
-  };
+}
 
-  // Stored pages in other blocks than `have` (a writer that split host pages, or deduplicated across them): read
-  // each such block once, here.
-  struct Extra {
-    uint32_t block;
-    std::vector<uint8_t> raw;
-  };
-  std::vector<Extra> extra;
+Status RestoreEngine::Impl::ReadOtherHostPageBlocks(std::span<const HostPage> todo, uint32_t have,
+                                                    std::vector<DecodedBlock>* extra) {
   for (const HostPage& hp : todo) {
     for (uint64_t p = hp.first; p < hp.first + hp.count; ++p) {
       const PageLocation loc = reader_.Locate(p);
       if (loc.kind != PageKind::kStored || loc.block == have) continue;
-      if (std::any_of(extra.begin(), extra.end(), [&](const Extra& e) { return e.block == loc.block; })) continue;
+      if (std::any_of(extra->begin(), extra->end(), [&](const DecodedBlock& e) { return e.block == loc.block; })) {
+        continue;
+      }
       const BlockInfo& info = reader_.blocks()[loc.block];
-      Extra e{loc.block, std::vector<uint8_t>(info.raw_length())};
+      DecodedBlock e{loc.block, std::vector<uint8_t>(info.raw_length())};
       const uint64_t t = NowNs();
       Status s = ReadWithRetries(loc.block, e.raw);
       c_.read_ns.fetch_add(NowNs() - t, std::memory_order_relaxed);
       if (!s.ok()) {
-        // The block's own state is left to whoever loads it; this host page can be tried again.
-        release_all();
         return s.WithContext(fmt::format("block {} at offset {:#x} ({} bytes), read for the host page at page {} "
                                          "of region \"{}\"",
                                          loc.block, info.offset, info.stored_length, RefOf(hp.first).page,
@@ -134,33 +122,27 @@ Status RestoreEngine::Impl::InstallHostPages(std::span<const HostPage> hps, uint
       c_.host_page_extra_reads.fetch_add(1, std::memory_order_relaxed);
       c_.bytes_read.fetch_add(info.stored_length, std::memory_order_relaxed);
       c_.bytes_decompressed.fetch_add(info.raw_length(), std::memory_order_relaxed);
-      extra.push_back(std::move(e));
+      extra->push_back(std::move(e));
     }
   }
-  auto bytes_of = [&](uint64_t p) -> const uint8_t* {
-    const PageLocation loc = reader_.Locate(p);
-    if (loc.kind != PageKind::kStored) return nullptr;
-    if (loc.block == have) return have_raw.data() + uint64_t{loc.slot_in_block} * kPage;
-    for (const Extra& e : extra) {
-      if (e.block == loc.block) return e.raw.data() + uint64_t{loc.slot_in_block} * kPage;
-    }
-    return nullptr;  // not reached: every block needed was read above
-  };
+  return Status::Ok();
+}
 
-  // Runs covering each host page: zero runs, and data runs taken straight from a decoded block when their bytes
-  // lie there one after the other (the writer stores a host page's pages in page order), else gathered into
-  // `staging`, sized before any span into it is taken.
+void RestoreEngine::Impl::CutHostPageRuns(std::span<const HostPage> todo,
+                                          const std::function<const uint8_t*(uint64_t)>& bytes_of,
+                                          std::vector<PageInstall>* runs, std::vector<size_t>* runs_end) {
+  // Zero runs, and data runs taken straight from a decoded block when their bytes lie there one after the other
+  // (the writer stores a host page's pages in page order), else gathered into `staging`, sized before any span
+  // into it is taken.
   struct Cut {
     uint64_t first, count;
     const uint8_t* direct;  // contiguous bytes, or null
     size_t staging_page;    // SIZE_MAX for zero runs and direct runs
   };
   thread_local std::vector<Cut> cuts;
-  thread_local std::vector<PageInstall> runs;
   thread_local std::vector<uint8_t> staging;
   thread_local std::vector<const uint8_t*> src;
   cuts.clear();
-  std::vector<size_t> runs_end;  // per host page of todo: one past its last run
   size_t gathered = 0;
   for (const HostPage& hp : todo) {
     src.assign(hp.count, nullptr);
@@ -182,10 +164,10 @@ Status RestoreEngine::Impl::InstallHostPages(std::span<const HostPage> hps, uint
       cuts.push_back(c);
       i = j;
     }
-    runs_end.push_back(cuts.size());
+    runs_end->push_back(cuts.size());
   }
   staging.resize(gathered * kPage);
-  runs.clear();
+  runs->clear();
   for (const Cut& c : cuts) {
     std::span<const uint8_t> data;
     if (c.direct != nullptr) {
@@ -195,15 +177,12 @@ Status RestoreEngine::Impl::InstallHostPages(std::span<const HostPage> hps, uint
       for (uint64_t k = 0; k < c.count; ++k) std::memcpy(dst + k * kPage, bytes_of(c.first + k), kPage);
       data = std::span<const uint8_t>(dst, c.count * kPage);
     }
-    runs.push_back(PageInstall{RefOf(c.first), c.count, data});
+    runs->push_back(PageInstall{RefOf(c.first), c.count, data});
   }
+}
 
-  const uint64_t t = NowNs();
-  size_t done = 0;
-  Status s = sink_.Install(runs, priority, &done);
-  c_.install_ns.fetch_add(NowNs() - t, std::memory_order_relaxed);
-  done = s.ok() ? runs.size() : std::min(done, runs.size());
-  c_.install_calls.fetch_add(s.ok() ? runs.size() : done + 1, std::memory_order_relaxed);
+void RestoreEngine::Impl::SettleHostPages(std::span<const HostPage> todo, std::span<const PageInstall> runs,
+                                          std::span<const size_t> runs_end, size_t done, const Status& s) {
   size_t run = 0;
   for (size_t h = 0; h < todo.size(); ++h) {
     const HostPage& hp = todo[h];
@@ -235,6 +214,44 @@ Status RestoreEngine::Impl::InstallHostPages(std::span<const HostPage> hps, uint
       SetHostPageState(hp, kHpBroken);
     }
   }
+}
+
+Status RestoreEngine::Impl::InstallHostPages(std::span<const HostPage> hps, uint32_t have,
+                                             std::span<const uint8_t> have_raw, InstallPriority priority) {
+  thread_local std::vector<HostPage> todo;
+  todo.clear();
+  DropPresentHostPages(hps, &todo);
+  if (todo.empty()) return Status::Ok();
+
+  // Stored pages in other blocks than `have` (a writer that split host pages, or deduplicated across them): read
+  // each such block once, here.
+  std::vector<DecodedBlock> extra;
+  if (Status s = ReadOtherHostPageBlocks(todo, have, &extra); !s.ok()) {
+    // The block's own state is left to whoever loads it; these host pages can be tried again.
+    for (const HostPage& hp : todo) SetHostPageState(hp, kHpFree);
+    return s;
+  }
+  auto bytes_of = [&](uint64_t p) -> const uint8_t* {
+    const PageLocation loc = reader_.Locate(p);
+    if (loc.kind != PageKind::kStored) return nullptr;
+    if (loc.block == have) return have_raw.data() + uint64_t{loc.slot_in_block} * kPage;
+    for (const DecodedBlock& e : extra) {
+      if (e.block == loc.block) return e.raw.data() + uint64_t{loc.slot_in_block} * kPage;
+    }
+    return nullptr;  // not reached: every block needed was read above
+  };
+
+  // Runs covering each host page, then one Install call for all of them.
+  thread_local std::vector<PageInstall> runs;
+  std::vector<size_t> runs_end;  // per host page of todo: one past its last run
+  CutHostPageRuns(todo, bytes_of, &runs, &runs_end);
+  const uint64_t t = NowNs();
+  size_t done = 0;
+  Status s = sink_.Install(runs, priority, &done);
+  c_.install_ns.fetch_add(NowNs() - t, std::memory_order_relaxed);
+  done = s.ok() ? runs.size() : std::min(done, runs.size());
+  c_.install_calls.fetch_add(s.ok() ? runs.size() : done + 1, std::memory_order_relaxed);
+  SettleHostPages(todo, runs, runs_end, done, s);
   return s;
 }
 

@@ -96,7 +96,7 @@ std::string TraceReplayText(const std::string& checkpoint, const TraceReplayOpti
               double(o.engine.stall_ns) / 1e6, double(o.engine.stall_blocking_ns) / 1e6, double(o.engine.stall_joined_ns) / 1e6,
               Us(o.engine.stall_latency.p50_ns), Us(o.engine.stall_latency.p99_ns), o.touch_stall_seconds * 1e3,
               (unsigned long long)o.missing_touches);
-  out += fmt::sprintf("  prefetched      %llu of the pages o.touched were in before their first touch\n",
+  out += fmt::sprintf("  prefetched      %llu of the pages touched were in before their first touch\n",
               (unsigned long long)o.prefetched);
   out += fmt::sprintf("  fault latency   p50 %.1f us, p99 %.1f us, max %.1f us (blocking: p50 %.1f us, p99 %.1f us)\n",
               Us(o.engine.fault_latency.p50_ns), Us(o.engine.fault_latency.p99_ns), Us(o.engine.fault_latency.max_ns),

@@ -19,6 +19,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "halite/checkpoint_reader.h"
@@ -48,6 +49,10 @@ struct LibvirtSaveOptions {
   // The QEMU save (writer options, page-table walk, live). `then` and `before_finish` are set here.
   qemu::CheckpointSaveOptions qemu;
 };
+
+// cont, stop or destroy (hlt-save libvirt --then). Errors: kInvalidArgument "expected cont, stop or destroy, got
+// \"X\"".
+Result<LibvirtSaveOptions::Then> ParseLibvirtSaveThen(std::string_view name);
 
 struct LibvirtSaveResult {
   qemu::CheckpointSaveResult qemu;

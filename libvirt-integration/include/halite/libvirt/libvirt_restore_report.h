@@ -13,6 +13,19 @@ namespace halite::libvirt {
 // domain's start, its disk overlays, its own files, NVRAM and TPM copies, the clock and the NICs, a line each.
 // The summary of the memory restore is qemu::RestoreSummaryText(result.qemu, ...).
 std::string RestoredDomainText(const std::string& checkpoint, bool clone, const LibvirtRestoreResult& result);
+// RestoredDomainText and the summary of the memory restore: what `hlt-restore libvirt` prints at the end.
+// `tool_to_running_us`: from the caller's start to the guest running.
+std::string RestoredDomainReportText(const std::string& checkpoint, bool clone, const LibvirtRestoreResult& result,
+                                     uint64_t tool_to_running_us);
+
+// "running NAME 12.3 ms after hlt-restore started": the first line of a restore, which a detaching parent prints.
+// A detached restore (`detached_status_path` not empty) adds where its outcome goes and this process's pid.
+std::string DomainRunningText(const std::string& name, double tool_to_running_ms,
+                              const std::string& detached_status_path);
+// "guest resumed: domain D gets its pages again 12.3 ms after hlt-restore started": a take-over's resume.
+std::string DomainResumedText(const std::string& domain, double tool_to_resumed_ms);
+// A completed take-over: "resumed the restore of domain D: QEMU held N pages already" and the summary.
+std::string ResumedRestoreText(const std::string& domain, const LibvirtRestoreResult& result);
 
 }  // namespace halite::libvirt
 

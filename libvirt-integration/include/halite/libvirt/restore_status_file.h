@@ -28,6 +28,10 @@ class StatusFile {
   std::string path_, domain_, uuid_;
 };
 
+// Where a detached or supervised restore's status file goes when none is named: CKPT.NAME.status, or
+// CKPT.restore.status without a name.
+std::string DefaultStatusPath(const std::string& checkpoint, const std::string& name);
+
 }  // namespace halite::libvirt
 
 #endif  // HALITE_LIBVIRT_RESTORE_STATUS_FILE_H_

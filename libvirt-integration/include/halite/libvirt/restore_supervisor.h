@@ -38,6 +38,24 @@ struct DetachedRestore {
 // until the child closes its end (after its first line, or at its exit). Errors: kIoError (pipe, fork).
 Result<DetachedRestore> DetachRestore(const std::string& log_path);
 
+// A worker's report: its lines go to `fd` (the detaching parent's pipe, or stdout), written at once. A detached
+// worker closes the pipe after its "running ..." line, so that the parent returns while the restore goes on.
+class WorkerReport {
+ public:
+  WorkerReport(int fd, bool detached) : fd_(fd), detached_(detached) {}
+  void Write(const std::string& line);
+  // The parent is gone (a later worker): nothing is reported any more.
+  void Drop() { fd_ = -1; }
+
+ private:
+  int fd_;
+  bool detached_;
+};
+
+// The detaching parent's side: whether the child's first report (DetachedRestore::first_report) says its guest
+// runs ("running ...").
+inline bool ReportSaysRunning(const std::string& first_report) { return first_report.rfind("running", 0) == 0; }
+
 // Call in a process without threads (forks). Returns the exit code of the last worker, or kSupervisorExitIo when a worker
 // died and could not be resumed (before its guest ran, or too many times); the status file then says why.
 int SuperviseRestore(const SupervisedRestore& job);

@@ -94,6 +94,15 @@ class QemuProcess {
 // The QEMU binary Start would use (for tests that need to skip when there is none): empty when not found.
 std::string FindQemuBinary();
 
+// When `arg` names an executable (a path to an executable file, or a name found on $PATH, and not an option),
+// its path; otherwise an empty string.
+std::string FindExecutable(const std::string& arg);
+// `-- qemu-system-x86_64 -m 1G ...` (hlt-restore qemu, as after `strace --` or `perf record --`): when the first of
+// `*args` names an executable, takes it out of *args into *binary. QEMU's own arguments never name an executable
+// in first place (they start with '-', or are a disk image); QEMU would otherwise fail with "Could not open
+// 'qemu-system-x86_64'". Errors: kInvalidArgument when *binary was set already or no argument follows it.
+Status TakeBinaryFromArgs(std::vector<std::string>* args, std::string* binary);
+
 }  // namespace halite::qemu
 
 #endif  // HALITE_QEMU_QEMU_LAUNCHER_H_

@@ -23,6 +23,17 @@ std::string RestoreSessionStartText(RestoreSession& session, const std::string& 
 std::string RestoreSessionReportText(RestoreSession& session, const std::string& checkpoint,
                                      int64_t caller_start_wall_us);
 
+// "guest running 12.3 ms after the restore began": on_running's line.
+std::string GuestRunningText(uint64_t start_to_running_us);
+// "guest resumed: QEMU acknowledged the recovery ... ms after the restore began (... ms after TOOL started)":
+// on_resumed's line of a resumed restore; `caller_to_resumed_us` counts from the caller's start.
+std::string GuestResumedText(uint64_t start_to_resumed_us, uint64_t caller_to_resumed_us, const std::string& tool);
+
+// After a failed Run: what became of QEMU, for `tool` (e.g. "hlt-restore qemu") to print after the error. A
+// resumable restore: QEMU keeps its guest waiting, and the command that resumes it; a QEMU the session launched
+// and still alive: it is killed (when the session goes). Otherwise empty.
+std::string RestoreFailureText(RestoreSession& session, const std::string& tool, const std::string& checkpoint);
+
 // Everything a completed session measured, as one JSON document and a newline (--stats-json; its keys are stable).
 std::string RestoreSessionStatsJson(RestoreSession& session, const std::string& checkpoint,
                                     int64_t caller_start_wall_us);

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
 
 #include "halite/status.h"
 #include "halite/byte_streams.h"
@@ -31,6 +32,8 @@ enum class StreamFormat {
   kLibxc,  // libxc stream alone (what xc_domain_save writes)
 };
 const char* StreamFormatName(StreamFormat format);  // "xl", "libxl", "libxc" (verify-stream-v2's -f names)
+// The reverse. Errors: kInvalidArgument "expected xl, libxl or libxc, got \"X\"".
+Result<StreamFormat> ParseStreamFormat(std::string_view name);
 
 // Guesses the format from the first bytes (at least 8): the xl magic, the libxl ident or the libxc marker.
 // Returns kCorrupt when none matches.
