@@ -9,6 +9,7 @@
 #endif
 #include <fuse_lowlevel.h>
 
+#include <chrono>
 #include <condition_variable>
 #include <mutex>
 #include <string>
@@ -31,7 +32,9 @@ class FuseMount {
   // `what` names the server in errors ("the image server").
   Status Mount(const std::vector<std::string>& options, const fuse_lowlevel_ops& ops, void* userdata,
                const std::string& mountpoint, const std::string& what, unsigned max_threads);
-  // Ends the session: unmounts (which wakes the serving threads), joins them. Idempotent.
+  // Ends the session: wakes the serving threads with a request of its own, unmounts, joins them. Bounded: a mount
+  // something still holds does not keep it waiting (those holders get ENOTCONN); threads stuck for 20 s are left
+  // to the process's exit, said on stderr. Idempotent.
   void Unmount();
 
   // The session, for notifications (fuse_lowlevel_notify_store); null before Mount and after Unmount.
@@ -42,8 +45,13 @@ class FuseMount {
   void Wait();
 
  private:
+  // Whether the serving threads have stopped (or never started), waiting at most `limit`.
+  bool WaitLoopDone(std::chrono::seconds limit);
+
   fuse_session* session_ = nullptr;
   bool mounted_ = false;
+  std::string what_;  // names the server in messages
+  std::string mountpoint_;
   std::thread loop_;
   mutable std::mutex mu_;
   std::condition_variable cv_;

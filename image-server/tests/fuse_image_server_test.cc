@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <future>
 #include <sstream>
 #include <thread>
 
@@ -136,6 +137,44 @@ TEST_CASE("two private mappings (two clones): the second decodes no block the fi
   ::close(fb);
   halite::testing::WaitFor([&] { return m->server->open_handles() == 0; }, std::chrono::seconds(1));
   CHECK(m->server->Stop().ok());
+}
+
+// A lazy unmount ends the kernel's connection only once nobody holds the mount any more, and the session's
+// threads sleep in read() of /dev/fuse until then: a stop that waited for that hung for as long as anything held a
+// file or a directory of the mount (a clone at a forced stop, a process's working directory). The stop must end on
+// its own; what still holds the mount then gets an error instead of a wait for a server that is gone.
+TEST_CASE("a stop ends while something still holds the mount; what holds it then gets ENOTCONN", "[fuse]") {
+  auto t = MakeCheckpoint(1 << 20, 31);
+  auto check = [&](bool forced) {
+    // Neither prefetcher nor pins: the server's own closes at its stop send no request that would wake a thread
+    // of the session by chance.
+    auto m = Mount(*t, /*prefetch=*/0, /*pin=*/false);
+    // Forced: a clone's open file (an open handle: only a forced stop goes past it). Otherwise a directory held
+    // by path only (O_PATH), which the server does not count as open.
+    const int held = forced ? ::open(m->File("desk.ram").c_str(), O_RDONLY)
+                            : ::open(m->mountpoint.c_str(), O_PATH | O_DIRECTORY);
+    REQUIRE(held >= 0);
+    CHECK(m->server->open_handles() == (forced ? 1u : 0u));
+    auto stopped = std::async(std::launch::async, [&] { return m->server->Stop(/*force=*/forced); });
+    const bool in_time = stopped.wait_for(std::chrono::seconds(60)) == std::future_status::ready;
+    if (!in_time) ::close(held);  // the last reference: the kernel ends the connection, so the stop returns
+    REQUIRE(in_time);
+    CHECK(stopped.get().ok());
+    // The held file's reads go to a connection that is over: an error at once.
+    struct statx stx;
+    errno = 0;
+    CHECK(::statx(held, forced ? "" : "desk.ram", AT_EMPTY_PATH | AT_STATX_FORCE_SYNC, STATX_SIZE, &stx) != 0);
+    CHECK(errno == ENOTCONN);
+    if (forced) {
+      char c;
+      errno = 0;
+      CHECK(::pread(held, &c, 1, 0) < 0);
+      CHECK(errno == ENOTCONN);
+    }
+    ::close(held);
+  };
+  SECTION("a clone's open file at a forced stop") { check(true); }
+  SECTION("a directory held by path") { check(false); }
 }
 
 TEST_CASE("writes, truncation and hole punching are refused", "[fuse]") {
