@@ -267,7 +267,8 @@ Status Decompressor::DecompressExact(std::span<const uint8_t> in, const FrameRef
     HLT_RETURN_IF_ERROR(PrepareWindow(*ref.dictionary, out.size()));
     r = ZSTD_decompress_usingDDict(dctx, WindowOut(), out.size(), in.data(), in.size(),
                                    static_cast<const ZSTD_DDict*>(window_ddict_));
-    if (!ZSTD_isError(r)) std::memcpy(out.data(), WindowOut(), std::min<size_t>(r, out.size()));
+    // r > 0: an empty `out` has no data pointer to copy to (memcpy's arguments must not be null, even for 0 bytes).
+    if (!ZSTD_isError(r) && r > 0) std::memcpy(out.data(), WindowOut(), std::min<size_t>(r, out.size()));
   } else {
     r = ZSTD_decompressDCtx(dctx, out.data(), out.size(), in.data(), in.size());
   }
