@@ -70,7 +70,8 @@ std::vector<uint8_t> ShrinkDictionary(std::span<const uint8_t> dictionary, std::
   if (content < ZDICT_CONTENTSIZE_MIN) return {};
   const size_t n = samples.size() / sample_size;
   std::vector<size_t> sizes(n, sample_size);
-  std::vector<uint8_t> out(max_bytes);
+  // Room for new entropy tables larger than the old ones: finalizing then never cuts the content.
+  std::vector<uint8_t> out(header + content + 16384);
   ZDICT_params_t p{};  // level 0: zstd's default (3), as training's own finalization uses
   size_t r = ZDICT_finalizeDictionary(out.data(), out.size(), dictionary.data() + dictionary.size() - content, content,
                                       samples.data(), sizes.data(), unsigned(n), p);
