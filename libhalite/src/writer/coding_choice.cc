@@ -156,9 +156,14 @@ Status Gather(const CodingChoiceOptions& options, uint64_t slots, std::span<cons
     e->ways.insert(e->ways.end(), ways.begin(), ways.end());
     e->bytes.insert(e->bytes.end(), bytes.begin(), bytes.end());
   };
+  std::vector<Candidate> plain;
+  for (uint32_t f : frames) plain.push_back({f, -1});
+  // A dictionary required but none could be made (training found nothing): measured without one, as before.
+  auto plain_if_nothing_tried = [&] {
+    if (e->ways.empty()) run(plain);
+    return Status::Ok();
+  };
   if (options.dictionary != DictionaryMode::kOn) {
-    std::vector<Candidate> plain;
-    for (uint32_t f : frames) plain.push_back({f, -1});
     run(plain);
     if (*failed || options.dictionary == DictionaryMode::kOff) return Status::Ok();
     // A sample that keeps kIncompressible of its size even in one frame a block: a dictionary trained on more of
@@ -173,7 +178,7 @@ Status Gather(const CodingChoiceOptions& options, uint64_t slots, std::span<cons
                        ReadSamples(TrainingSlots(slots, blocks, trial_blocks), read_slot));
   const size_t large = std::min(kDictionaryMaxBytes, samples.size() / 16);
   std::vector<uint8_t> trained = codec::TrainDictionary(samples, format::kPageSize, large);
-  if (trained.empty()) return Status::Ok();
+  if (trained.empty()) return plain_if_nothing_tried();
   // The smaller one is made on a worker while the larger one's trials run on the others.
   std::future<std::vector<uint8_t>> smaller = pool.Submit(
       [&samples, &trained, large] { return codec::ShrinkDictionary(trained, samples, format::kPageSize, large / 4); });
@@ -189,7 +194,7 @@ Status Gather(const CodingChoiceOptions& options, uint64_t slots, std::span<cons
     for (uint32_t f : frames) ways.push_back({f, int(e->dicts.size()) - 1});
   }
   run(ways);
-  return Status::Ok();
+  return plain_if_nothing_tried();
 }
 
 }  // namespace
