@@ -118,7 +118,9 @@ bool RunTrials(std::span<const PlannedBlock> blocks, const std::vector<size_t>& 
     const PlannedBlock& b = blocks[t];
     results.push_back(pool.Submit([&trial, &b, &ways, &dicts] {
       std::vector<int64_t> sizes;
-      for (const Candidate& k : ways) sizes.push_back(trial(b, k.frames, k.dictionary >= 0 ? dicts[k.dictionary].get() : nullptr));
+      for (const Candidate& k : ways) {
+        sizes.push_back(trial(b, k.frames, k.dictionary >= 0 ? dicts[k.dictionary].get() : nullptr));
+      }
       return sizes;
     }));
   }
@@ -246,7 +248,8 @@ Result<CodingChoice> ChooseCoding(const CodingChoiceOptions& options, uint64_t s
     for (int d = best + 1; d < dicts; ++d) {
       if (estimate(f, d) < estimate(f, best)) best = d;
     }
-    if (best >= 0 && options.dictionary == DictionaryMode::kAuto && estimate(f, best) > (1 - kDictionaryMinGain) * estimate(f, -1)) {
+    if (best >= 0 && options.dictionary == DictionaryMode::kAuto &&
+        estimate(f, best) > (1 - kDictionaryMinGain) * estimate(f, -1)) {
       best = -1;  // not worth its own size and a trained dictionary's upkeep
     }
     return best;
