@@ -60,6 +60,26 @@ std::vector<uint8_t> TrainDictionary(std::span<const uint8_t> samples, size_t sa
   return dict;
 }
 
+std::vector<uint8_t> ShrinkDictionary(std::span<const uint8_t> dictionary, std::span<const uint8_t> samples,
+                                      size_t sample_size, size_t max_bytes) {
+  if (sample_size == 0 || samples.size() < sample_size * 16) return {};
+  const size_t header = ZDICT_getDictHeaderSize(dictionary.data(), dictionary.size());
+  if (ZDICT_isError(header) || header >= dictionary.size() || max_bytes <= header) return {};
+  // The content keeps the share of max_bytes the trained dictionary gave it: its header is about as large here.
+  const size_t content = std::min(dictionary.size() - header, max_bytes - header);
+  if (content < ZDICT_CONTENTSIZE_MIN) return {};
+  const size_t n = samples.size() / sample_size;
+  std::vector<size_t> sizes(n, sample_size);
+  // Room for new entropy tables larger than the old ones: finalizing then never cuts the content.
+  std::vector<uint8_t> out(header + content + 16384);
+  ZDICT_params_t p{};  // level 0: zstd's default (3), as training's own finalization uses
+  size_t r = ZDICT_finalizeDictionary(out.data(), out.size(), dictionary.data() + dictionary.size() - content, content,
+                                      samples.data(), sizes.data(), unsigned(n), p);
+  if (ZDICT_isError(r)) return {};
+  out.resize(r);
+  return out;
+}
+
 Compressor::Compressor() : cctx_(ZSTD_createCCtx()) {}
 Compressor::~Compressor() { ZSTD_freeCCtx(static_cast<ZSTD_CCtx*>(cctx_)); }
 

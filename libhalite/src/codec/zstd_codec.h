@@ -52,6 +52,12 @@ struct FrameReference {
 // Trains a dictionary of at most `max_bytes` from equally sized samples laid end to end in `samples`.
 // Returns an empty vector when training fails (too few or too uniform samples); that is not an error.
 std::vector<uint8_t> TrainDictionary(std::span<const uint8_t> samples, size_t sample_size, size_t max_bytes);
+// A smaller dictionary made from a trained one without training again: the last `max_bytes` of its content (where
+// fastCover puts the segments it chose first, the most useful ones), with entropy tables computed anew from the
+// samples (ZDICT_finalizeDictionary). Returns an empty vector when `dictionary` has no zstd header or finalizing
+// fails; that is not an error.
+std::vector<uint8_t> ShrinkDictionary(std::span<const uint8_t> dictionary, std::span<const uint8_t> samples,
+                                      size_t sample_size, size_t max_bytes);
 
 class Compressor {
  public:

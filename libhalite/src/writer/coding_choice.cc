@@ -11,10 +11,11 @@
 namespace halite::writer {
 namespace {
 
-// Dictionaries are trained on up to 4096 pages (16 MiB) sampled over the memory, in two sizes: up to 1 MiB (the
-// format's limit, 5.7) and a quarter of that, at most 1/16 and 1/64 of the samples. On the corpus of
-// bench/core/README.md the larger one found 2 to 12 points more where content recurs across distant pages (it
-// holds more of what recurs), the smaller one wins on smaller memories, where the dictionary's own size weighs more.
+// A dictionary is trained on up to 4096 pages (16 MiB) sampled over the memory, of up to 1 MiB (the format's limit,
+// 5.7; at most 1/16 of the samples), and a quarter of it made from its best content (no second training: it cost as
+// much as the first, 2026-11-28-save26). On the corpus of bench/core/README.md the larger one found 2 to 12 points
+// more where content recurs across distant pages (it holds more of what recurs), the smaller one wins on smaller
+// memories, where the dictionary's own size weighs more.
 constexpr size_t kDictionaryMaxBytes = 1 << 20;
 constexpr size_t kDictionarySamplePages = 4096;
 constexpr size_t kTrialBlocks = 32;
@@ -27,6 +28,8 @@ constexpr double kLargerFramesMinGain = 0.03;
 // memory whose content is spread over many pages of a block, independent frames lose most (bench/core/README.md).
 constexpr double kOneFrameMinGain = 0.02;
 constexpr double kDictionaryMinGain = 0.01;
+// A sample whose best coding without a dictionary keeps this share of its raw size gets none tried.
+constexpr double kIncompressible = 0.98;
 
 struct Candidate {
   uint32_t frames = 0;
@@ -62,26 +65,18 @@ std::vector<uint64_t> TrainingSlots(uint64_t slots, std::span<const PlannedBlock
   return out;
 }
 
-// The dictionaries to try: the larger size, then the smaller (either may be missing when training found nothing).
-Result<std::vector<std::shared_ptr<const codec::Dictionary>>> Train(const std::vector<uint64_t>& slots, int level,
-                                                                    const ReadSlotPage& read_slot, WorkerPool& pool) {
+std::shared_ptr<const codec::Dictionary> MakeDictionary(std::vector<uint8_t> bytes, int level) {
+  if (bytes.empty()) return nullptr;
+  auto dict = codec::Dictionary::Create(std::move(bytes), level);
+  return dict ? *dict : nullptr;  // training gave something zstd cannot use: none
+}
+
+Result<std::vector<uint8_t>> ReadSamples(const std::vector<uint64_t>& slots, const ReadSlotPage& read_slot) {
   std::vector<uint8_t> samples(slots.size() * format::kPageSize);
-  for (size_t i = 0; i < slots.size(); ++i) HLT_RETURN_IF_ERROR(read_slot(slots[i], samples.data() + i * format::kPageSize));
-  const size_t large = std::min(kDictionaryMaxBytes, samples.size() / 16);
-  std::vector<std::future<std::shared_ptr<const codec::Dictionary>>> trained;
-  for (size_t size : {large, large / 4}) {
-    trained.push_back(pool.Submit([&samples, size, level]() -> std::shared_ptr<const codec::Dictionary> {
-      auto bytes = codec::TrainDictionary(samples, format::kPageSize, size);
-      if (bytes.empty()) return nullptr;
-      auto dict = codec::Dictionary::Create(std::move(bytes), level);
-      return dict ? *dict : nullptr;  // training gave something zstd cannot use: none
-    }));
+  for (size_t i = 0; i < slots.size(); ++i) {
+    HLT_RETURN_IF_ERROR(read_slot(slots[i], samples.data() + i * format::kPageSize));
   }
-  std::vector<std::shared_ptr<const codec::Dictionary>> out;
-  for (auto& f : trained) {
-    if (auto d = f.get()) out.push_back(std::move(d));
-  }
-  return out;
+  return samples;
 }
 
 std::string Mb(double bytes) { return fmt::format("{:.2f} MB", bytes / 1e6); }
@@ -106,20 +101,102 @@ std::string Reason(const CodingChoice& c) {
   return s;
 }
 
-// The ways to try: frame sizes left open (one frame a block among them when frames are automatic), each without a
-// dictionary (unless one is required) and with each trained one.
-std::vector<Candidate> Candidates(const CodingChoiceOptions& options, uint32_t largest, size_t dictionaries) {
-  const bool auto_frames = options.frame_pages == WriterOptions::kFramePagesAuto;
-  std::vector<uint32_t> frames;
-  if (!auto_frames) frames = {options.frame_pages};
-  else if (largest <= kFastFrames) frames = {kFastFrames};
-  else frames = {kFastFrames, kLargerFrames};
-  if (auto_frames && largest > kFastFrames) frames.push_back(0);
-  std::vector<Candidate> out;
-  for (int d = (options.dictionary == DictionaryMode::kOn && dictionaries > 0) ? 0 : -1; d < int(dictionaries); ++d) {
-    for (uint32_t f : frames) out.push_back({f, d});
+// The frame sizes to try: the one given, or 16 and 32 pages and one frame a block when frames are automatic.
+std::vector<uint32_t> FrameSizes(const CodingChoiceOptions& options, uint32_t largest) {
+  if (options.frame_pages != WriterOptions::kFramePagesAuto) return {options.frame_pages};
+  if (largest <= kFastFrames) return {kFastFrames};
+  return {kFastFrames, kLargerFrames, 0};
+}
+
+// Compresses every trial block each way `ways` says (dictionary index into `dicts`) on `pool`; adds each way's
+// sample bytes to c->trials. False when a trial compression failed.
+bool RunTrials(std::span<const PlannedBlock> blocks, const std::vector<size_t>& trial_blocks,
+               const std::vector<Candidate>& ways, const std::vector<std::shared_ptr<const codec::Dictionary>>& dicts,
+               WorkerPool& pool, const TrialCompress& trial, std::vector<uint64_t>* bytes) {
+  std::vector<std::future<std::vector<int64_t>>> results;
+  for (size_t t : trial_blocks) {
+    const PlannedBlock& b = blocks[t];
+    results.push_back(pool.Submit([&trial, &b, &ways, &dicts] {
+      std::vector<int64_t> sizes;
+      for (const Candidate& k : ways) {
+        sizes.push_back(trial(b, k.frames, k.dictionary >= 0 ? dicts[k.dictionary].get() : nullptr));
+      }
+      return sizes;
+    }));
   }
-  return out;
+  bytes->assign(ways.size(), 0);
+  bool failed = false;
+  for (auto& f : results) {
+    const std::vector<int64_t> sizes = f.get();
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      failed |= sizes[i] < 0;
+      (*bytes)[i] += uint64_t(std::max<int64_t>(0, sizes[i]));
+    }
+  }
+  return !failed;
+}
+
+// The trials, their sizes and the dictionaries they were made with, and the choice made from them.
+struct Evidence {
+  std::vector<Candidate> ways;
+  std::vector<uint64_t> bytes;  // the sample's compressed size each way
+  std::vector<std::shared_ptr<const codec::Dictionary>> dicts;
+  bool skipped_dictionary = false;  // the sample does not compress: no dictionary trained
+  bool capped = false;              // the frames first chosen were larger than one frame without a dictionary
+};
+
+// Runs the trials: without a dictionary first (unless one is required); then, when dictionaries are wanted and the
+// sample compresses, trains one, makes the smaller one from it while the larger one's trials run, and tries both.
+Status Gather(const CodingChoiceOptions& options, uint64_t slots, std::span<const PlannedBlock> blocks,
+              const std::vector<size_t>& trial_blocks, uint64_t sample_raw, WorkerPool& pool,
+              const ReadSlotPage& read_slot, const TrialCompress& trial, const std::vector<uint32_t>& frames,
+              Evidence* e, bool* failed) {
+  auto run = [&](const std::vector<Candidate>& ways) {
+    if (ways.empty()) return;
+    std::vector<uint64_t> bytes;
+    *failed |= !RunTrials(blocks, trial_blocks, ways, e->dicts, pool, trial, &bytes);
+    e->ways.insert(e->ways.end(), ways.begin(), ways.end());
+    e->bytes.insert(e->bytes.end(), bytes.begin(), bytes.end());
+  };
+  std::vector<Candidate> plain;
+  for (uint32_t f : frames) plain.push_back({f, -1});
+  // A dictionary required but none could be made (training found nothing): measured without one, as before.
+  auto plain_if_nothing_tried = [&] {
+    if (e->ways.empty()) run(plain);
+    return Status::Ok();
+  };
+  if (options.dictionary != DictionaryMode::kOn) {
+    run(plain);
+    if (*failed || options.dictionary == DictionaryMode::kOff) return Status::Ok();
+    // A sample that keeps kIncompressible of its size even in one frame a block: a dictionary trained on more of
+    // the same cannot save its own size and its training (random or encrypted memory).
+    const uint64_t best = *std::min_element(e->bytes.begin(), e->bytes.end());
+    if (double(best) >= kIncompressible * double(sample_raw)) {
+      e->skipped_dictionary = true;
+      return Status::Ok();
+    }
+  }
+  HLT_ASSIGN_OR_RETURN(std::vector<uint8_t> samples,
+                       ReadSamples(TrainingSlots(slots, blocks, trial_blocks), read_slot));
+  const size_t large = std::min(kDictionaryMaxBytes, samples.size() / 16);
+  std::vector<uint8_t> trained = codec::TrainDictionary(samples, format::kPageSize, large);
+  if (trained.empty()) return plain_if_nothing_tried();
+  // The smaller one is made on a worker while the larger one's trials run on the others.
+  std::future<std::vector<uint8_t>> smaller = pool.Submit(
+      [&samples, &trained, large] { return codec::ShrinkDictionary(trained, samples, format::kPageSize, large / 4); });
+  std::vector<Candidate> ways;
+  if (auto d = MakeDictionary(trained, options.level)) {  // a copy: the worker reads `trained`
+    e->dicts.push_back(std::move(d));
+    for (uint32_t f : frames) ways.push_back({f, int(e->dicts.size()) - 1});
+  }
+  run(ways);
+  ways.clear();
+  if (auto d = MakeDictionary(smaller.get(), options.level)) {
+    e->dicts.push_back(std::move(d));
+    for (uint32_t f : frames) ways.push_back({f, int(e->dicts.size()) - 1});
+  }
+  run(ways);
+  return plain_if_nothing_tried();
 }
 
 }  // namespace
@@ -139,43 +216,25 @@ Result<CodingChoice> ChooseCoding(const CodingChoiceOptions& options, uint64_t s
   const std::vector<size_t> trial_blocks = TrialBlocks(blocks);
   c.sample_blocks = trial_blocks.size();
   for (size_t t : trial_blocks) c.sample_raw_bytes += uint64_t(blocks[t].pages) * format::kPageSize;
-  std::vector<std::shared_ptr<const codec::Dictionary>> dicts;
-  if (options.dictionary != DictionaryMode::kOff) {
-    HLT_ASSIGN_OR_RETURN(dicts, Train(TrainingSlots(slots, blocks, trial_blocks), options.level, read_slot, pool));
-  }
-  const std::vector<Candidate> tried = Candidates(options, largest, dicts.size());
-  std::vector<std::future<std::vector<int64_t>>> results;
-  for (size_t t : trial_blocks) {
-    const PlannedBlock& b = blocks[t];
-    results.push_back(pool.Submit([&trial, &b, &tried, &dicts] {
-      std::vector<int64_t> sizes;
-      for (const Candidate& k : tried) sizes.push_back(trial(b, k.frames, k.dictionary >= 0 ? dicts[k.dictionary].get() : nullptr));
-      return sizes;
-    }));
-  }
-  std::vector<uint64_t> bytes(tried.size());
+  const std::vector<uint32_t> frames = FrameSizes(options, largest);
+  Evidence e;
   bool failed = false;
-  for (auto& f : results) {
-    const std::vector<int64_t> sizes = f.get();
-    for (size_t i = 0; i < sizes.size(); ++i) {
-      failed |= sizes[i] < 0;
-      bytes[i] += uint64_t(std::max<int64_t>(0, sizes[i]));
-    }
-  }
+  HLT_RETURN_IF_ERROR(
+      Gather(options, slots, blocks, trial_blocks, c.sample_raw_bytes, pool, read_slot, trial, frames, &e, &failed));
   if (failed) {  // cannot measure: the default frames, and a dictionary only when asked for one
-    if (options.dictionary == DictionaryMode::kOn && !dicts.empty()) c.dictionary = dicts[0];
+    if (options.dictionary == DictionaryMode::kOn && !e.dicts.empty()) c.dictionary = e.dicts[0];
     c.reason = "a trial compression failed: no measured choice";
     return c;
   }
   const double scale = double(blocks.size()) / double(trial_blocks.size());
-  for (size_t i = 0; i < tried.size(); ++i) {
-    const uint32_t dict_bytes = tried[i].dictionary >= 0 ? uint32_t(dicts[tried[i].dictionary]->bytes().size()) : 0;
-    c.trials.push_back({tried[i].frames, dict_bytes, bytes[i], uint64_t(double(bytes[i]) * scale) + dict_bytes});
+  for (size_t i = 0; i < e.ways.size(); ++i) {
+    const uint32_t dict_bytes = e.ways[i].dictionary >= 0 ? uint32_t(e.dicts[e.ways[i].dictionary]->bytes().size()) : 0;
+    c.trials.push_back({e.ways[i].frames, dict_bytes, e.bytes[i], uint64_t(double(e.bytes[i]) * scale) + dict_bytes});
   }
   // The file's estimated block bytes coded one way (-1 when that way was not tried).
-  auto estimate = [&](uint32_t frames, int d) {
-    for (size_t i = 0; i < tried.size(); ++i) {
-      if (tried[i].frames == frames && tried[i].dictionary == d) return double(c.trials[i].estimate);
+  auto estimate = [&](uint32_t f, int d) {
+    for (size_t i = 0; i < e.ways.size(); ++i) {
+      if (e.ways[i].frames == f && e.ways[i].dictionary == d) return double(c.trials[i].estimate);
     }
     return -1.0;
   };
@@ -183,26 +242,42 @@ Result<CodingChoice> ChooseCoding(const CodingChoiceOptions& options, uint64_t s
   // kDictionaryMinGain smaller than none, unless one is required); then the frames: 16 pages, or 32 when that saves
   // kLargerFramesMinGain, or one frame a block when that saves kOneFrameMinGain against the frames so chosen, each
   // compared at its own best dictionary choice.
-  auto dictionary_for = [&](uint32_t frames) {
-    int best = options.dictionary == DictionaryMode::kOn && !dicts.empty() ? 0 : -1;
-    for (int d = best + 1; d < int(dicts.size()); ++d) {
-      if (estimate(frames, d) < estimate(frames, best)) best = d;
+  const int dicts = int(e.dicts.size());
+  auto dictionary_for = [&](uint32_t f) {
+    int best = options.dictionary == DictionaryMode::kOn && dicts > 0 ? 0 : -1;
+    for (int d = best + 1; d < dicts; ++d) {
+      if (estimate(f, d) < estimate(f, best)) best = d;
     }
     if (best >= 0 && options.dictionary == DictionaryMode::kAuto &&
-        estimate(frames, best) > (1 - kDictionaryMinGain) * estimate(frames, -1)) {
+        estimate(f, best) > (1 - kDictionaryMinGain) * estimate(f, -1)) {
       best = -1;  // not worth its own size and a trained dictionary's upkeep
     }
     return best;
   };
-  auto size_with = [&](uint32_t frames) { return estimate(frames, dictionary_for(frames)); };
-  if (auto_frames && largest > kFastFrames) {
+  auto size_with = [&](uint32_t f) { return estimate(f, dictionary_for(f)); };
+  if (frames.size() > 1) {
     c.frame_pages = size_with(kLargerFrames) <= (1 - kLargerFramesMinGain) * size_with(kFastFrames) ? kLargerFrames
                                                                                                   : kFastFrames;
     if (size_with(0) <= (1 - kOneFrameMinGain) * size_with(c.frame_pages)) c.frame_pages = 0;
+    // The size goal (at most zstd -3 of the whole image, issue 28) before the faults' speed: frames are kept only
+    // when they cost no more than one frame a block without a dictionary, what zstd's own stream comes closest to
+    // (bench/results/2026-11-28-ratio28). The fastest frames that do; one frame a block always does.
+    const double cap = estimate(0, -1);
+    if (cap >= 0 && size_with(c.frame_pages) > cap) {
+      e.capped = true;
+      for (uint32_t f : {kFastFrames, kLargerFrames, 0u}) {
+        if (size_with(f) <= cap) {
+          c.frame_pages = f;
+          break;
+        }
+      }
+    }
   }
   const int best = dictionary_for(c.frame_pages);
-  if (best >= 0) c.dictionary = dicts[best];
+  if (best >= 0) c.dictionary = e.dicts[best];
   c.reason = Reason(c);
+  if (e.skipped_dictionary) c.reason += "; the sample does not compress: no dictionary trained";
+  if (e.capped) c.reason += "; the frames first chosen came larger than one frame without a dictionary";
   return c;
 }
 

@@ -42,12 +42,16 @@ using TrialCompress =
     std::function<int64_t(const PlannedBlock& block, uint32_t frame_pages, const codec::Dictionary* dict)>;
 
 // The coding of `blocks` (the blocks coded on their own; `slots` stored slots in all). Trial compressions run on
-// `pool`. Automatic choices: for each frame size (16, 32, one frame a block), of the two dictionaries trained (up to
-// 1 MiB and a quarter of that) the one that makes the sample smallest, its own size included, when that is 1%
-// smaller than without; then, each at that choice, frames of 16 pages, or of 32 when that makes the sample 3% smaller
-// (a fault then decodes up to 32 pages instead of 16: bench/core/README.md), or one frame a block when that is 2%
-// smaller than the frames so chosen. Files of fewer than 8 blocks or 64 slots get no dictionary and 16-page frames. Errors: a sample page that
-// cannot be read.
+// `pool`. Automatic choices: the sample (up to 32 blocks spread over the plan) is compressed without a dictionary in
+// each frame size (16, 32, one frame a block when frames are automatic); unless its best keeps 98% of its size (no
+// dictionary can pay for itself then), one dictionary is trained (up to 1 MiB) and a quarter of it made from it
+// (codec::ShrinkDictionary), and the sample compressed with each. For each frame size, the dictionary that makes the
+// sample smallest, its own size included, when that is 1% smaller than without; then, each at that choice, frames
+// of 16 pages, or of 32 when that makes the sample 3% smaller (a fault then decodes up to 32 pages instead of 16:
+// bench/core/README.md), or one frame a block when that is 2% smaller than the frames so chosen. Last, the size goal
+// before the faults' speed: frames whose estimate exceeds one frame a block without a dictionary give way to the
+// fastest frames that do not (one frame a block at worst). Files of fewer than 8 blocks or 64 slots get no
+// dictionary and 16-page frames. Errors: a sample page that cannot be read.
 Result<CodingChoice> ChooseCoding(const CodingChoiceOptions& options, uint64_t slots,
                                   std::span<const PlannedBlock> blocks, WorkerPool& pool, const ReadSlotPage& read_slot,
                                   const TrialCompress& trial);
