@@ -63,7 +63,7 @@ class CheckpointInfo:
     format: tuple[int, int]  # (major, minor) of format-spec
     file_size: int  # bytes of this file (not its parents)
     pages: int
-    stored_pages: int
+    stored_pages: int  # pages = stored + zero + absent: stored includes duplicates (WriteStats' does not)
     duplicate_pages: int
     zero_pages: int
     absent_pages: int

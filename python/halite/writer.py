@@ -37,7 +37,7 @@ class WriteStats:
     zero_pages: int
     absent_pages: int
     duplicate_pages: int
-    stored_pages: int
+    stored_pages: int  # distinct: pages = zero + absent + duplicate + stored (CheckpointInfo's includes duplicates)
     blocks: int
     hot_blocks: int
     accessed_pages: int

@@ -94,7 +94,12 @@ def test_writer_stats(tmp_path: Path, memory: bytearray) -> None:
     assert stats.file_bytes == (tmp_path / "s.hlt").stat().st_size
     assert stats.dictionary_bytes == 0 and not stats.encrypted
     with halite.Checkpoint(tmp_path / "s.hlt") as ckpt:
-        assert ckpt.info().dictionary_blocks == 0
+        info = ckpt.info()
+        assert info.dictionary_blocks == 0
+        # The two counts of stored pages differ on purpose: the writer's are distinct, the file's include duplicates.
+        assert distinct < nonzero, "the test memory must hold duplicate pages"
+        assert (info.stored_pages, info.duplicate_pages) == (stats.stored_pages + stats.duplicate_pages,
+                                                             stats.duplicate_pages)
         assert ckpt.read_pages(0) == bytes(memory)
 
 

@@ -304,4 +304,31 @@ TEST_CASE("the cache of an encrypted checkpoint holds its ciphertext, never a pl
   CheckAllBlocks(*second.reader, content);
   CHECK(second.block_reads() == 0);
   CHECK(second.reader->read_stats().cache_hits == second.reader->blocks().size());
+  // The engine's path (FetchBlocks, then DecodeBlock, which decrypts a payload in place unless the cache gets it
+  // next): into another cache, ciphertext only again, then served from there.
+  auto cache2 = BlockCache::Open(tmp.File("cache2"), {uint64_t(64) << 20});
+  REQUIRE(cache2.has_value());
+  for (int pass = 0; pass < 2; ++pass) {
+    INFO("pass " << pass);
+    Remote r;
+    OpenRemote(&r, tmp.File("c.hlt"), *cache2, ring);
+    std::vector<uint32_t> all(r.reader->blocks().size());
+    for (uint32_t b = 0; b < all.size(); ++b) all[b] = b;
+    std::vector<FetchedBlock> fetched;
+    REQUIRE(r.reader->FetchBlocks(all, &fetched).ok());
+    for (uint32_t b = 0; b < all.size(); ++b) {
+      CHECK(fetched[b].from_cache == (pass == 1));
+      std::vector<uint8_t> raw(r.reader->blocks()[b].raw_length());
+      REQUIRE(r.reader->DecodeBlock(fetched[b], raw, nullptr).ok());
+      for (const BlockMember& m : r.reader->BlockMembers(b)) {
+        CHECK(std::memcmp(raw.data() + m.slot * 4096, content.data() + m.page * 4096, 4096) == 0);
+      }
+    }
+    CHECK(r.reader->read_stats().cache_inserts == (pass == 0 ? all.size() : 0));
+    for (const auto& e : std::filesystem::recursive_directory_iterator(tmp.File("cache2"))) {
+      if (!e.is_regular_file()) continue;
+      const std::vector<uint8_t> bytes = ReadWholeFile(e.path().string());
+      CHECK(std::search(bytes.begin(), bytes.end(), marker.begin(), marker.end()) == bytes.end());
+    }
+  }
 }

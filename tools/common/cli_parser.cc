@@ -95,12 +95,4 @@ int Parser::OpenReaderFlags(const ReaderFlagValues& v, ReaderOptions* options) c
 
 int Parser::UsageError(const std::string& message) const { return cli::UsageError(tool_, message, usage_); }
 
-std::vector<std::string> ReaderFlags(const ReaderFlagValues& values, const ReaderOptions& options) {
-  std::vector<std::string> flags;
-  if (options.block_cache) flags = options.block_cache->CommandLineFlags();
-  const std::vector<std::string> keys = KeySourceFlags(values.keys);
-  flags.insert(flags.end(), keys.begin(), keys.end());
-  return flags;
-}
-
 }  // namespace halite::cli

@@ -52,9 +52,6 @@ class Parser {
   bool help_ = false;
 };
 
-// What the image server needs to read the same checkpoint as this process (BlockCacheFlags and KeySourceFlags).
-std::vector<std::string> ReaderFlags(const ReaderFlagValues& values, const ReaderOptions& options);
-
 }  // namespace halite::cli
 
 #endif  // HALITE_TOOLS_CLI_PARSER_H_

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <iostream>
 
+#include "halite/image_server_process.h"
 #include "halite/libvirt/libvirt_checkpoint.h"
 #include "common/cli_parser.h"
 #include "hlt-restore/lazy_restore_flags.h"
@@ -158,7 +159,7 @@ int LibvirtJob::Run(const std::string& resume) {
   o.shared_memory = shared_memory;
   o.ram_dir = ram_dir;
   o.image_dir = image_dir;
-  o.server_flags = cli::ReaderFlags(reader_flags, ropts);
+  o.server_flags = ImageServerReaderFlags(ropts, reader_flags.keys);
   o.status_path = status_path;
   o.on_notice = [](const std::string& line) { Print(line + "\n"); };
   o.on_warning = [this](const std::string& line) {

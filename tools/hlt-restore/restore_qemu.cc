@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <iostream>
 
+#include "halite/image_server_process.h"
 #include "halite/qemu/qemu_checkpoint.h"
 #include "halite/qemu/qemu_launcher.h"
 #include "common/cli_parser.h"
@@ -126,7 +127,7 @@ int ParseQemuFlags(cli::Args& args, const std::string& usage, QemuFlags* f) {
   }
   if (f->learn && so.resume) return p.UsageError("--learn-layout: a resumed restore goes on as it was");
   if (int rc = p.FinishReaderFlags(reader, &so.reader); rc >= 0) return rc;
-  so.server_flags = cli::ReaderFlags(reader, so.reader);
+  so.server_flags = ImageServerReaderFlags(so.reader, reader.keys);
   return -1;
 }
 

@@ -237,7 +237,8 @@ class HALITE_EXPORT CheckpointReader {
   // read itself: one that fails verification is read from storage once more (*reread, blocks_reread() as in
   // ReadBlock) - a cached one is dropped from the cache and read from storage as a first read; one that came
   // from storage goes into the block cache once verified. `progress` as in ReadBlock. Returns fetched.status when
-  // the fetch had failed. Errors as ReadBlock.
+  // the fetch had failed. Errors as ReadBlock. Decodes a FetchedBlock once: an encrypted file's payload is
+  // decrypted in place, so fetched.payload no longer holds the stored bytes afterwards.
   Status DecodeBlock(FetchedBlock& fetched, std::span<uint8_t> out, bool* reread,
                      const BlockProgress& progress = {}) const;
   // Block payloads that failed verification when first read and verified when read again, by every read

@@ -139,7 +139,8 @@ struct HALITE_EXPORT WriteSummary {
   uint64_t zero_pages = 0;       // all-zero pages (not stored)
   uint64_t absent_pages = 0;     // pages never given
   uint64_t duplicate_pages = 0;  // pages stored once elsewhere
-  uint64_t stored_pages = 0;     // distinct pages stored in blocks
+  uint64_t stored_pages = 0;     // distinct pages stored in blocks (pages = zero + absent + duplicate + stored;
+                                 // hlt-restore info's stored_pages includes the duplicates)
   uint64_t blocks = 0;
   uint64_t hot_blocks = 0;
   uint64_t accessed_pages = 0;   // distinct non-zero pages of the access trace

@@ -134,8 +134,11 @@ typedef enum hlt_info {
   HLT_INFO_FORMAT_MINOR = 2,
   HLT_INFO_FILE_SIZE = 3,         /* bytes of this file (not its parents) */
   HLT_INFO_PAGES = 4,             /* pages of the regions */
-  HLT_INFO_STORED_PAGES = 5,      /* the page counts are 0 on a reader opened without its key */
-  HLT_INFO_DUPLICATE_PAGES = 6,
+  /* The page counts partition HLT_INFO_PAGES: stored + zero + absent. Stored pages include duplicates (pages
+     that share another's slot); hlt_writer_stat's STORED_PAGES counts distinct ones. All are 0 on a reader
+     opened without its key. */
+  HLT_INFO_STORED_PAGES = 5,
+  HLT_INFO_DUPLICATE_PAGES = 6,   /* of the stored pages: those whose content is another's slot */
   HLT_INFO_ZERO_PAGES = 7,
   HLT_INFO_ABSENT_PAGES = 8,
   HLT_INFO_RAW_BYTES = 9,
@@ -245,6 +248,8 @@ typedef enum hlt_writer_stat {         /* after hlt_writer_commit; what hlt-save
   HLT_WRITER_STAT_ZERO_PAGES = 2,
   HLT_WRITER_STAT_ABSENT_PAGES = 3,
   HLT_WRITER_STAT_DUPLICATE_PAGES = 4,
+  /* pages = zero + absent + duplicate + stored: here stored pages are distinct ones, each in a slot of its own
+     (hlt_info's STORED_PAGES counts duplicates as stored too: it is this plus DUPLICATE_PAGES) */
   HLT_WRITER_STAT_STORED_PAGES = 5,
   HLT_WRITER_STAT_BLOCKS = 6,
   HLT_WRITER_STAT_HOT_BLOCKS = 7,

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "halite/checkpoint_reader.h"
+#include "halite/key_sources.h"
 #include "halite/status.h"
 
 namespace halite {
@@ -30,13 +31,18 @@ Result<std::string> FindImageServerProgram();
 Result<pid_t> StartDetachedServer(const std::string& program, const std::vector<std::string>& args,
                                   const std::string& log_path);
 
+// The flags that make a started server read the checkpoint as `options` does: its block cache
+// (BlockCache::CommandLineFlags) and where its keys come from (KeySourceFlags). Keys held only in memory cannot be
+// passed on; the callers that accept them refuse them first.
+std::vector<std::string> ImageServerReaderFlags(const ReaderOptions& options, const KeySources& keys);
+
 // What FindOrStartImageServer needs: where the checkpoint's server is looked for and how one is started.
 struct ImageServerRequest {
   std::string program;     // the daemon (empty: FindImageServerProgram())
   std::string checkpoint;  // a file (made absolute: the server runs elsewhere) or an s3:// or rados:// URI
   std::string image_dir;   // the server of a checkpoint is mounted at IMAGE_DIR/FILE_ID
   std::vector<std::string> parent_dirs;   // where the server looks for the parents of an incremental checkpoint
-  std::vector<std::string> reader_flags;  // block cache and key flags (BlockCache::CommandLineFlags, KeySourceFlags)
+  std::vector<std::string> reader_flags;  // ImageServerReaderFlags
   uint64_t exit_when_unused_s = 30;       // a started server stops once no file was open that long (0: never)
   int start_timeout_s = 15;
 };

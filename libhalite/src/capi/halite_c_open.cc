@@ -5,6 +5,7 @@
 #include "halite/authentication.h"
 #include "halite/block_cache.h"
 #include "halite/halite_c.h"
+#include "halite/image_server_process.h"
 
 using halite::capi::Code;
 using halite::capi::Invalid;
@@ -64,11 +65,7 @@ Result<std::vector<std::string>> ServerFlags(const hlt_open_options& o, const Re
         "shared memory: keys given in memory (hlt_open_options_set_keyring) cannot reach the image server, a process "
         "of its own; give them as key files (HLT_OPEN_KEY_FILE) or keyring files (HLT_OPEN_KEYRING_FILE)");
   }
-  std::vector<std::string> flags;
-  if (options.block_cache) flags = options.block_cache->CommandLineFlags();
-  const std::vector<std::string> keys = KeySourceFlags(o.file_sources);
-  flags.insert(flags.end(), keys.begin(), keys.end());
-  return flags;
+  return ImageServerReaderFlags(options, o.file_sources);
 }
 
 int OpenReader(const char* path, const hlt_open_options& o, hlt_reader** out) {

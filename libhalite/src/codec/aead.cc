@@ -3,6 +3,7 @@
 #include <openssl/evp.h>
 #include <sodium.h>
 
+#include <cstdint>
 #include <cstring>
 #include <mutex>
 #include <vector>
@@ -158,6 +159,9 @@ void AeadKey::Seal(const AeadNonce& nonce, std::span<const uint8_t> ad, std::spa
 bool AeadKey::Open(const AeadNonce& nonce, std::span<const uint8_t> ad, std::span<const uint8_t> sealed,
                    std::span<uint8_t> out) const {
   if (sealed.size() < kAeadTagSize || out.size() != sealed.size() - kAeadTagSize) return false;
+  // In place (the same first byte) or apart: a shifted overlap would have the cipher read bytes it already wrote.
+  const auto a = reinterpret_cast<uintptr_t>(out.data()), s = reinterpret_cast<uintptr_t>(sealed.data());
+  if (!out.empty() && a != s && a < s + sealed.size() && s < a + out.size()) return false;
   bool ok;
   if (algorithm_ == AeadAlgorithm::kXChaCha20Poly1305) {
     unsigned long long written = 0;

@@ -43,8 +43,9 @@ class AeadKey {
   void Seal(const AeadNonce& nonce, std::span<const uint8_t> ad, std::span<const uint8_t> plain,
             std::span<uint8_t> out) const;
   // Checks the tag of `sealed` (ciphertext and tag) and writes the plaintext to `out` (exactly sealed.size() - 16
-  // bytes; may not overlap `sealed`). False, with `out` wiped, when the tag does not verify or sealed is shorter
-  // than a tag.
+  // bytes): elsewhere, or in place over the ciphertext (out.data() == sealed.data(): both AEADs decrypt in place;
+  // any other overlap is refused). False, with `out` wiped, when the tag does not verify, sealed is shorter than
+  // a tag or the buffers overlap otherwise. The plaintext is the caller's to use only when this returns true.
   bool Open(const AeadNonce& nonce, std::span<const uint8_t> ad, std::span<const uint8_t> sealed,
             std::span<uint8_t> out) const;
 

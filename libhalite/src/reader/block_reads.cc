@@ -50,15 +50,21 @@ Status CheckpointReader::Impl::VerifyOrReread(uint32_t block, std::span<uint8_t>
   return second;
 }
 
-Status CheckpointReader::Impl::Decompress(uint32_t block, std::span<const uint8_t> payload, std::span<uint8_t> out,
-                                          const BlockProgress* progress, size_t first,
+Status CheckpointReader::Impl::Decompress(uint32_t block, std::span<uint8_t> payload, bool keep_payload,
+                                          std::span<uint8_t> out, const BlockProgress* progress, size_t first,
                                           std::span<const uint8_t> prefix) const {
   const BlockInfo& b = model_.blocks[block];
   if (b.based() == prefix.empty()) {
     return Status::Internal(BlockWhere(block) + (b.based() ? ": a BASED block read without its base group"
                                                            : ": a prefix given for a block that is not BASED"));
   }
-  if (cipher_) return OpenSealedBlock(block, payload, out, progress, first, prefix);
+  if (cipher_) {
+    if (!keep_payload) return OpenSealedBlock(block, payload, out, progress, first, prefix);
+    // The block cache gets the stored bytes after this (ciphertext only, never plaintext): open a copy.
+    thread_local std::vector<uint8_t> copy;
+    copy.assign(payload.begin(), payload.end());
+    return OpenSealedBlock(block, copy, out, progress, first, prefix);
+  }
   return DecodeContent(block, payload, out, progress, first, prefix);
 }
 
@@ -165,7 +171,7 @@ Status CheckpointReader::Impl::ReadOwnBlock(uint32_t block, std::span<uint8_t> o
   Status s = ReadPayload(block, payload);
   if (!s.ok()) return s.WithContext("block " + std::to_string(block));
   HLT_RETURN_IF_ERROR(VerifyOrReread(block, payload, reread));
-  s = Decompress(block, payload, out, progress, first, prefix);
+  s = Decompress(block, payload, cached, out, progress, first, prefix);
   // After decoding: a streamed fault has woken its thread by now, the cache's write does not delay it.
   if (s.ok() && cached) CacheInsert(block, payload);
   return s;
@@ -281,7 +287,7 @@ Status CheckpointReader::Impl::DecodeOwnBlock(uint32_t block, std::span<uint8_t>
     if (!s.ok()) return s.WithContext("block " + std::to_string(block));
   }
   HLT_RETURN_IF_ERROR(VerifyOrReread(block, payload, reread));
-  Status s = Decompress(block, payload, out, progress, 0, prefix);
+  Status s = Decompress(block, payload, cache_ != nullptr, out, progress, 0, prefix);
   if (s.ok()) CacheInsert(block, payload);
   return s;
 }

@@ -1,6 +1,6 @@
 // Reading encrypted checkpoints (format-spec section 13): the index with its key (index tag checked first, sealed
 // sections opened) or without it, and sealed blocks and blobs, authenticated and decrypted in memory only, into
-// the caller's buffer or a thread-local one, never anywhere else.
+// the caller's buffer or in place in the payload buffer the reader read them into, never anywhere else.
 #include <cstring>
 #include <utility>
 
@@ -68,18 +68,15 @@ Status CheckpointReader::Impl::DecodeEncryptedIndex(std::span<const uint8_t> hea
   return Status::Ok();
 }
 
-Status CheckpointReader::Impl::OpenSealedBlock(uint32_t block, std::span<const uint8_t> payload,
-                                               std::span<uint8_t> out, const BlockProgress* progress,
-                                               size_t first, std::span<const uint8_t> prefix) const {
+Status CheckpointReader::Impl::OpenSealedBlock(uint32_t block, std::span<uint8_t> payload, std::span<uint8_t> out,
+                                               const BlockProgress* progress, size_t first,
+                                               std::span<const uint8_t> prefix) const {
   const BlockInfo& b = model_.blocks[block];
-  thread_local std::vector<uint8_t> plain;
   if (!b.framed()) {
-    // One unit. A raw block decrypts straight into place.
-    std::span<uint8_t> content = out;
-    if (b.compressed()) {
-      plain.resize(payload.size() - format::kSealTagSize);  // the index decoder bounded stored_length below
-      content = plain;
-    }
+    // One unit. A raw block decrypts straight into place, a compressed one in place in the payload (the AEADs
+    // write the plaintext over its ciphertext), to be decoded from there once its tag verified.
+    const std::span<uint8_t> content =
+        b.compressed() ? payload.first(payload.size() - format::kSealTagSize) : out;  // stored_length >= 16
     if (!cipher_->Open(format::BlockUnitAd(block, b), payload, content)) {
       return Status::AuthFailed(BlockWhere(block) + ": authentication failed (tampered, cut short, moved from "
                                                     "another place or file)");
@@ -99,9 +96,10 @@ Status CheckpointReader::Impl::OpenSealedBlock(uint32_t block, std::span<const u
   for (uint32_t i = 0; i < parts; ++i) {
     const uint32_t k = i == 0 ? lead : (i - 1 < lead ? i - 1 : i);
     const format::SealedFrame& f = frames[k];
-    plain.resize(f.sealed_length - format::kSealTagSize);
-    if (!cipher_->Open(format::FrameUnitAd(block, b, k, parts, f.first_page, f.pages),
-                       payload.subspan(f.offset, f.sealed_length), plain)) {
+    // The frame table keeps frames apart and within the payload (ParseFrameTable): each opens in place.
+    const std::span<uint8_t> sealed = payload.subspan(f.offset, f.sealed_length);
+    const std::span<uint8_t> plain = sealed.first(f.sealed_length - format::kSealTagSize);
+    if (!cipher_->Open(format::FrameUnitAd(block, b, k, parts, f.first_page, f.pages), sealed, plain)) {
       return Status::AuthFailed(fmt::format("{}: frame {}: authentication failed (tampered, cut short, moved from "
                                             "another place or file)",
                                             BlockWhere(block), k));
@@ -109,26 +107,32 @@ Status CheckpointReader::Impl::OpenSealedBlock(uint32_t block, std::span<const u
     const size_t base = size_t(f.first_page) * format::kPageSize;
     std::span<uint8_t> dest = out.subspan(base, size_t(f.pages) * format::kPageSize);
     Status s;
-    bool caller_failed = false;  // the caller's own errors pass through unchanged
+    // The caller's own errors pass through unchanged. One reference captured, so that std::function keeps the
+    // callback in place (no allocation per frame).
+    struct {
+      size_t done = 0;  // of this frame
+      size_t base;
+      const BlockProgress* progress;
+      bool caller_failed = false;
+    } at{0, base, progress, false};
     if (progress) {
-      size_t done = 0;
-      s = decompressor.DecompressExact(plain, ref, dest, [&](size_t ready) {
-        const size_t begin = std::exchange(done, ready);
+      s = decompressor.DecompressExact(plain, ref, dest, [&at](size_t ready) {
+        const size_t begin = std::exchange(at.done, ready);
         if (ready <= begin) return Status::Ok();
-        Status p = (*progress)(base + begin, base + ready);
-        caller_failed = !p.ok();
+        Status p = (*at.progress)(at.base + begin, at.base + ready);
+        at.caller_failed = !p.ok();
         return p;
       });
     } else {
       s = decompressor.DecompressExact(plain, ref, dest);
     }
-    if (caller_failed) return s;
+    if (at.caller_failed) return s;
     if (!s.ok()) return Status::Corrupt(fmt::format("{}: frame {}: {}", BlockWhere(block), k, s.message()));
   }
   return Status::Ok();
 }
 
-Status CheckpointReader::Impl::DecodeCached(uint32_t block, std::span<const uint8_t> payload, std::span<uint8_t> out,
+Status CheckpointReader::Impl::DecodeCached(uint32_t block, std::span<uint8_t> payload, std::span<uint8_t> out,
                                             const BlockProgress* progress, size_t first,
                                             std::span<const uint8_t> prefix, bool* use_storage) const {
   bool reported = false;
@@ -139,7 +143,7 @@ Status CheckpointReader::Impl::DecodeCached(uint32_t block, std::span<const uint
       return (*progress)(begin, end);
     };
   }
-  Status s = Decompress(block, payload, out, progress ? &noting : nullptr, first, prefix);
+  Status s = Decompress(block, payload, false, out, progress ? &noting : nullptr, first, prefix);
   // XXH3 is no MAC: an entry planted with a matching checksum fails its tag, and storage has the real block. Once
   // a byte was reported, only authenticated bytes were (13.2), and the failure stands as the block's.
   if (s.code() == StatusCode::kAuthFailed && cipher_ && !reported) {

@@ -45,8 +45,9 @@ class HALITE_HIDDEN CheckpointReader::Impl {
   // (OpenSealedBlock), then decompresses it (or copies it when the block is stored raw); a BASED block against
   // `prefix`, the raw content of its base group (which must then be given, and only then). With `progress`,
   // decodes zstd block by block and reports each range of `out` that is final, the frame holding byte `first`
-  // first (FRAMED blocks).
-  Status Decompress(uint32_t block, std::span<const uint8_t> payload, std::span<uint8_t> out,
+  // first (FRAMED blocks). An encrypted payload is opened in place (its bytes are then no longer the stored ones)
+  // unless `keep_payload` (it goes into the block cache next): then a copy of it is.
+  Status Decompress(uint32_t block, std::span<uint8_t> payload, bool keep_payload, std::span<uint8_t> out,
                     const BlockProgress* progress = nullptr, size_t first = 0,
                     std::span<const uint8_t> prefix = {}) const;
   // The same for a block's content (its payload as an unencrypted file stores it).
@@ -54,12 +55,15 @@ class HALITE_HIDDEN CheckpointReader::Impl {
                        const BlockProgress* progress, size_t first, std::span<const uint8_t> prefix) const;
   // encrypted_blocks.cc (format-spec 13.2): authenticates and decrypts a sealed payload, one unit, or a FRAMED
   // block frame by frame (the one holding byte `first` first), and decodes it. A tag that fails is kAuthFailed.
-  Status OpenSealedBlock(uint32_t block, std::span<const uint8_t> payload, std::span<uint8_t> out,
+  // Each unit is decrypted in place in `payload` (no copy, no buffer of its own) and decoded from there only once
+  // its tag verified; `payload` is consumed: afterwards it holds plaintext (or zeros where a tag failed).
+  Status OpenSealedBlock(uint32_t block, std::span<uint8_t> payload, std::span<uint8_t> out,
                          const BlockProgress* progress, size_t first, std::span<const uint8_t> prefix) const;
-  // A payload from the block cache whose checksum verified: decoded as Decompress does. *use_storage is set (and
-  // nothing reported to `progress`) when it fails authentication before any byte was reported: an entry
-  // planted with a forged checksum is never served, and storage has the block.
-  Status DecodeCached(uint32_t block, std::span<const uint8_t> payload, std::span<uint8_t> out,
+  // A payload from the block cache whose checksum verified: decoded as Decompress does (and consumed: on
+  // *use_storage the caller reads it from storage into the same buffer). *use_storage is set (and nothing
+  // reported to `progress`) when it fails authentication before any byte was reported: an entry planted with a
+  // forged checksum is never served, and storage has the block.
+  Status DecodeCached(uint32_t block, std::span<uint8_t> payload, std::span<uint8_t> out,
                       const BlockProgress* progress, size_t first, std::span<const uint8_t> prefix,
                       bool* use_storage) const;
   // 13.3: a blob's content from its sealed payload.

@@ -20,6 +20,7 @@
 
 #include <fmt/format.h>
 
+#include "halite/block_cache.h"
 #include "halite/checkpoint_location.h"
 #include "halite/hint_files.h"
 #include "halite/stats_text.h"
@@ -73,6 +74,14 @@ std::vector<fs::path> Prefixes() {
 }
 
 }  // namespace
+
+std::vector<std::string> ImageServerReaderFlags(const ReaderOptions& options, const KeySources& keys) {
+  std::vector<std::string> flags;
+  if (options.block_cache) flags = options.block_cache->CommandLineFlags();
+  const std::vector<std::string> key_flags = KeySourceFlags(keys);
+  flags.insert(flags.end(), key_flags.begin(), key_flags.end());
+  return flags;
+}
 
 std::string ImageFileName(const std::string& name, const std::string& region) {
   std::string out = name + ".";
