@@ -18,7 +18,11 @@ after the other: each clone's time to running and to interactive, host memory; a
 screen; and issue 27 item 5's checks from inside each clone (clone_checks.py).
 
 usage: bench/desktop/bench_desktop.py --tools build/tools [--out DIR] [--work DIR] [--clones 1,4,8] [--no-tpm]
-                                      [--timeout S]
+                                      [--timeout S] [--seed CKPT | --save-seed DIR] [--age-rounds N]
+                                      [--access-window S] [--keep-raw FILE]
+With --age-rounds N the desktop is used for N rounds before the saves (age.py: the aged desktop of item 4). Each
+lazy restore writes the pages its guest asked for into OUT/LABEL.trace (hlt-restore libvirt --record-trace);
+fault_analysis.py replays them against both layouts.
 Needs root (drop_caches; the embedded driver runs QEMU as root), python3-pil. Writes desktop.csv, desktop.json,
 clones.csv, checks.csv, contact-N.png, desktop.png and the logs into --out. The screen is read through a QMP
 monitor of the bench's own (domain.render(qmp_socket=...)): hlt-restore holds the embedded libvirt meanwhile.
@@ -42,6 +46,7 @@ sys.path.insert(0, HERE)
 from hltharness import domain, realguest  # noqa: E402
 from hltharness.libvirt import EmbeddedLibvirt  # noqa: E402
 from hltharness.qga import VirshAgent  # noqa: E402
+import age  # noqa: E402
 import clone_checks  # noqa: E402
 import measure  # noqa: E402
 import storm  # noqa: E402
@@ -55,7 +60,8 @@ def log(msg):
 
 def boot(a, lv, image, work):
     """Boots the desktop as domain NAME and waits until its page shows, moving, and counts a key."""
-    overlay = os.path.join(work, f"{NAME}.qcow2")
+    # With --save-seed the disk lives in that directory: the seed checkpoint's frozen disk stays there.
+    overlay = os.path.join(a.save_seed or work, f"{NAME}.qcow2")
     subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", "-b", image.disk, "-F", "qcow2", overlay], check=True)
     nvram = os.path.join(work, f"{NAME}.vars.fd")
     xml = os.path.join(work, f"{NAME}.xml")
@@ -67,7 +73,14 @@ def boot(a, lv, image, work):
     agent = VirshAgent(lv.uri, NAME)
     st = realguest.wait_system_running(agent, a.timeout)
     result = {"boot_running_s": time.monotonic() - t, "state": st.state}
-    return wait_page(a, work, t, result)
+    result = wait_page(a, work, t, result)
+    if a.save_seed:
+        seed = os.path.join(a.save_seed, "desk.hlt")
+        out = lv_tool(a, [os.path.join(a.tools, "hlt-save"), "libvirt", NAME, "--connect", lv.uri, "-o", seed,
+                          "--then", "cont"], work, "save-seed")
+        log(f"seed saved as {seed} (for --seed: keep {a.save_seed}, its frozen disk is there):\n{out.strip()}")
+        result["seed_saved"] = seed
+    return result
 
 
 def from_seed(a, lv, work):
@@ -117,8 +130,9 @@ def save_all(a, lv, work):
     ckpt = os.path.join(work, "desk.hlt")
     saves, saved = {}, {}
     t = time.monotonic()
+    window = ["--access-window", str(a.access_window)] if a.access_window is not None else []
     out = lv_tool(a, [os.path.join(a.tools, "hlt-save"), "libvirt", NAME, "--connect", lv.uri, "-o", ckpt, "--then",
-                      "stop"], work, "save-halite")
+                      "stop", *window], work, "save-halite")
     saves.update(hlt_save_halite_s=time.monotonic() - t, save_halite_load=measure.load_average())
     log(f"hlt-save libvirt (halite) in {saves['hlt_save_halite_s']:.1f} s:\n{out.strip()}")
     with open(source["nvram"], "rb") as f:
@@ -169,7 +183,7 @@ def lv_tool(a, argv, work, label):
 def sizes(a, ckpt, work):
     """Checkpoint sizes against virsh's save file and zstd -3 of the raw memory (every region, as hlt-restore raw
     writes it)."""
-    raw = os.path.join(a.raw_dir, f"hlt-bench-desktop-{os.getpid()}.raw")
+    raw = a.keep_raw or os.path.join(a.raw_dir, f"hlt-bench-desktop-{os.getpid()}.raw")
     try:
         t = time.monotonic()
         subprocess.run([os.path.join(a.tools, "hlt-restore"), "raw", ckpt, "-o", raw], check=True,
@@ -181,7 +195,7 @@ def sizes(a, ckpt, work):
         zstd_bytes = os.path.getsize(raw + ".zst")
     finally:
         for p in (raw, raw + ".zst"):
-            if os.path.exists(p):
+            if os.path.exists(p) and p != a.keep_raw:
                 os.unlink(p)
     s = {"raw_memory_bytes": raw_bytes, "zstd3_bytes": zstd_bytes, "zstd3_s": zstd_s,
          "ckpt_halite_bytes": os.path.getsize(ckpt), "ckpt_physical_bytes": os.path.getsize(ckpt + ".physical"),
@@ -200,8 +214,10 @@ def restores(a, lv, ckpt, saved, work):
             label = f"hlt-{mode}-{layout}"
             disk_dir = os.path.join(work, label)
             os.makedirs(disk_dir, exist_ok=True)
+            # A lazy restore records the pages its guest asked for (fault_analysis.py replays them offline).
+            trace = [] if extra else ["--record-trace", os.path.join(a.out, f"{label}.trace")]
             runs.append((label, [os.path.join(a.tools, "hlt-restore"), "libvirt", path, "--connect", lv.uri,
-                                 "--disk-dir", disk_dir, *extra], True, saved[layout]))
+                                 "--disk-dir", disk_dir, *trace, *extra], True, saved[layout]))
     rows = []
     for label, argv, is_hlt, saved_counters in runs:
         if a.only and label not in a.only:
@@ -293,11 +309,27 @@ def main():
     ap.add_argument("--settle", type=float, default=20, help="seconds between the page showing and the save")
     ap.add_argument("--seed", help="start from this checkpoint of the desktop (an earlier run's desk.hlt, kept with "
                     "its frozen disk) instead of booting it")
+    ap.add_argument("--save-seed", help="after booting, save the desktop into DIR/desk.hlt (its disk kept in DIR) for "
+                    "later runs' --seed")
+    ap.add_argument("--age-rounds", type=int, default=0, help="use the desktop for N rounds before the saves (tabs "
+                    "opened, programs opened and closed, memory churned, page cache filled and dropped): age.py")
+    ap.add_argument("--age-pages", type=int, default=3, help="Firefox tabs opened (and left open) each round")
+    ap.add_argument("--age-files", type=int, default=3000, help="random files of /usr read each round")
+    ap.add_argument("--age-churn-mib", type=int, default=300, help="MiB each of a round's two memory churns writes")
+    ap.add_argument("--age-hold", type=float, default=20, help="seconds a round's programs stay open")
+    ap.add_argument("--access-window", type=float, help="seconds of hlt-save's access window for the halite "
+                    "layout (default: hlt-save's)")
+    ap.add_argument("--keep-raw", help="write the raw memory (hlt-restore raw) here and keep it")
     ap.add_argument("--only", default="", help="restore runs to do (comma-separated labels; default all)")
     a = ap.parse_args()
     a.only = [x for x in a.only.split(",") if x]
     a.tools = os.path.abspath(a.tools)
     a.out = os.path.abspath(a.out)
+    if a.save_seed:
+        a.save_seed = os.path.abspath(a.save_seed)
+        if a.seed:
+            ap.error("--save-seed saves a booted desktop; --seed restores one")
+        os.makedirs(a.save_seed, exist_ok=True)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     shutil.rmtree(a.work, ignore_errors=True)
     os.makedirs(a.work)
@@ -311,6 +343,8 @@ def main():
               "tpm": a.tpm, "cpus": os.cpu_count()}
     try:
         result["boot"] = from_seed(a, lv, a.work) if a.seed else boot(a, lv, image, a.work)
+        if a.age_rounds:
+            result["aging"] = age.age(a, lv, NAME, a.work, log)
         result["saves"], saved, source, ckpt = save_all(a, lv, a.work)
         result["sizes"] = sizes(a, ckpt, a.work)
         log("sizes: " + json.dumps(result["sizes"]))

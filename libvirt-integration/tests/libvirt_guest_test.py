@@ -203,10 +203,18 @@ def scenario_clones(env):
 
     # As itself: same name and UUID, a disk overlay of its own over the frozen image.
     os.makedirs(env.path("disks"))
-    _, out, _ = env.tool([env.restore_bin, "libvirt", ckpt, "--connect", env.uri, "--disk-dir", env.path("disks")],
-                         "restore_self")
+    trace = env.path("restore_self.trace")
+    _, out, _ = env.tool([env.restore_bin, "libvirt", ckpt, "--connect", env.uri, "--disk-dir", env.path("disks"),
+                          "--record-trace", trace], "restore_self")
     if not re.search(r"^running desk [\d.]+ ms", out, re.M):
         raise Fail("no 'running' line:\n" + out)
+    # --record-trace: the pages the guest asked for, as an access trace that replays against the checkpoint.
+    lines = read(trace).splitlines()
+    asked = [x for x in lines if not x.startswith("#")]
+    if not lines or not lines[0].startswith("# libhalite access trace") or not asked or \
+            not all(re.fullmatch(r"[^:]+:\d+", x) for x in asked):
+        raise Fail(f"--record-trace wrote {len(lines)} lines: {lines[:3]}")
+    env.tool([env.restore_bin, "replay", ckpt, "--trace", trace, "--loader", "off"], "replay_self_trace")
     env.wait_passes(env.path("desk.serial.log"), 2, after=saved_after)
     me = env.identity("desk")
     if me["uuid"] != source["uuid"] or me["disk"] != env.path("disks/desk-vda.qcow2"):

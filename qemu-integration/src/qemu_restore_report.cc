@@ -39,7 +39,7 @@ std::string RestoreSummaryText(const CheckpointRestoreResult& res, uint64_t tool
     // An eager restore starts the guest only once its load has completed, so its running time comes last.
     out += fmt::sprintf(
         "  time             %.1f ms to guest running (tool start to QEMU's RESUME; %.1f ms from the restore call%s), "
-        "all pages sent at %.1f ms, completed at %.1f ms\n",
+        "all pages sent at %.1f ms, completed at %.1f ms (both from the restore call)\n",
         Ms(tool_to_running), Ms(res.start_to_running_us), res.lazy ? "" : ", started after the load completed",
         Ms(res.start_to_loaded_us), Ms(res.total_us));
   }

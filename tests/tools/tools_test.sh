@@ -68,6 +68,9 @@ exit-codes)
   expect_exit 2 "--loader-threads 0" -- "$restore" qemu "$tmp/c.hlt" --loader-threads 0 --qmp "$tmp/none.sock"
   grep -q -- '--loader-threads: expected 1 to 16, got "0"' "$tmp/err" ||
     { echo "FAIL: --loader-threads 0: $(cat "$tmp/err")"; failures=$((failures + 1)); }
+  expect_exit 2 "--record-trace of an eager restore" -- "$restore" libvirt "$tmp/c.hlt" --record-trace "$tmp/t" --eager
+  grep -q -- '--record-trace records a whole lazy restore' "$tmp/err" && [[ ! -e $tmp/t ]] ||
+    { echo "FAIL: --record-trace --eager: $(cat "$tmp/err")"; failures=$((failures + 1)); }
   expect_exit 3 "missing image" -- "$save" raw "$tmp/nope" -o "$tmp/c.hlt"
   printf 'abc' >"$tmp/odd"
   expect_exit 2 "image not a multiple of 4096" -- "$save" raw "$tmp/odd" -o "$tmp/c.hlt"

@@ -12,6 +12,9 @@
 #include "halite/libvirt/libvirt_checkpoint.h"
 #include "common/cli_parser.h"
 #include "hlt-restore/lazy_restore_flags.h"
+#include "halite/checkpoint_reader.h"
+#include "halite/hint_files.h"
+#include "halite/storage.h"
 #include "halite/learned_layout.h"
 #include "halite/libvirt/libvirt_dirs.h"
 #include "hlt-restore/restore_modes.h"
@@ -30,7 +33,7 @@ const char* kLibvirtUsage =
     "usage: hlt-restore libvirt CKPT [--connect URI] [--name NAME] [--clone] [--disk-dir DIR] [--paused]\n"
     "                               [--sync-time|--no-sync-time] [--swtpm-dir DIR]\n"
     "                               [--detach|--supervise] [--status-file FILE]\n"
-    "                               [--memory copy|shared [--ram-dir DIR]] [lazy options]\n"
+    "                               [--memory copy|shared [--ram-dir DIR]] [--record-trace FILE] [lazy options]\n"
     "       hlt-restore libvirt CKPT --resume DOMAIN [--connect URI] [lazy options]\n"
     "Creates the checkpoint's domain under libvirt (transient: `virsh list`, `dominfo`, `destroy` and the\n"
     "console work as for any domain) and restores its memory lazily: the guest runs at once and its pages are\n"
@@ -54,6 +57,8 @@ const char* kLibvirtUsage =
     "                         (default from the URI: R/lib/swtpm for qemu:///embed?root=R,\n"
     "                         /var/lib/libvirt/swtpm for qemu:///system, ~/.config/libvirt/qemu/swtpm for a session)\n"
     "  --paused               leave the guest paused (`virsh resume` starts it)\n"
+    "  --record-trace FILE    once the restore is complete, write the pages the guest asked for, in order, as an\n"
+    "                         access trace (for `hlt-restore replay` and `hlt-save relayout --access-trace`)\n"
     "  --detach               return as soon as the guest runs; a detached hlt-restore finishes the restore and\n"
     "                         records its outcome in the status file (its output in FILE.log)\n"
     "  --supervise            as --detach (a supervisor that resumes the restore when its worker dies, the\n"
@@ -103,7 +108,7 @@ int Detach(const std::string& tool, const std::string& log, int* report_fd) {
 struct LibvirtJob {
   std::string tool = "hlt-restore libvirt";
   std::chrono::steady_clock::time_point tool_start = std::chrono::steady_clock::now();  // reset by a resume
-  std::string ckpt, uri, status_path, ram_dir, image_dir = "/run/halite/images", resume_domain;
+  std::string ckpt, uri, status_path, ram_dir, image_dir = "/run/halite/images", resume_domain, trace_path;
   bool detach = false, supervise = false, learn = false, shared_memory = false;
   ReaderOptions ropts;
   cli::ReaderFlagValues reader_flags;
@@ -121,7 +126,19 @@ struct LibvirtJob {
   // The restore itself, or with `resume` a domain's restore taken over (--resume, or a detached restore's
   // supervisor after its worker died).
   int Run(const std::string& resume);
+  Status WriteTrace(const std::vector<PageRef>& requested) const;
 };
+
+// The pages the guest asked for as an access trace (REGION:PAGE lines): the regions' names from the checkpoint.
+Status LibvirtJob::WriteTrace(const std::vector<PageRef>& requested) const {
+  auto reader = CheckpointReader::Open(ckpt, ropts);
+  if (!reader) return reader.error();
+  const std::string text = FormatAccessTrace(requested, (*reader)->regions());
+  auto sink = CreateAtomicFileSink(trace_path);
+  if (!sink) return sink.error();
+  if (Status s = (*sink)->Append({reinterpret_cast<const uint8_t*>(text.data()), text.size()}); !s.ok()) return s;
+  return (*sink)->Commit();
+}
 
 int LibvirtJob::Run(const std::string& resume) {
   libvirt::DomainRestoreOptions o;
@@ -168,6 +185,9 @@ int LibvirtJob::Run(const std::string& resume) {
   Status s = libvirt::RestoreDomain(std::move(o), &res);
   if (!s.ok()) return Fail(s);
   if (learn && lazy) PrintLearnedLayout(learned.LearnFrom(res.qemu.requested));
+  if (!trace_path.empty()) {
+    if (Status t = WriteTrace(res.qemu.requested); !t.ok()) return Fail(t);
+  }
   Print(libvirt::RestoredDomainReportText(ckpt, opt.clone, res, uint64_t(running_ms * 1000)));
   return cli::kExitOk;
 }
@@ -198,6 +218,7 @@ int ParseLibvirtFlags(cli::Args& args, LibvirtJob* job) {
   app.add_option("--ram-dir", j.ram_dir);
   app.add_option("--resume", j.resume_domain);
   app.add_option("--image-dir", j.image_dir);
+  app.add_option("--record-trace", j.trace_path);
   AddLazyRestoreFlags(app, &lazy);
   p.AddReaderFlags(&j.reader_flags);
   if (int rc = p.Parse(args); rc >= 0) return rc;
@@ -220,6 +241,11 @@ int ParseLibvirtFlags(cli::Args& args, LibvirtJob* job) {
                         "--clone, --name, --eager or --learn-layout");
   }
   if (j.detach && j.supervise) return p.UsageError("--detach or --supervise, not both");
+  if (!j.trace_path.empty() &&
+      (j.shared_memory || !opt.qemu.lazy || j.detach || j.supervise || !j.resume_domain.empty())) {
+    return p.UsageError("--record-trace records a whole lazy restore in the foreground: no --memory shared, "
+                        "--eager, --detach, --supervise or --resume");
+  }
   opt.sync_time = app.count("--sync-time") ? sync_time : opt.clone;
   if ((j.detach || j.supervise) && j.status_path.empty()) j.status_path = libvirt::DefaultStatusPath(j.ckpt, opt.name);
   return -1;
