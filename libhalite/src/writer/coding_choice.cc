@@ -109,7 +109,7 @@ std::vector<uint32_t> FrameSizes(const CodingChoiceOptions& options, uint32_t la
 }
 
 // Compresses every trial block each way `ways` says (dictionary index into `dicts`) on `pool`; adds each way's
-// sample bytes to c->trials. False when a trial compression failed.
+// sample bytes in *bytes (one entry per way). False when a trial compression failed.
 bool RunTrials(std::span<const PlannedBlock> blocks, const std::vector<size_t>& trial_blocks,
                const std::vector<Candidate>& ways, const std::vector<std::shared_ptr<const codec::Dictionary>>& dicts,
                WorkerPool& pool, const TrialCompress& trial, std::vector<uint64_t>* bytes) {
