@@ -280,7 +280,8 @@ class HALITE_HIDDEN CheckpointWriter::Impl {
 
   Status AttachImage(uint32_t region, const std::string& path) {
     HLT_RETURN_IF_ERROR(CheckPage(region, 0));
-    return store_.Attach(regions_[region].first_page, regions_[region].page_count(), path);
+    WorkerPool pool(opt_.threads, opt_.low_priority_workers);
+    return store_.Attach(regions_[region].first_page, regions_[region].page_count(), path, &pool);
   }
 
   Status AddRuns(std::span<const PageRun> runs, std::vector<writer::GlobalRun>* out) {

@@ -14,6 +14,10 @@
 #include "codec/hashing.h"
 #include "halite/status.h"
 
+namespace halite {
+class WorkerPool;
+}
+
 namespace halite::writer {
 
 enum class PageState : uint8_t { kAbsent = 0, kZero = 1, kStaged = 2, kImage = 3 };
@@ -41,8 +45,9 @@ class PageStore {
   void PutZero(uint64_t page) { state_[page] = PageState::kZero; }
   // Makes a page absent again (a balloon took back a page sent earlier).
   void Forget(uint64_t page) { state_[page] = PageState::kAbsent; }
-  // Pages [first, first+count) are backed by `path` from offset 0; reads and classifies them now.
-  Status Attach(uint64_t first, uint64_t count, const std::string& path);
+  // Pages [first, first+count) are backed by `path` from offset 0; reads and classifies them now, on `pool`'s
+  // workers when one is given.
+  Status Attach(uint64_t first, uint64_t count, const std::string& path, WorkerPool* pool = nullptr);
   // Makes staged pages readable (flushes the staging buffer). Call before Read().
   Status Seal();
 
@@ -60,6 +65,8 @@ class PageStore {
   };
   Status OpenStaging(const std::string& dir);
   Status FlushStaging();
+  // Reads pages [from, to) of image `im` (number `index`) and sets their state, location and hash.
+  Status ClassifyImageRange(const Image& im, uint32_t index, uint64_t from, uint64_t to);
   // A staging slot: the page, then (encrypted staging) its tag and the u64 write counter its nonce came from.
   size_t SlotBytes() const;
   // Writes the page as slot `slot` stores it into out[SlotBytes()].
