@@ -1,7 +1,7 @@
 # Debian packages built from the tree with CPack's DEB generator (`cpack -G DEB` in the build directory; README,
 # "Packages"). One package per install component:
 #   lib   -> libhalite<SOVERSION>  the shared library (Debian names a library package after its SONAME) and its
-#                                   image server daemon, PREFIX/libexec/halite/halite-image-server
+#                                   image server daemon, PREFIX/libexec/halite1/halite-image-server
 #   dev   -> libhalite-dev         headers (the C API's halite_c.h among them), libhalite.so, halite.pc, CMake config
 #   tools -> halite-tools          hlt-save, hlt-restore (`serve` runs the library's daemon) and the systemd units
 #   python -> python3-halite       the Python bindings (python/)
@@ -50,7 +50,7 @@ the CMake package (find_package(halite)).")
 set(CPACK_DEBIAN_TOOLS_PACKAGE_NAME halite-tools)
 set(CPACK_DEBIAN_TOOLS_PACKAGE_SECTION admin)
 # The tools link libhalite statically, but their image server is the library package's daemon (hlt-restore serve
-# and --memory shared run PREFIX/libexec/halite/halite-image-server), given flags of the same version.
+# and --memory shared run PREFIX/libexec/halite1/halite-image-server), given flags of the same version.
 set(CPACK_DEBIAN_TOOLS_PACKAGE_DEPENDS "${HALITE_LIB_PACKAGE} (= ${HALITE_DEB_VERSION})")
 # What the tools run at run time, beyond the libraries dpkg-shlibdeps finds: QEMU (hlt-restore qemu launches it),
 # qemu-img (disk overlays of libvirt restores), fusermount3 and /etc/fuse.conf (the image server, unless root).

@@ -34,8 +34,9 @@ class Env:
         self.memcheck_mib = str(memcheck_mib)
         self.save_bin = os.path.join(tools, "hlt-save")
         self.restore_bin = os.path.join(tools, "hlt-restore")
-        # libhalite's image server daemon, where the build puts it (as installed: PREFIX/libexec/halite).
-        self.daemon_bin = os.path.normpath(os.path.join(tools, os.pardir, "libexec", "halite", "halite-image-server"))
+        # libhalite's image server daemon, where the build puts it (as installed: PREFIX/libexec/halite1, named
+        # after the library's SONAME version).
+        self.daemon_bin = os.path.normpath(os.path.join(tools, os.pardir, "libexec", "halite1", "halite-image-server"))
         self.work = work
         # Short: libvirt puts unix sockets under the root (108 bytes at most).
         self.root = f"/tmp/hlt-lv-{os.getpid()}"

@@ -1,4 +1,4 @@
-// halite-image-server: the host image server as libhalite's own daemon (installed in PREFIX/libexec/halite, in the
+// halite-image-server: the host image server as libhalite's own daemon (installed in PREFIX/libexec/halite1, in the
 // library's package). Restores with shared memory start it on demand (halite/image_server_process.h): the C API's
 // sessions and hlt_server_*, the Python bindings and hlt-restore, whose `serve` and `serve-ram-dir` modes run it.
 #include <cstring>

@@ -77,7 +77,7 @@ def restore(checkpoint: PathLike, *, connect: Optional[str] = None, clone: bool 
     disk overlays in `disk_dir`, default beside the checkpoint). memory "shared": the guest RAM a private mapping
     of the host image server's image (under `image_dir`, default /run/halite/images; libvirt's memory backing
     directory `ram_dir`, default the URI's); the servers are `server_program`'s `serve` and `serve-ram-dir` modes,
-    default libhalite's daemon halite-image-server (PREFIX/libexec/halite beside libhalite.so, else on PATH), and
+    default libhalite's daemon halite-image-server (PREFIX/libexec/halite1 beside libhalite.so, else on PATH), and
     outlive the restore. eager: every page
     before the guest runs. start_paused: the guest stays paused until `virsh resume`. loader_rate: bytes per second
     of the background loader (0 unlimited). resume=DOMAIN: take over the lazy restore of DOMAIN whose restorer died

@@ -18,9 +18,9 @@ test -f "$tmp/prefix/include/halite/halite_c.h"
 libdir=$(ls -d "$tmp"/prefix/lib*/ | head -n1)
 test -f "$libdir/pkgconfig/halite.pc"
 test -f "$libdir/cmake/halite/haliteConfig.cmake"
-# The image server is the library's daemon in PREFIX/libexec/halite; an installed hlt-restore finds it there (not
-# on PATH, not in the build tree) for `serve`.
-test -x "$tmp/prefix/libexec/halite/halite-image-server"
+# The image server is the library's daemon in PREFIX/libexec/halite1 (named after the SONAME); an installed
+# hlt-restore finds it there (not on PATH, not in the build tree) for `serve`.
+test -x "$tmp/prefix/libexec/halite1/halite-image-server"
 if [[ -x $tmp/prefix/bin/hlt-restore ]]; then
   PATH=/nonexistent "$tmp/prefix/bin/hlt-restore" serve --help | grep -q '^usage: halite-image-server serve' ||
     { echo "install test: the installed hlt-restore serve did not run the installed daemon"; exit 1; }

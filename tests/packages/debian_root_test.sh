@@ -64,7 +64,7 @@ soname=$(readelf -d "$so" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
   fail "package $lib_pkg holds a library with SONAME '$soname' (Debian names it libhalite<SOVERSION>)"
 has_file "$lib_deb" "./usr/lib/$soname"
 # The image server is the library's own daemon (restores with shared memory start it; no tool is run).
-has_file "$lib_deb" "./usr/libexec/halite/halite-image-server"
+has_file "$lib_deb" "./usr/libexec/halite1/halite-image-server"
 # SONAME 1 since the C writer's options became setters (hlt_writer_options went: an ABI break, issue 25).
 [[ $lib_pkg == libhalite1 ]] || fail "the library package is $lib_pkg: expected libhalite1 (SONAME libhalite.so.1)"
 dpkg-deb -I "$lib_deb" shlibs | grep -q "^libhalite ${soname##*.so.} $lib_pkg" || fail "$lib_pkg has no shlibs entry"

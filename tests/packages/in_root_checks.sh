@@ -45,7 +45,7 @@ say "verify of a damaged copy: $(tail -n1 bad.txt)"
 file_id=${BASH_REMATCH[1]//-/}
 image=/run/halite/images/$file_id/ckpt.ram
 unit_command=$(sed -n 's/^ExecStart=\([^ ]*\) .*/\1/p' /usr/lib/systemd/system/halite-image-server@.service)
-[[ $unit_command == /usr/libexec/halite/halite-image-server ]] ||
+[[ $unit_command == /usr/libexec/halite1/halite-image-server ]] ||
   fail "halite-image-server@.service runs '$unit_command', not the library's daemon"
 "$unit_command" serve --image-dir /run/halite/images /tmp/ckpt.hlt >serve.log 2>&1 &
 server=$!

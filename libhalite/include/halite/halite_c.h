@@ -357,7 +357,7 @@ HALITE_EXPORT void hlt_save_free(hlt_save* s);
 /* --- the host image server (halite-image-server serve, hlt-restore serve) ---
  * A checkpoint served as read-only image files that VMMs map privately (QEMU's memory-backend-file,share=off), so
  * that every clone on the host shares one copy of each page it has not written, decoded once. The server is
- * libhalite's own daemon, halite-image-server (installed in PREFIX/libexec/halite with libhalite.so), a process
+ * libhalite's own daemon, halite-image-server (installed in PREFIX/libexec/halite1 with libhalite.so), a process
  * of its own that outlives the handle: one per checkpoint and host, mounted at IMAGE_DIR/FILE_ID, where the
  * shared-memory restores (HLT_SESSION_MEMORY_SHARED) look for it. hlt_server_start finds the one serving the
  * checkpoint or starts it; region R of the checkpoint is the file MOUNT/ckpt.R ('/' in R reads %2f), and
@@ -484,7 +484,7 @@ typedef enum hlt_session_string {
   HLT_SESSION_RAM_DIR = 9,       /* libvirt, memory shared: libvirt's memory backing directory; default the URI's */
   HLT_SESSION_SERVER_PROGRAM = 10 /* memory shared: the program whose `serve` and `serve-ram-dir` modes are the image
                                     server and the RAM directory server; default the halite-image-server daemon
-                                    installed with libhalite.so (PREFIX/libexec/halite), else the first on PATH */
+                                    installed with libhalite.so (PREFIX/libexec/halite1), else the first on PATH */
 } hlt_session_string;
 typedef enum hlt_session_stat {
   HLT_SESSION_STAT_STATE = 1,          /* HLT_SESSION_STATE_* */

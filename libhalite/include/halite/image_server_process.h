@@ -1,6 +1,7 @@
 // The host image server as a process of its own: the `halite-image-server` daemon (image-server/daemon/), which
-// libhalite installs in PREFIX/libexec/halite/. Restores with shared memory (the QEMU and libvirt integrations,
-// the C API's sessions and hlt_server_*, hlt-restore) find or start it here; nothing in the library runs the tools.
+// libhalite installs in PREFIX/libexec/halite1/ (named after the SONAME version). Restores with shared memory (the
+// QEMU and libvirt integrations, the C API's sessions and hlt_server_*, hlt-restore) find or start it here; nothing
+// in the library runs the tools.
 #ifndef HALITE_IMAGE_SERVER_PROCESS_H_
 #define HALITE_IMAGE_SERVER_PROCESS_H_
 
@@ -19,7 +20,7 @@ namespace halite {
 // The daemon's file name.
 inline constexpr const char* kImageServerProgram = "halite-image-server";
 
-// The daemon's path: PREFIX/libexec/halite/halite-image-server beside the code that calls this (PREFIX/lib or
+// The daemon's path: PREFIX/libexec/halite1/halite-image-server beside the code that calls this (PREFIX/lib or
 // PREFIX/lib/<multiarch> for libhalite.so, PREFIX/bin for a program linking the static library; the build tree has
 // the same layout), else the first on PATH. Errors: kNotFound naming every place looked at.
 Result<std::string> FindImageServerProgram();

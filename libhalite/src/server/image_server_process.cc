@@ -26,7 +26,7 @@
 #include "halite/stats_text.h"
 
 #ifndef HALITE_LIBEXEC_SUBDIR
-#define HALITE_LIBEXEC_SUBDIR "libexec/halite"
+#define HALITE_LIBEXEC_SUBDIR "libexec/halite1"
 #endif
 
 namespace halite {
@@ -52,7 +52,7 @@ Status MakeDirs(const std::string& dir) {
   return ec ? Status::IoError(dir + ": cannot create it", ec.value()) : Status::Ok();
 }
 
-// The directories whose PREFIX/libexec/halite may hold the daemon: the object holding this code (libhalite.so, or
+// The directories whose PREFIX/libexec/halite1 may hold the daemon: the object holding this code (libhalite.so, or
 // the program that linked the static library) in PREFIX/lib, PREFIX/lib/<multiarch> or PREFIX/bin.
 std::vector<fs::path> Prefixes() {
   std::vector<fs::path> objects;
