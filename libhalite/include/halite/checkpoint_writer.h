@@ -46,7 +46,8 @@ HALITE_EXPORT const char* LayoutPolicyName(LayoutPolicy policy);
 
 // Whether blocks are compressed with a zstd dictionary trained on sampled pages.
 enum class DictionaryMode {
-  kAuto,  // train two sizes, measure on sample blocks, keep the better if it makes them (its size included) >= 1% smaller
+  kAuto,  // train one (and a quarter of it), measure both on sample blocks, keep the better if it makes them (its
+          // size included) >= 1% smaller; none trained when the sample hardly compresses (coding_choice.cc)
   kOff,
   kOn,  // always, when training succeeds (the better of the two sizes)
 };
