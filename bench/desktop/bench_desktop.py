@@ -87,14 +87,17 @@ def boot(a, lv, image, work):
 
 
 def from_seed(a, lv, work):
-    """The desktop as it was saved in a checkpoint of an earlier run (--seed): restored as domain NAME (lazily, as
-    itself) instead of booted, which takes 5-20 minutes under TCG on a loaded machine."""
+    """The desktop as it was saved in a checkpoint of an earlier run (--seed): restored lazily as domain NAME
+    instead of booted, which takes 5-20 minutes under TCG on a loaded machine. Restored as a clone (a UUID of its
+    own): another bench on this host may run the same seed, and hlt-save libvirt finds a domain's QEMU and swtpm
+    among the host's processes by UUID (LibvirtQmpClient::PeerPid, domain_state_files.cc), so two domains with
+    one UUID read each other's memory in the access window and save each other's TPM state."""
     seed_dir = os.path.join(work, "seed")
     os.makedirs(seed_dir)
     made = seed_log_dirs(a)
     t = time.monotonic()
     lv_tool(a, [os.path.join(a.tools, "hlt-restore"), "libvirt", a.seed, "--connect", lv.uri, "--disk-dir",
-                seed_dir], work, "seed-restore")
+                seed_dir, "--clone", "--name", NAME], work, "seed-restore")
     for d in made:
         log(f"made {d} for the seed's serial log (its run's work directory is gone); remove it when done")
     xml = lv.virsh("dumpxml", NAME)
