@@ -11,6 +11,7 @@ under libvirt's embedded QEMU driver (TCG), saved once the page shows, restored 
   hlt-lazy-learn-first hlt-restore libvirt CKPT --learn-layout  (the first restore of the golden: a halite lazy
                        restore that then writes CKPT.learned from the blocks its guest waited for)
   hlt-lazy-learned     hlt-restore libvirt CKPT --learn-layout  (the second: restored from CKPT.learned)
+  hlt-lazy-learned-preload  the same with --preload-ws: the learned hot blocks are in before the guest runs
 
 each from a cold page cache (`echo 3 > /proc/sys/vm/drop_caches` first), timed from the command's start: to the
 guest running, to the first new frame (the page's timer counter past the saved value in a screendump), to
@@ -247,14 +248,16 @@ def restores(a, lv, ckpt, saved, work):
                                  "--disk-dir", disk_dir, *trace, *extra], True, saved[layout]))
     # REAP's record and relayout as a broker runs it: two restores of the same golden with --learn-layout, the
     # first writes CKPT.learned, the second restores from it. Both from a cold page cache, both traced.
-    for label in ("hlt-lazy-learn-first", "hlt-lazy-learned"):
+    for label, extra in (("hlt-lazy-learn-first", []), ("hlt-lazy-learned", []),
+                         ("hlt-lazy-learned-preload", ["--preload-ws"])):
         disk_dir = os.path.join(work, label)
         os.makedirs(disk_dir, exist_ok=True)
         runs.append((label, [os.path.join(a.tools, "hlt-restore"), "libvirt", ckpt, "--connect", lv.uri,
                              "--disk-dir", disk_dir, "--learn-layout", "--record-trace",
-                             os.path.join(a.out, f"{label}.trace")], True, saved["halite"]))
-    if a.only and "hlt-lazy-learned" in a.only and "hlt-lazy-learn-first" not in a.only:
-        a.only.append("hlt-lazy-learn-first")  # the learned restore needs its learner
+                             os.path.join(a.out, f"{label}.trace"), *extra], True, saved["halite"]))
+    learners = {"hlt-lazy-learned", "hlt-lazy-learned-preload"}
+    if a.only and learners & set(a.only) and "hlt-lazy-learn-first" not in a.only:
+        a.only.append("hlt-lazy-learn-first")  # a learned restore needs its learner
     learned = ckpt + ".learned"
     if os.path.exists(learned):
         os.unlink(learned)
@@ -262,7 +265,7 @@ def restores(a, lv, ckpt, saved, work):
     for label, argv, is_hlt, saved_counters in runs:
         if a.only and label not in a.only:
             continue
-        if label == "hlt-lazy-learned" and not os.path.exists(learned):
+        if label in learners and not os.path.exists(learned):
             raise RuntimeError(f"hlt-lazy-learn-first wrote no {learned} (see its log in {work})")
         log(f"{label}: {' '.join(argv)}")
         row = measure.restore_run(label, argv, a.qmp, saved_counters, work, timeout=a.timeout,

@@ -7,7 +7,7 @@ blocking fault: the layout's own count, without the live restore's race against 
 For every ordered pair of traces (LEARN, NEXT) of restores of the same desktop state:
 
   pages / in LEARN      NEXT's pages, and how many of them LEARN asked for too
-  halite                blocks NEXT touches in the halite layout (CKPT)
+  halite                blocks NEXT touches in the halite layout (CKPT): blocks read on demand with the loader off
   halite outside WS     the same with the working-set blocks loaded first (--preload-ws)
   learned               NEXT's blocks outside the working set AND outside the blocks LEARN touched: what is left
                         when a layout learned from LEARN (its hot blocks = the working set, then LEARN's blocks)
@@ -17,8 +17,8 @@ For every ordered pair of traces (LEARN, NEXT) of restores of the same desktop s
 
 A learned layout keeps each demanded block whole (learned_layout.cc), so the block sets of the halite layout are
 the learned file's too; the estimate assumes its hot blocks are in before they are needed (an upper bound of
-what learning gives; a live restore races its loader). --learned CKPT.learned adds NEXT replayed with the loader
-on against a real learned file.
+what learning gives; a live restore races its loader). --learned CKPT.learned adds NEXT replayed against a real
+learned file with its hot blocks preloaded and the loader on (learned_file_loader_on: blocking faults).
 
 usage: learn_predict.py --tools build/tools --halite CKPT --physical CKPT.physical TRACE... [--json OUT]
 """
@@ -53,7 +53,10 @@ def replay(tools, ckpt, trace, *flags):
 
 
 def blocks(tools, ckpt, trace, preload_ws=False):
-    return replay(tools, ckpt, trace, "--loader", "off", *(["--preload-ws"] if preload_ws else []))["faults_blocking"]
+    """The blocks read on demand: with the loader off, every block the trace touches outside the preloaded ones
+    (faults_blocking also counts a second page of a block still being decoded)."""
+    r = replay(tools, ckpt, trace, "--loader", "off", *(["--preload-ws"] if preload_ws else []))
+    return r["blocks_read_demand"]
 
 
 def main():
