@@ -8,6 +8,10 @@ under libvirt's embedded QEMU driver (TCG), saved once the page shows, restored 
   hlt-eager-halite     hlt-restore libvirt CKPT --eager
   hlt-lazy-physical    hlt-restore libvirt CKPT.physical        (hlt-save --policy physical)
   hlt-eager-physical   hlt-restore libvirt CKPT.physical --eager
+  hlt-lazy-learn-first hlt-restore libvirt CKPT --learn-layout  (the first restore of the golden: a halite lazy
+                       restore that then writes CKPT.learned from the blocks its guest waited for)
+  hlt-lazy-learned     hlt-restore libvirt CKPT --learn-layout  (the second: restored from CKPT.learned)
+  hlt-lazy-learned-preload  the same with --preload-ws: the learned hot blocks are in before the guest runs
 
 each from a cold page cache (`echo 3 > /proc/sys/vm/drop_caches` first), timed from the command's start: to the
 guest running, to the first new frame (the page's timer counter past the saved value in a screendump), to
@@ -19,7 +23,7 @@ screen; and issue 27 item 5's checks from inside each clone (clone_checks.py).
 
 usage: bench/desktop/bench_desktop.py --tools build/tools [--out DIR] [--work DIR] [--clones 1,4,8] [--no-tpm]
                                       [--timeout S] [--seed CKPT | --save-seed DIR] [--age-rounds N]
-                                      [--access-window S] [--keep-raw FILE]
+                                      [--access-window S] [--keep-raw FILE] [--no-sizes] [--only LABEL,...]
 With --age-rounds N the desktop is used for N rounds before the saves (age.py: the aged desktop of item 4). Each
 lazy restore writes the pages its guest asked for into OUT/LABEL.trace (hlt-restore libvirt --record-trace);
 fault_analysis.py replays them against both layouts.
@@ -84,16 +88,40 @@ def boot(a, lv, image, work):
 
 
 def from_seed(a, lv, work):
-    """The desktop as it was saved in a checkpoint of an earlier run (--seed): restored as domain NAME (lazily, as
-    itself) instead of booted, which takes 5-20 minutes under TCG on a loaded machine."""
+    """The desktop as it was saved in a checkpoint of an earlier run (--seed): restored lazily as domain NAME
+    instead of booted, which takes 5-20 minutes under TCG on a loaded machine. Restored as a clone (a UUID of its
+    own): another bench on this host may run the same seed, and hlt-save libvirt finds a domain's QEMU and swtpm
+    among the host's processes by UUID (LibvirtQmpClient::PeerPid, domain_state_files.cc), so two domains with
+    one UUID read each other's memory in the access window and save each other's TPM state."""
     seed_dir = os.path.join(work, "seed")
     os.makedirs(seed_dir)
+    made = seed_log_dirs(a)
     t = time.monotonic()
     lv_tool(a, [os.path.join(a.tools, "hlt-restore"), "libvirt", a.seed, "--connect", lv.uri, "--disk-dir",
-                seed_dir], work, "seed-restore")
+                seed_dir, "--clone", "--name", NAME], work, "seed-restore")
+    for d in made:
+        log(f"made {d} for the seed's serial log (its run's work directory is gone); remove it when done")
     xml = lv.virsh("dumpxml", NAME)
     a.qmp = re.search(r"<qemu:arg value='unix:([^,']+),server=on", xml).group(1)
     return wait_page(a, work, t, {"seed": a.seed, "seed_restore_s": time.monotonic() - t})
+
+
+def seed_log_dirs(a):
+    """The seed's domain restores as it was saved, serial log files included (libvirt.domain.xml in the
+    checkpoint); they were in the work directory of the run that saved it, which may be gone. Creates the missing
+    directories (read through the Python binding of the build beside --tools) and returns them."""
+    os.environ.setdefault("HALITE_LIBRARY", os.path.join(os.path.dirname(a.tools), "libhalite", "libhalite.so"))
+    sys.path.insert(0, os.path.join(REPO, "python"))
+    import halite
+    with halite.Checkpoint(a.seed) as c:
+        xml = c.read_blob("libvirt.domain.xml").decode()
+    made = []
+    for path in sorted(set(re.findall(r"<log file='([^']+)'", xml))):
+        d = os.path.dirname(path)
+        if not os.path.isdir(d):
+            os.makedirs(d)
+            made.append(d)
+    return made
 
 
 def wait_page(a, work, t, result):
@@ -218,13 +246,32 @@ def restores(a, lv, ckpt, saved, work):
             trace = [] if extra else ["--record-trace", os.path.join(a.out, f"{label}.trace")]
             runs.append((label, [os.path.join(a.tools, "hlt-restore"), "libvirt", path, "--connect", lv.uri,
                                  "--disk-dir", disk_dir, *trace, *extra], True, saved[layout]))
+    # REAP's record and relayout as a broker runs it: two restores of the same golden with --learn-layout, the
+    # first writes CKPT.learned, the second restores from it. Both from a cold page cache, both traced.
+    for label, extra in (("hlt-lazy-learn-first", []), ("hlt-lazy-learned", []),
+                         ("hlt-lazy-learned-preload", ["--preload-ws"])):
+        disk_dir = os.path.join(work, label)
+        os.makedirs(disk_dir, exist_ok=True)
+        runs.append((label, [os.path.join(a.tools, "hlt-restore"), "libvirt", ckpt, "--connect", lv.uri,
+                             "--disk-dir", disk_dir, "--learn-layout", "--record-trace",
+                             os.path.join(a.out, f"{label}.trace"), *extra], True, saved["halite"]))
+    learners = {"hlt-lazy-learned", "hlt-lazy-learned-preload"}
+    if a.only and learners & set(a.only) and "hlt-lazy-learn-first" not in a.only:
+        a.only.append("hlt-lazy-learn-first")  # a learned restore needs its learner
+    learned = ckpt + ".learned"
+    if os.path.exists(learned):
+        os.unlink(learned)
     rows = []
     for label, argv, is_hlt, saved_counters in runs:
         if a.only and label not in a.only:
             continue
+        if label in learners and not os.path.exists(learned):
+            raise RuntimeError(f"hlt-lazy-learn-first wrote no {learned} (see its log in {work})")
         log(f"{label}: {' '.join(argv)}")
         row = measure.restore_run(label, argv, a.qmp, saved_counters, work, timeout=a.timeout,
                                   is_hlt=is_hlt)
+        if label.startswith("hlt-lazy-learn"):
+            row["learned_layout"] = learned_line(os.path.join(work, f"{label}.log"))
         log("  " + ", ".join(f"{k}={v:.3f}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items()))
         rows.append(row)
         lv.destroy(NAME)
@@ -232,14 +279,26 @@ def restores(a, lv, ckpt, saved, work):
     return rows
 
 
+def learned_line(log_path):
+    """hlt-restore's "learned layout" lines (which file it restored from; what it wrote)."""
+    with open(log_path) as f:
+        return " / ".join(line.strip() for line in f if line.startswith("learned layout"))
+
+
 def ratios(rows):
     base = next((r for r in rows if r["run"] == "virsh-restore"), None)
-    if base is None:
-        return
     for r in rows:
         for k in ("running_s", "frame_s", "interactive_s", "all_in_s"):
-            if r.get(k) and base.get(k):
+            if base and r.get(k) and base.get(k):
                 r[f"{k}_vs_virsh"] = round(r[k] / base[k], 3)
+    # Issue 27's layout goal: blocking faults and stall of each lazy layout against physical order's, same run.
+    phys = next((r for r in rows if r["run"] == "hlt-lazy-physical"), None)
+    if phys is None:
+        return
+    for r in rows:
+        for k in ("faults_blocking", "stall_ms"):
+            if r.get(k) is not None and phys.get(k):
+                r[f"{k}_vs_physical"] = round(r[k] / phys[k], 3)
 
 
 def print_table(rows, title, keys):
@@ -320,6 +379,8 @@ def main():
     ap.add_argument("--access-window", type=float, help="seconds of hlt-save's access window for the halite "
                     "layout (default: hlt-save's)")
     ap.add_argument("--keep-raw", help="write the raw memory (hlt-restore raw) here and keep it")
+    ap.add_argument("--no-sizes", dest="sizes", action="store_false", help="skip the size comparison (hlt-restore "
+                    "raw and zstd -3 of the whole memory)")
     ap.add_argument("--only", default="", help="restore runs to do (comma-separated labels; default all)")
     a = ap.parse_args()
     a.only = [x for x in a.only.split(",") if x]
@@ -346,8 +407,9 @@ def main():
         if a.age_rounds:
             result["aging"] = age.age(a, lv, NAME, a.work, log)
         result["saves"], saved, source, ckpt = save_all(a, lv, a.work)
-        result["sizes"] = sizes(a, ckpt, a.work)
-        log("sizes: " + json.dumps(result["sizes"]))
+        if a.sizes:
+            result["sizes"] = sizes(a, ckpt, a.work)
+            log("sizes: " + json.dumps(result["sizes"]))
         rows = restores(a, lv, ckpt, saved, a.work)
         ratios(rows)
         result["restores"] = rows
@@ -355,7 +417,8 @@ def main():
         plot(rows, os.path.join(a.out, "desktop.png"))
         print_table(rows, "restores (seconds from the command's start; cold page cache)",
                     ["run", "running_s", "frame_s", "interactive_s", "all_in_s", "faults_blocking", "stall_ms",
-                     "interactive_s_vs_virsh", "all_in_s_vs_virsh", "load_before"])
+                     "faults_blocking_vs_physical", "stall_ms_vs_physical", "interactive_s_vs_virsh",
+                     "all_in_s_vs_virsh", "load_before"])
         result["storms"], result["checks"] = [], []
         try:
             storm.run_storms(a, lv, ckpt, saved["halite"], source, log, result["storms"], result["checks"])

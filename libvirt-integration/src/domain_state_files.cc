@@ -74,6 +74,9 @@ Result<std::string> SwtpmStateDir(const std::string& uuid) {
         return false;
       },
       "swtpm --tpmstate dir=..." + key + "...");
+  if (!pid && pid.error().code() != StatusCode::kNotFound) {
+    return Status(pid.error().code(), "the domain's TPM state cannot be saved: " + pid.error().message());
+  }
   if (!pid) {
     return Status::NotFound("the domain has an emulated TPM, but no swtpm process with its state directory (" +
                             key.substr(1) + ") runs on this host: its TPM state cannot be saved with it (" +

@@ -7,8 +7,10 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 namespace halite::libvirt {
 
@@ -26,7 +28,7 @@ Result<int> FindProcessByArguments(const std::function<bool(const std::vector<st
                                    const std::string& what) {
   DIR* proc = opendir("/proc");
   if (proc == nullptr) return Status::IoError("/proc: cannot list processes", errno);
-  int found = -1;
+  std::vector<int> found;
   while (dirent* e = readdir(proc)) {
     char* end = nullptr;
     const long pid = std::strtol(e->d_name, &end, 10);
@@ -45,14 +47,19 @@ Result<int> FindProcessByArguments(const std::function<bool(const std::vector<st
       if (stop == std::string::npos) break;
       at = stop + 1;
     }
-    if (match(args)) {
-      found = int(pid);
-      break;
-    }
+    if (match(args)) found.push_back(int(pid));
   }
   closedir(proc);
-  if (found < 0) return Status::NotFound("no process has " + what + " on its command line (QEMU gone?)");
-  return found;
+  if (found.empty()) return Status::NotFound("no process has " + what + " on its command line (QEMU gone?)");
+  if (found.size() > 1) {
+    // Two libvirt instances on one host (embedded drivers, a checkpoint restored twice without --clone) can run
+    // domains with one UUID: taking the first would read another guest's memory or save its TPM state.
+    return Status::InvalidArgument(fmt::format(
+        "{} processes have {} on their command lines (PIDs {}): cannot tell which is this domain's (two domains "
+        "with one UUID on this host? restore the other with --clone)",
+        found.size(), what, fmt::join(found, ", ")));
+  }
+  return found.front();
 }
 
 void RemovePrivateQmpSocketDir(const std::string& socket_path) {

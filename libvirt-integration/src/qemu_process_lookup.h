@@ -11,8 +11,9 @@
 
 namespace halite::libvirt {
 
-// The first process of this host whose argument vector satisfies `match` (arguments split at NULs, as in
-// /proc/PID/cmdline). kNotFound naming `what` when none does; kIoError when /proc cannot be listed.
+// The one process of this host whose argument vector satisfies `match` (arguments split at NULs, as in
+// /proc/PID/cmdline). kNotFound naming `what` when none does; kInvalidArgument naming the PIDs when several
+// do (never a guess); kIoError when /proc cannot be listed.
 Result<int> FindProcessByArguments(const std::function<bool(const std::vector<std::string>&)>& match,
                                    const std::string& what);
 

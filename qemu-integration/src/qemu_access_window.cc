@@ -48,7 +48,7 @@ Result<AccessWindow> SampleGuestAccesses(QmpClient& qmp, pid_t pid, const std::v
   AccessWindow out;
   AccessWindowReport& report = out.report;
   if (pid <= 0) {
-    report.skipped = "QEMU's pid is unknown (its QMP socket does not say)";
+    report.skipped = "QEMU's pid is unknown (its QMP socket does not say, or several processes match the domain)";
     return out;
   }
   auto memory = QemuLiveMemory::Open(qmp, pid, ranges);
