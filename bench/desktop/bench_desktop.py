@@ -47,6 +47,7 @@ from hltharness import domain, realguest  # noqa: E402
 from hltharness.libvirt import EmbeddedLibvirt  # noqa: E402
 from hltharness.qga import VirshAgent  # noqa: E402
 import age  # noqa: E402
+import objstore_leg  # noqa: E402
 import clone_checks  # noqa: E402
 import measure  # noqa: E402
 import storm  # noqa: E402
@@ -206,40 +207,97 @@ def sizes(a, ckpt, work):
     return s
 
 
-def restores(a, lv, ckpt, saved, work):
+def put_into_stores(a, ckpt, result):
+    """With --objstore: the halite checkpoint and virsh's save file put into each store, byte for byte."""
+    if not a.objstore:
+        return {}
+    a.cluster = objstore_leg.Cluster(a.ceph_env, os.path.join(a.work, "ceph"))
+    names = {"halite": f"desk-{os.getpid()}.hlt", "virsh": f"desk-{os.getpid()}.virsh-save"}
+    result["objstore_puts"] = {}
+    for store in a.objstore:
+        for kind, path in (("halite", ckpt), ("virsh", os.path.join(a.work, "desk.virsh-save"))):
+            secs = a.cluster.put(store, path, names[kind])
+            result["objstore_puts"][f"{store}-{kind}"] = {"bytes": os.path.getsize(path), "s": round(secs, 2)}
+    log(f"put into {a.objstore}: {result['objstore_puts']}")
+    return {store: (a.cluster, names) for store in a.objstore}
+
+
+def restore_runs(a, lv, ckpt, saved, work, stores):
+    """(label, argv, is_hlt, saved counters, block cache dir or None) of every restore of one round."""
     runs = [("virsh-restore", ["virsh", "-q", "-c", lv.uri, "restore", os.path.join(work, "desk.virsh-save"),
-                               "--running"], False, saved["virsh"])]
+                               "--running"], False, saved["virsh"], None)]
     for layout, path in (("halite", ckpt), ("physical", ckpt + ".physical")):
         for mode, extra in (("lazy", []), ("eager", ["--eager"])):
             label = f"hlt-{mode}-{layout}"
-            disk_dir = os.path.join(work, label)
-            os.makedirs(disk_dir, exist_ok=True)
             # A lazy restore records the pages its guest asked for (fault_analysis.py replays them offline).
             trace = [] if extra else ["--record-trace", os.path.join(a.out, f"{label}.trace")]
             runs.append((label, [os.path.join(a.tools, "hlt-restore"), "libvirt", path, "--connect", lv.uri,
-                                 "--disk-dir", disk_dir, *trace, *extra], True, saved[layout]))
+                                 "--disk-dir", os.path.join(work, label), *trace, *extra], True, saved[layout], None))
+    for store, (cluster, names) in stores.items():
+        copy = os.path.join(work, f"desk.virsh-save.from-{store}")
+        container = cluster.bucket if store == "s3" else cluster.pool
+        runs.append((f"virsh-restore-{store}", objstore_leg.baseline_argv(store, container, names["virsh"], copy,
+                                                                          lv.uri), False, saved["virsh"], None))
+        label = f"hlt-lazy-halite-{store}"
+        cache = os.path.join(work, f"block-cache-{store}")
+        runs.append((label, [os.path.join(a.tools, "hlt-restore"), "libvirt", cluster.uri(store, names["halite"]),
+                             "--connect", lv.uri, "--disk-dir", os.path.join(work, label), "--block-cache", cache],
+                     True, saved["halite"], cache))
+    return [r for r in runs if not a.only or r[0] in a.only]
+
+
+def restores(a, lv, ckpt, saved, work, stores):
     rows = []
-    for label, argv, is_hlt, saved_counters in runs:
-        if a.only and label not in a.only:
-            continue
-        log(f"{label}: {' '.join(argv)}")
-        row = measure.restore_run(label, argv, a.qmp, saved_counters, work, timeout=a.timeout,
-                                  is_hlt=is_hlt)
-        log("  " + ", ".join(f"{k}={v:.3f}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items()))
-        rows.append(row)
-        lv.destroy(NAME)
-        time.sleep(1)
+    for rnd in range(1, a.runs + 1):
+        for label, argv, is_hlt, saved_counters, cache in restore_runs(a, lv, ckpt, saved, work, stores):
+            if is_hlt:
+                disk_dir = argv[argv.index("--disk-dir") + 1]
+                shutil.rmtree(disk_dir, ignore_errors=True)
+                os.makedirs(disk_dir)
+            if cache:
+                shutil.rmtree(cache, ignore_errors=True)  # an empty block cache: every block from the store
+            log(f"round {rnd}, {label}: {' '.join(argv)}")
+            row = {"round": rnd}
+            row.update(measure.restore_run(label, argv, a.qmp, saved_counters, work, timeout=a.timeout,
+                                           is_hlt=is_hlt))
+            if label.startswith("virsh-restore-"):
+                row.update(download_figures(os.path.join(work, f"{label}.log")))
+                os.unlink(argv[argv.index("--then") - 1])  # the downloaded copy
+            log("  " + ", ".join(f"{k}={v:.3f}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items()))
+            rows.append(row)
+            lv.destroy(NAME)
+            time.sleep(1)
     return rows
 
 
+DOWNLOAD_LINE = re.compile(r"downloaded (\d+) bytes of \S+ \S+ in ([\d.]+) s")
+
+
+def download_figures(log_path):
+    with open(log_path) as f:
+        m = DOWNLOAD_LINE.search(f.read())
+    return {"download_bytes": int(m.group(1)), "download_s": float(m.group(2))} if m else {}
+
+
 def ratios(rows):
-    base = next((r for r in rows if r["run"] == "virsh-restore"), None)
-    if base is None:
-        return
+    """Each row against the baseline of its own round and store (virsh-restore for a local file,
+    virsh-restore-STORE for a download from STORE); and the restore's own cost to interactive: interactive minus
+    the floor, the floor being the local virsh restore's time from every page in to interactive in that round."""
     for r in rows:
-        for k in ("running_s", "frame_s", "interactive_s", "all_in_s"):
-            if r.get(k) and base.get(k):
-                r[f"{k}_vs_virsh"] = round(r[k] / base[k], 3)
+        store = next((s for s in ("s3", "rados") if r["run"].endswith("-" + s)), None)
+        base_label = f"virsh-restore-{store}" if store else "virsh-restore"
+        base = next((b for b in rows if b["run"] == base_label and b["round"] == r["round"]), None)
+        local = next((b for b in rows if b["run"] == "virsh-restore" and b["round"] == r["round"]), None)
+        if base:
+            for k in ("running_s", "frame_s", "interactive_s", "all_in_s"):
+                if r.get(k) and base.get(k):
+                    r[f"{k}_vs_base"] = round(r[k] / base[k], 3)
+        if local and r.get("interactive_s"):
+            floor = local["interactive_s"] - local["all_in_s"]
+            r["floor_s"] = round(floor, 3)
+            r["own_cost_s"] = round(r["interactive_s"] - floor, 3)
+            if base and base is not r:
+                r["own_cost_vs_base"] = round(r["own_cost_s"] / (base["interactive_s"] - floor), 3)
 
 
 def print_table(rows, title, keys):
@@ -321,8 +379,16 @@ def main():
                     "layout (default: hlt-save's)")
     ap.add_argument("--keep-raw", help="write the raw memory (hlt-restore raw) here and keep it")
     ap.add_argument("--only", default="", help="restore runs to do (comma-separated labels; default all)")
+    ap.add_argument("--runs", type=int, default=1, help="rounds of the restores (each round: every restore once)")
+    ap.add_argument("--objstore", default="", help="also restore from these stores of a local Ceph (s3, rados; "
+                    "comma-separated): objstore_leg.py")
+    ap.add_argument("--ceph-env", help="a running Ceph's env file (scripts/ceph-up DIR/env); default: the bench "
+                    "starts one in WORK/ceph and stops it at the end")
     a = ap.parse_args()
     a.only = [x for x in a.only.split(",") if x]
+    a.objstore = [x for x in a.objstore.split(",") if x]
+    if any(x not in ("s3", "rados") for x in a.objstore):
+        ap.error("--objstore takes s3 and/or rados")
     a.tools = os.path.abspath(a.tools)
     a.out = os.path.abspath(a.out)
     if a.save_seed:
@@ -337,6 +403,7 @@ def main():
     a.qmp = f"/tmp/hbd{os.getpid()}.qmp"
     image = realguest.build_image("desktop", log_path=os.path.join(a.work, "build.log"))
     log(f"image {image.disk} ({'cached' if image.cached else 'built'}), recipe {image.recipe_hash}")
+    a.cluster = None
     lv = EmbeddedLibvirt(f"/tmp/hbd-lv-{os.getpid()}")
     lv.setup()
     result = {"date": time.strftime("%Y-%m-%d %H:%M:%S"), "image": image.disk, "recipe_hash": image.recipe_hash,
@@ -348,20 +415,24 @@ def main():
         result["saves"], saved, source, ckpt = save_all(a, lv, a.work)
         result["sizes"] = sizes(a, ckpt, a.work)
         log("sizes: " + json.dumps(result["sizes"]))
-        rows = restores(a, lv, ckpt, saved, a.work)
+        stores = put_into_stores(a, ckpt, result)
+        rows = restores(a, lv, ckpt, saved, a.work, stores)
         ratios(rows)
         result["restores"] = rows
         write_csv(os.path.join(a.out, "desktop.csv"), rows)
         plot(rows, os.path.join(a.out, "desktop.png"))
         print_table(rows, "restores (seconds from the command's start; cold page cache)",
-                    ["run", "running_s", "frame_s", "interactive_s", "all_in_s", "faults_blocking", "stall_ms",
-                     "interactive_s_vs_virsh", "all_in_s_vs_virsh", "load_before"])
+                    ["round", "run", "download_s", "running_s", "frame_s", "interactive_s", "all_in_s",
+                     "faults_blocking", "stall_ms", "interactive_s_vs_base", "all_in_s_vs_base", "floor_s",
+                     "own_cost_s", "own_cost_vs_base", "load_before", "load_after"])
         result["storms"], result["checks"] = [], []
         try:
             storm.run_storms(a, lv, ckpt, saved["halite"], source, log, result["storms"], result["checks"])
         finally:
             write_storm_results(a, result)
     finally:
+        if a.cluster:
+            a.cluster.stop()
         with open(os.path.join(a.out, "desktop.json"), "w") as f:
             json.dump(result, f, indent=1, default=lambda o: None)
         lv.cleanup(keep_logs_in=a.work)
