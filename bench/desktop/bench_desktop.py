@@ -233,23 +233,34 @@ def restore_runs(a, lv, ckpt, saved, work, stores):
             trace = [] if extra else ["--record-trace", os.path.join(a.out, f"{label}.trace")]
             runs.append((label, [os.path.join(a.tools, "hlt-restore"), "libvirt", path, "--connect", lv.uri,
                                  "--disk-dir", os.path.join(work, label), *trace, *extra], True, saved[layout], None))
+            if mode == "lazy" and layout == "halite":
+                # The same without the read-ahead while libvirt starts QEMU (hlt-restore libvirt --warm-mib 0).
+                runs.append((label + "-nowarm", [os.path.join(a.tools, "hlt-restore"), "libvirt", path, "--connect",
+                                                 lv.uri, "--disk-dir", os.path.join(work, label + "-nowarm"),
+                                                 "--warm-mib", "0"], True, saved[layout], None))
     for store, (cluster, names) in stores.items():
         copy = os.path.join(work, f"desk.virsh-save.from-{store}")
         container = cluster.bucket if store == "s3" else cluster.pool
         runs.append((f"virsh-restore-{store}", objstore_leg.baseline_argv(store, container, names["virsh"], copy,
                                                                           lv.uri), False, saved["virsh"], None))
-        label = f"hlt-lazy-halite-{store}"
-        cache = os.path.join(work, f"block-cache-{store}")
-        runs.append((label, [os.path.join(a.tools, "hlt-restore"), "libvirt", cluster.uri(store, names["halite"]),
-                             "--connect", lv.uri, "--disk-dir", os.path.join(work, label), "--block-cache", cache],
-                     True, saved["halite"], cache))
+        for suffix, extra in (("", []), ("-nowarm", ["--warm-mib", "0"])):
+            label = f"hlt-lazy-halite-{store}{suffix}"
+            cache = os.path.join(work, f"block-cache-{store}")
+            runs.append((label, [os.path.join(a.tools, "hlt-restore"), "libvirt", cluster.uri(store, names["halite"]),
+                                 "--connect", lv.uri, "--disk-dir", os.path.join(work, label), "--block-cache", cache,
+                                 *extra], True, saved["halite"], cache))
     return [r for r in runs if not a.only or r[0] in a.only]
 
 
 def restores(a, lv, ckpt, saved, work, stores):
     rows = []
     for rnd in range(1, a.runs + 1):
-        for label, argv, is_hlt, saved_counters, cache in restore_runs(a, lv, ckpt, saved, work, stores):
+        runs = restore_runs(a, lv, ckpt, saved, work, stores)
+        if rnd % 2 == 0:  # every other round a -nowarm variant goes first: neither always follows the other
+            for i in range(len(runs) - 1):
+                if runs[i + 1][0] == runs[i][0] + "-nowarm":
+                    runs[i], runs[i + 1] = runs[i + 1], runs[i]
+        for label, argv, is_hlt, saved_counters, cache in runs:
             if is_hlt:
                 disk_dir = argv[argv.index("--disk-dir") + 1]
                 shutil.rmtree(disk_dir, ignore_errors=True)
@@ -284,7 +295,7 @@ def ratios(rows):
     virsh-restore-STORE for a download from STORE); and the restore's own cost to interactive: interactive minus
     the floor, the floor being the local virsh restore's time from every page in to interactive in that round."""
     for r in rows:
-        store = next((s for s in ("s3", "rados") if r["run"].endswith("-" + s)), None)
+        store = next((s for s in ("s3", "rados") if f"-{s}" in r["run"]), None)
         base_label = f"virsh-restore-{store}" if store else "virsh-restore"
         base = next((b for b in rows if b["run"] == base_label and b["round"] == r["round"]), None)
         local = next((b for b in rows if b["run"] == "virsh-restore" and b["round"] == r["round"]), None)
