@@ -8,6 +8,11 @@ under libvirt's embedded QEMU driver (TCG), saved once the page shows, restored 
   hlt-eager-halite     hlt-restore libvirt CKPT --eager
   hlt-lazy-physical    hlt-restore libvirt CKPT.physical        (hlt-save --policy physical)
   hlt-eager-physical   hlt-restore libvirt CKPT.physical --eager
+  hlt-lazy-halite-warm as hlt-lazy-halite with --warm-mib 64 (read-ahead while libvirt starts QEMU)
+  with --objstore s3,rados (objstore_leg.py), per store:
+  virsh-restore-STORE  a plain parallel download of virsh's save file from the store, then `virsh restore` of it,
+                       timed from the download's start (the baseline of the STORE rows)
+  hlt-lazy-halite-STORE[-warm]   hlt-restore libvirt STORE://... --block-cache DIR (emptied before each run)
 
 each from a cold page cache (`echo 3 > /proc/sys/vm/drop_caches` first), timed from the command's start: to the
 guest running, to the first new frame (the page's timer counter past the saved value in a screendump), to
@@ -19,7 +24,10 @@ screen; and issue 27 item 5's checks from inside each clone (clone_checks.py).
 
 usage: bench/desktop/bench_desktop.py --tools build/tools [--out DIR] [--work DIR] [--clones 1,4,8] [--no-tpm]
                                       [--timeout S] [--seed CKPT | --save-seed DIR] [--age-rounds N]
-                                      [--access-window S] [--keep-raw FILE]
+                                      [--access-window S] [--keep-raw FILE] [--only LABELS] [--runs N]
+                                      [--objstore s3,rados [--ceph-env FILE]]
+With --runs N every restore is done N times, in rounds; ratios are against the baseline of the same round and store,
+and each row gets the restore's own cost to interactive (interactive minus the local virsh restore's floor).
 With --age-rounds N the desktop is used for N rounds before the saves (age.py: the aged desktop of item 4). Each
 lazy restore writes the pages its guest asked for into OUT/LABEL.trace (hlt-restore libvirt --record-trace);
 fault_analysis.py replays them against both layouts.
@@ -234,16 +242,16 @@ def restore_runs(a, lv, ckpt, saved, work, stores):
             runs.append((label, [os.path.join(a.tools, "hlt-restore"), "libvirt", path, "--connect", lv.uri,
                                  "--disk-dir", os.path.join(work, label), *trace, *extra], True, saved[layout], None))
             if mode == "lazy" and layout == "halite":
-                # The same without the read-ahead while libvirt starts QEMU (hlt-restore libvirt --warm-mib 0).
-                runs.append((label + "-nowarm", [os.path.join(a.tools, "hlt-restore"), "libvirt", path, "--connect",
-                                                 lv.uri, "--disk-dir", os.path.join(work, label + "-nowarm"),
-                                                 "--warm-mib", "0"], True, saved[layout], None))
+                # The same with a read-ahead while libvirt starts QEMU (hlt-restore libvirt --warm-mib 64).
+                runs.append((label + "-warm", [os.path.join(a.tools, "hlt-restore"), "libvirt", path, "--connect",
+                                               lv.uri, "--disk-dir", os.path.join(work, label + "-warm"),
+                                               "--warm-mib", "64"], True, saved[layout], None))
     for store, (cluster, names) in stores.items():
         copy = os.path.join(work, f"desk.virsh-save.from-{store}")
         container = cluster.bucket if store == "s3" else cluster.pool
         runs.append((f"virsh-restore-{store}", objstore_leg.baseline_argv(store, container, names["virsh"], copy,
                                                                           lv.uri), False, saved["virsh"], None))
-        for suffix, extra in (("", []), ("-nowarm", ["--warm-mib", "0"])):
+        for suffix, extra in (("", []), ("-warm", ["--warm-mib", "64"])):
             label = f"hlt-lazy-halite-{store}{suffix}"
             cache = os.path.join(work, f"block-cache-{store}")
             runs.append((label, [os.path.join(a.tools, "hlt-restore"), "libvirt", cluster.uri(store, names["halite"]),
@@ -256,9 +264,9 @@ def restores(a, lv, ckpt, saved, work, stores):
     rows = []
     for rnd in range(1, a.runs + 1):
         runs = restore_runs(a, lv, ckpt, saved, work, stores)
-        if rnd % 2 == 0:  # every other round a -nowarm variant goes first: neither always follows the other
+        if rnd % 2 == 0:  # every other round a -warm variant goes first: neither always follows the other
             for i in range(len(runs) - 1):
-                if runs[i + 1][0] == runs[i][0] + "-nowarm":
+                if runs[i + 1][0] == runs[i][0] + "-warm":
                     runs[i], runs[i + 1] = runs[i + 1], runs[i]
         for label, argv, is_hlt, saved_counters, cache in runs:
             if is_hlt:

@@ -59,7 +59,7 @@ const char* kLibvirtUsage =
     "  --paused               leave the guest paused (`virsh resume` starts it)\n"
     "  --warm-mib N           while libvirt starts QEMU, read the first N MiB (stored) of the restore order ahead,\n"
     "                         the working set first: into the page cache, or for a checkpoint on an object store\n"
-    "                         into the --block-cache (without one nothing is read ahead); default 64, 0: off\n"
+    "                         into the --block-cache (without one nothing is read ahead); default 0: off\n"
     "  --record-trace FILE    once the restore is complete, write the pages the guest asked for, in order, as an\n"
     "                         access trace (for `hlt-restore replay` and `hlt-save relayout --access-trace`)\n"
     "  --detach               return as soon as the guest runs; a detached hlt-restore finishes the restore and\n"
@@ -222,7 +222,7 @@ int ParseLibvirtFlags(cli::Args& args, LibvirtJob* job) {
   app.add_option("--resume", j.resume_domain);
   app.add_option("--image-dir", j.image_dir);
   app.add_option("--record-trace", j.trace_path);
-  uint64_t warm_mib = 64;
+  uint64_t warm_mib = 0;
   app.add_option("--warm-mib", warm_mib);
   AddLazyRestoreFlags(app, &lazy);
   p.AddReaderFlags(&j.reader_flags);

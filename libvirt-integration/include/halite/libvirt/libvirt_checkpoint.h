@@ -118,8 +118,10 @@ struct LibvirtRestoreOptions {
   std::function<Status(int qemu_pid)> on_qemu_up;
   // While libvirt starts QEMU (hundreds of ms to seconds during which no page can move), the head of the restore
   // order (the working set first) is read ahead, up to this many stored bytes, so that the guest's first faults
-  // find it near (halite/restore_order_warmup.h); it stops when the memory restore begins. 0: off. Set it only
-  // where it brings something (WarmupUseful): a local file, or a remote one with a block cache.
+  // find it near (halite/restore_order_warmup.h); it stops when the memory restore begins. 0: off (the default:
+  // on the 2 GiB desktop of bench/results/2026-11-28-s3desk27 it cut neither the stall nor the time to
+  // interactive, locally or from s3://). RestoreDomain sets it to 0 where it cannot bring anything (WarmupUseful:
+  // a remote file without a block cache) and for --memory shared (the image server reads the checkpoint).
   uint64_t warm_restore_order_bytes = 0;
   bool warm_decode = false;  // remote: verify and decode each payload, which is what puts it in the block cache
 };
