@@ -12,6 +12,11 @@ under libvirt's embedded QEMU driver (TCG), saved once the page shows, restored 
                        restore that then writes CKPT.learned from the blocks its guest waited for)
   hlt-lazy-learned     hlt-restore libvirt CKPT --learn-layout  (the second: restored from CKPT.learned)
   hlt-lazy-learned-preload  the same with --preload-ws: the learned hot blocks are in before the guest runs
+  hlt-lazy-halite-warm as hlt-lazy-halite with --warm-mib 64 (read-ahead while libvirt starts QEMU)
+  with --objstore s3,rados (objstore_leg.py), per store:
+  virsh-restore-STORE  a plain parallel download of virsh's save file from the store, then `virsh restore` of it,
+                       timed from the download's start (the baseline of the STORE rows)
+  hlt-lazy-halite-STORE[-warm]   hlt-restore libvirt STORE://... --block-cache DIR (emptied before each run)
 
 each from a cold page cache (`echo 3 > /proc/sys/vm/drop_caches` first), timed from the command's start: to the
 guest running, to the first new frame (the page's timer counter past the saved value in a screendump), to
@@ -23,7 +28,10 @@ screen; and issue 27 item 5's checks from inside each clone (clone_checks.py).
 
 usage: bench/desktop/bench_desktop.py --tools build/tools [--out DIR] [--work DIR] [--clones 1,4,8] [--no-tpm]
                                       [--timeout S] [--seed CKPT | --save-seed DIR] [--age-rounds N]
-                                      [--access-window S] [--keep-raw FILE] [--no-sizes] [--only LABEL,...]
+                                      [--access-window S] [--keep-raw FILE] [--no-sizes] [--only LABELS]
+                                      [--runs N] [--objstore s3,rados [--ceph-env FILE]]
+With --runs N every restore is done N times, in rounds; ratios are against the baseline of the same round and store,
+and each row gets the restore's own cost to interactive (interactive minus the local virsh restore's floor).
 With --age-rounds N the desktop is used for N rounds before the saves (age.py: the aged desktop of item 4). Each
 lazy restore writes the pages its guest asked for into OUT/LABEL.trace (hlt-restore libvirt --record-trace);
 fault_analysis.py replays them against both layouts.
@@ -51,6 +59,7 @@ from hltharness import domain, realguest  # noqa: E402
 from hltharness.libvirt import EmbeddedLibvirt  # noqa: E402
 from hltharness.qga import VirshAgent  # noqa: E402
 import age  # noqa: E402
+import objstore_leg  # noqa: E402
 import clone_checks  # noqa: E402
 import measure  # noqa: E402
 import storm  # noqa: E402
@@ -234,48 +243,96 @@ def sizes(a, ckpt, work):
     return s
 
 
-def restores(a, lv, ckpt, saved, work):
+def put_into_stores(a, ckpt, result):
+    """With --objstore: the halite checkpoint and virsh's save file put into each store, byte for byte."""
+    if not a.objstore:
+        return {}
+    a.cluster = objstore_leg.Cluster(a.ceph_env, os.path.join(a.work, "ceph"))
+    names = {"halite": f"desk-{os.getpid()}.hlt", "virsh": f"desk-{os.getpid()}.virsh-save"}
+    result["objstore_puts"] = {}
+    for store in a.objstore:
+        for kind, path in (("halite", ckpt), ("virsh", os.path.join(a.work, "desk.virsh-save"))):
+            secs = a.cluster.put(store, path, names[kind])
+            result["objstore_puts"][f"{store}-{kind}"] = {"bytes": os.path.getsize(path), "s": round(secs, 2)}
+    log(f"put into {a.objstore}: {result['objstore_puts']}")
+    return {store: (a.cluster, names) for store in a.objstore}
+
+
+def restore_runs(a, lv, ckpt, saved, work, stores):
+    """(label, argv, is_hlt, saved counters, block cache dir or None) of every restore of one round."""
     runs = [("virsh-restore", ["virsh", "-q", "-c", lv.uri, "restore", os.path.join(work, "desk.virsh-save"),
-                               "--running"], False, saved["virsh"])]
+                               "--running"], False, saved["virsh"], None)]
     for layout, path in (("halite", ckpt), ("physical", ckpt + ".physical")):
         for mode, extra in (("lazy", []), ("eager", ["--eager"])):
             label = f"hlt-{mode}-{layout}"
-            disk_dir = os.path.join(work, label)
-            os.makedirs(disk_dir, exist_ok=True)
             # A lazy restore records the pages its guest asked for (fault_analysis.py replays them offline).
             trace = [] if extra else ["--record-trace", os.path.join(a.out, f"{label}.trace")]
             runs.append((label, [os.path.join(a.tools, "hlt-restore"), "libvirt", path, "--connect", lv.uri,
-                                 "--disk-dir", disk_dir, *trace, *extra], True, saved[layout]))
+                                 "--disk-dir", os.path.join(work, label), *trace, *extra], True, saved[layout], None))
+            if mode == "lazy" and layout == "halite":
+                # The same with a read-ahead while libvirt starts QEMU (hlt-restore libvirt --warm-mib 64).
+                runs.append((label + "-warm", [os.path.join(a.tools, "hlt-restore"), "libvirt", path, "--connect",
+                                               lv.uri, "--disk-dir", os.path.join(work, label + "-warm"),
+                                               "--warm-mib", "64"], True, saved[layout], None))
+    for store, (cluster, names) in stores.items():
+        copy = os.path.join(work, f"desk.virsh-save.from-{store}")
+        container = cluster.bucket if store == "s3" else cluster.pool
+        runs.append((f"virsh-restore-{store}", objstore_leg.baseline_argv(store, container, names["virsh"], copy,
+                                                                          lv.uri), False, saved["virsh"], None))
+        for suffix, extra in (("", []), ("-warm", ["--warm-mib", "64"])):
+            label = f"hlt-lazy-halite-{store}{suffix}"
+            cache = os.path.join(work, f"block-cache-{store}")
+            runs.append((label, [os.path.join(a.tools, "hlt-restore"), "libvirt", cluster.uri(store, names["halite"]),
+                                 "--connect", lv.uri, "--disk-dir", os.path.join(work, label), "--block-cache", cache,
+                                 *extra], True, saved["halite"], cache))
     # REAP's record and relayout as a broker runs it: two restores of the same golden with --learn-layout, the
     # first writes CKPT.learned, the second restores from it. Both from a cold page cache, both traced.
     for label, extra in (("hlt-lazy-learn-first", []), ("hlt-lazy-learned", []),
                          ("hlt-lazy-learned-preload", ["--preload-ws"])):
-        disk_dir = os.path.join(work, label)
-        os.makedirs(disk_dir, exist_ok=True)
         runs.append((label, [os.path.join(a.tools, "hlt-restore"), "libvirt", ckpt, "--connect", lv.uri,
-                             "--disk-dir", disk_dir, "--learn-layout", "--record-trace",
-                             os.path.join(a.out, f"{label}.trace"), *extra], True, saved["halite"]))
-    learners = {"hlt-lazy-learned", "hlt-lazy-learned-preload"}
-    if a.only and learners & set(a.only) and "hlt-lazy-learn-first" not in a.only:
+                             "--disk-dir", os.path.join(work, label), "--learn-layout", "--record-trace",
+                             os.path.join(a.out, f"{label}.trace"), *extra], True, saved["halite"], None))
+    if a.only and LEARNERS & set(a.only) and "hlt-lazy-learn-first" not in a.only:
         a.only.append("hlt-lazy-learn-first")  # a learned restore needs its learner
-    learned = ckpt + ".learned"
-    if os.path.exists(learned):
-        os.unlink(learned)
+    return [r for r in runs if not a.only or r[0] in a.only]
+
+
+LEARNERS = {"hlt-lazy-learned", "hlt-lazy-learned-preload"}
+
+
+def restores(a, lv, ckpt, saved, work, stores):
     rows = []
-    for label, argv, is_hlt, saved_counters in runs:
-        if a.only and label not in a.only:
-            continue
-        if label in learners and not os.path.exists(learned):
-            raise RuntimeError(f"hlt-lazy-learn-first wrote no {learned} (see its log in {work})")
-        log(f"{label}: {' '.join(argv)}")
-        row = measure.restore_run(label, argv, a.qmp, saved_counters, work, timeout=a.timeout,
-                                  is_hlt=is_hlt)
-        if label.startswith("hlt-lazy-learn"):
-            row["learned_layout"] = learned_line(os.path.join(work, f"{label}.log"))
-        log("  " + ", ".join(f"{k}={v:.3f}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items()))
-        rows.append(row)
-        lv.destroy(NAME)
-        time.sleep(1)
+    learned = ckpt + ".learned"
+    for rnd in range(1, a.runs + 1):
+        runs = restore_runs(a, lv, ckpt, saved, work, stores)
+        if os.path.exists(learned):
+            os.unlink(learned)  # each round's learner writes its own
+        if rnd % 2 == 0:  # every other round a -warm variant goes first: neither always follows the other
+            for i in range(len(runs) - 1):
+                if runs[i + 1][0] == runs[i][0] + "-warm":
+                    runs[i], runs[i + 1] = runs[i + 1], runs[i]
+        for label, argv, is_hlt, saved_counters, cache in runs:
+            if is_hlt:
+                disk_dir = argv[argv.index("--disk-dir") + 1]
+                shutil.rmtree(disk_dir, ignore_errors=True)
+                os.makedirs(disk_dir)
+            if cache:
+                shutil.rmtree(cache, ignore_errors=True)  # an empty block cache: every block from the store
+            if label in LEARNERS and not os.path.exists(learned):
+                raise RuntimeError(f"hlt-lazy-learn-first wrote no {learned} (see its log in {work})")
+            log(f"round {rnd}, {label}: {' '.join(argv)}")
+            row = {"round": rnd}
+            row.update(measure.restore_run(label, argv, a.qmp, saved_counters, work, timeout=a.timeout,
+                                           is_hlt=is_hlt))
+            if label.startswith("hlt-lazy-learn"):
+                row["learned_layout"] = learned_line(os.path.join(work, f"{label}.log"))
+            if label.startswith("virsh-restore-"):
+                row.update(download_figures(os.path.join(work, f"{label}.log")))
+                os.unlink(argv[argv.index("--then") - 1])  # the downloaded copy
+            log("  " + ", ".join(f"{k}={v:.3f}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items()))
+            rows.append(row)
+            lv.destroy(NAME)
+            time.sleep(1)
     return rows
 
 
@@ -285,20 +342,41 @@ def learned_line(log_path):
         return " / ".join(line.strip() for line in f if line.startswith("learned layout"))
 
 
+DOWNLOAD_LINE = re.compile(r"downloaded (\d+) bytes of \S+ \S+ in ([\d.]+) s")
+
+
+def download_figures(log_path):
+    with open(log_path) as f:
+        m = DOWNLOAD_LINE.search(f.read())
+    return {"download_bytes": int(m.group(1)), "download_s": float(m.group(2))} if m else {}
+
+
 def ratios(rows):
-    base = next((r for r in rows if r["run"] == "virsh-restore"), None)
+    """Each row against the baseline of its own round and store (virsh-restore for a local file,
+    virsh-restore-STORE for a download from STORE); and the restore's own cost to interactive: interactive minus
+    the floor, the floor being the local virsh restore's time from every page in to interactive in that round."""
     for r in rows:
-        for k in ("running_s", "frame_s", "interactive_s", "all_in_s"):
-            if base and r.get(k) and base.get(k):
-                r[f"{k}_vs_virsh"] = round(r[k] / base[k], 3)
-    # Issue 27's layout goal: blocking faults and stall of each lazy layout against physical order's, same run.
-    phys = next((r for r in rows if r["run"] == "hlt-lazy-physical"), None)
-    if phys is None:
-        return
-    for r in rows:
-        for k in ("faults_blocking", "stall_ms"):
-            if r.get(k) is not None and phys.get(k):
-                r[f"{k}_vs_physical"] = round(r[k] / phys[k], 3)
+        store = next((s for s in ("s3", "rados") if f"-{s}" in r["run"]), None)
+        base_label = f"virsh-restore-{store}" if store else "virsh-restore"
+        base = next((b for b in rows if b["run"] == base_label and b["round"] == r["round"]), None)
+        local = next((b for b in rows if b["run"] == "virsh-restore" and b["round"] == r["round"]), None)
+        if base:
+            for k in ("running_s", "frame_s", "interactive_s", "all_in_s"):
+                if r.get(k) and base.get(k):
+                    r[f"{k}_vs_base"] = round(r[k] / base[k], 3)
+        if local and r.get("interactive_s"):
+            floor = local["interactive_s"] - local["all_in_s"]
+            r["floor_s"] = round(floor, 3)
+            r["own_cost_s"] = round(r["interactive_s"] - floor, 3)
+            if base and base is not r:
+                r["own_cost_vs_base"] = round(r["own_cost_s"] / (base["interactive_s"] - floor), 3)
+        # Issue 27's layout goal: blocking faults and stall of each lazy restore against physical order's, same
+        # round (local files only).
+        phys = next((b for b in rows if b["run"] == "hlt-lazy-physical" and b["round"] == r["round"]), None)
+        if phys and not store:
+            for k in ("faults_blocking", "stall_ms"):
+                if r.get(k) is not None and phys.get(k):
+                    r[f"{k}_vs_physical"] = round(r[k] / phys[k], 3)
 
 
 def print_table(rows, title, keys):
@@ -382,8 +460,16 @@ def main():
     ap.add_argument("--no-sizes", dest="sizes", action="store_false", help="skip the size comparison (hlt-restore "
                     "raw and zstd -3 of the whole memory)")
     ap.add_argument("--only", default="", help="restore runs to do (comma-separated labels; default all)")
+    ap.add_argument("--runs", type=int, default=1, help="rounds of the restores (each round: every restore once)")
+    ap.add_argument("--objstore", default="", help="also restore from these stores of a local Ceph (s3, rados; "
+                    "comma-separated): objstore_leg.py")
+    ap.add_argument("--ceph-env", help="a running Ceph's env file (scripts/ceph-up DIR/env); default: the bench "
+                    "starts one in WORK/ceph and stops it at the end")
     a = ap.parse_args()
     a.only = [x for x in a.only.split(",") if x]
+    a.objstore = [x for x in a.objstore.split(",") if x]
+    if any(x not in ("s3", "rados") for x in a.objstore):
+        ap.error("--objstore takes s3 and/or rados")
     a.tools = os.path.abspath(a.tools)
     a.out = os.path.abspath(a.out)
     if a.save_seed:
@@ -398,6 +484,7 @@ def main():
     a.qmp = f"/tmp/hbd{os.getpid()}.qmp"
     image = realguest.build_image("desktop", log_path=os.path.join(a.work, "build.log"))
     log(f"image {image.disk} ({'cached' if image.cached else 'built'}), recipe {image.recipe_hash}")
+    a.cluster = None
     lv = EmbeddedLibvirt(f"/tmp/hbd-lv-{os.getpid()}")
     lv.setup()
     result = {"date": time.strftime("%Y-%m-%d %H:%M:%S"), "image": image.disk, "recipe_hash": image.recipe_hash,
@@ -410,21 +497,25 @@ def main():
         if a.sizes:
             result["sizes"] = sizes(a, ckpt, a.work)
             log("sizes: " + json.dumps(result["sizes"]))
-        rows = restores(a, lv, ckpt, saved, a.work)
+        stores = put_into_stores(a, ckpt, result)
+        rows = restores(a, lv, ckpt, saved, a.work, stores)
         ratios(rows)
         result["restores"] = rows
         write_csv(os.path.join(a.out, "desktop.csv"), rows)
         plot(rows, os.path.join(a.out, "desktop.png"))
         print_table(rows, "restores (seconds from the command's start; cold page cache)",
-                    ["run", "running_s", "frame_s", "interactive_s", "all_in_s", "faults_blocking", "stall_ms",
-                     "faults_blocking_vs_physical", "stall_ms_vs_physical", "interactive_s_vs_virsh",
-                     "all_in_s_vs_virsh", "load_before"])
+                    ["round", "run", "download_s", "running_s", "frame_s", "interactive_s", "all_in_s",
+                     "faults_blocking", "stall_ms", "faults_blocking_vs_physical", "stall_ms_vs_physical",
+                     "interactive_s_vs_base", "all_in_s_vs_base", "floor_s", "own_cost_s", "own_cost_vs_base",
+                     "load_before", "load_after"])
         result["storms"], result["checks"] = [], []
         try:
             storm.run_storms(a, lv, ckpt, saved["halite"], source, log, result["storms"], result["checks"])
         finally:
             write_storm_results(a, result)
     finally:
+        if a.cluster:
+            a.cluster.stop()
         with open(os.path.join(a.out, "desktop.json"), "w") as f:
             json.dump(result, f, indent=1, default=lambda o: None)
         lv.cleanup(keep_logs_in=a.work)

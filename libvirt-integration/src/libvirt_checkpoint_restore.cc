@@ -24,11 +24,28 @@
 #include "halite/libvirt/domain_xml.h"
 #include "halite/libvirt/libvirt_checkpoint.h"
 #include "halite/qemu/qemu_migration_blocker.h"
+#include "halite/restore_order_warmup.h"
 
 namespace halite::libvirt {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// Times consecutive steps of a restore into LibvirtRestoreResult::Phases: each Done() records the time since the
+// previous one (or since construction).
+class PhaseClock {
+ public:
+  explicit PhaseClock(LibvirtRestoreResult::Phases* phases) : phases_(phases) {}
+  void Done(uint64_t LibvirtRestoreResult::Phases::*field) {
+    const auto now = Clock::now();
+    phases_->*field = uint64_t(std::chrono::duration_cast<std::chrono::microseconds>(now - last_).count());
+    last_ = now;
+  }
+
+ private:
+  LibvirtRestoreResult::Phases* phases_;
+  Clock::time_point last_ = Clock::now();
+};
 
 Result<std::string> ReadTextBlob(const CheckpointReader& reader, const char* name) {
   bool present = false;
@@ -296,13 +313,18 @@ Status RestoreLibvirtDomain(const Connection& connection, const CheckpointReader
                             LibvirtRestoreResult* result) {
   const auto t0 = Clock::now();
   *result = LibvirtRestoreResult{};
+  PhaseClock phase(&result->phases);
+  // Stopped before the memory restore begins (below), or on any early return by its destructor.
+  RestoreOrderWarmup warmup;
+  warmup.Start(reader, options.warm_restore_order_bytes, options.warm_decode);
   HLT_ASSIGN_OR_RETURN(std::string xml_text, ReadTextBlob(reader, kDomainXmlBlobName));
   HLT_ASSIGN_OR_RETURN(DomainXml xml, DomainXml::Parse(xml_text, reader.name() + ": blob " + kDomainXmlBlobName));
   HLT_ASSIGN_OR_RETURN(std::vector<FrozenDisk> disks, ReadFrozenDisks(reader));
   HLT_RETURN_IF_ERROR(qemu::ReadSavedVmState(reader).status());
-  HLT_RETURN_IF_ERROR(VerifyFrozenDisks(disks));
-
   HLT_ASSIGN_OR_RETURN(DomainStateFiles state, ReadDomainStateBlobs(reader));
+  phase.Done(&LibvirtRestoreResult::Phases::read_blobs_us);
+  HLT_RETURN_IF_ERROR(VerifyFrozenDisks(disks));
+  phase.Done(&LibvirtRestoreResult::Phases::verify_disks_us);
 
   std::string name = options.name;
   if (name.empty()) name = options.clone ? xml.name() + "-clone-" + RandomHex8() : xml.name();
@@ -359,6 +381,7 @@ Status RestoreLibvirtDomain(const Connection& connection, const CheckpointReader
   xml.AddQemuArgs({"-incoming", "defer", "-qmp", "unix:" + qmp_path + ",server=on,wait=off"});
 
   if (options.before_start) HLT_RETURN_IF_ERROR(options.before_start(name));
+  phase.Done(&LibvirtRestoreResult::Phases::prepare_files_us);
   const std::string final_xml = xml.Format();
   virDomainPtr created =
       virDomainCreateXML(connection.get(), final_xml.c_str(), options.paused ? VIR_DOMAIN_START_PAUSED : 0);
@@ -370,6 +393,7 @@ Status RestoreLibvirtDomain(const Connection& connection, const CheckpointReader
   result->uuid = uuid;
   result->overlays = undo.overlays;
   result->define_us = uint64_t(std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - t0).count());
+  phase.Done(&LibvirtRestoreResult::Phases::create_domain_us);
   if (options.on_started) options.on_started(name, uuid);
 
   HLT_ASSIGN_OR_RETURN(std::unique_ptr<qemu::QmpClient> qmp, qemu::QmpClient::Connect(qmp_path, 30000));
@@ -386,6 +410,9 @@ Status RestoreLibvirtDomain(const Connection& connection, const CheckpointReader
     // Until every page is in, a save, a snapshot with memory or a migration is refused by QEMU at once.
     HLT_ASSIGN_OR_RETURN(blocker, qemu::MigrationBlocker::Install(*qmp, runtime));
   }
+  phase.Done(&LibvirtRestoreResult::Phases::qemu_ready_us);
+  // The memory restore reads for itself from here on; the warmup's batch in flight ends meanwhile.
+  warmup.RequestStop();
   options.qemu.paused = options.paused;
   auto user_on_running = std::move(options.qemu.on_running);
   options.qemu.on_running = [&](uint64_t us) {
@@ -393,6 +420,10 @@ Status RestoreLibvirtDomain(const Connection& connection, const CheckpointReader
     if (user_on_running) user_on_running(us);
   };
   Status s = qemu::RestoreCheckpointIntoQemu(reader, *qmp, options.qemu, &result->qemu);
+  const WarmupStats warmed = warmup.Stop();
+  result->phases.warm_blocks = warmed.blocks;
+  result->phases.warm_stored_bytes = warmed.stored_bytes;
+  result->phases.warm_from_cache = warmed.from_cache;
   if (!s.ok()) {
     return s.WithContext(undo.keep_domain ? "restoring domain " + name + " (it keeps running, its memory incomplete)"
                                           : "restoring domain " + name + " (destroyed)");

@@ -13,11 +13,22 @@ namespace {
 double Ms(uint64_t us) { return double(us) / 1e3; }
 }  // namespace
 
+std::string PhasesText(const LibvirtRestoreResult::Phases& p) {
+  return fmt::format("  before the call  libvirt opened {:.1f} ms, checkpoint opened {:.1f} ms, blobs read {:.1f} ms, "
+                     "disks verified {:.1f} ms, files placed {:.1f} ms, domain created {:.1f} ms, QEMU ready {:.1f} ms; "
+                     "meanwhile {} blocks of the restore order read ahead ({:.2f} MiB stored, {} from the block "
+                     "cache)\n",
+                     Ms(p.connect_us), Ms(p.open_checkpoint_us), Ms(p.read_blobs_us), Ms(p.verify_disks_us),
+                     Ms(p.prepare_files_us), Ms(p.create_domain_us), Ms(p.qemu_ready_us), p.warm_blocks,
+                     double(p.warm_stored_bytes) / (1 << 20), p.warm_from_cache);
+}
+
 std::string RestoredDomainText(const std::string& ckpt, bool clone, const LibvirtRestoreResult& res) {
   std::string out;
   out += fmt::sprintf("restored %s as domain %s (uuid %s)%s\n", ckpt.c_str(), res.domain.c_str(), res.uuid.c_str(),
               clone ? ", a clone" : "");
   out += fmt::sprintf("  libvirt          domain started (waiting for its memory) %.1f ms after the call\n", Ms(res.define_us));
+  out += PhasesText(res.phases);
   for (const auto& o : res.overlays) out += fmt::sprintf("  disk overlay     %s\n", o.c_str());
   for (const auto& r : res.renamed) {
     out += fmt::sprintf("  own file         %s: %s (saved: %s)\n", r.what.c_str(), r.to.c_str(), r.from.c_str());

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <filesystem>
 #include <memory>
 
@@ -16,6 +17,7 @@
 #include "halite/image_server_process.h"
 #include "halite/libvirt/restore_status_file.h"
 #include "halite/qemu/qemu_restore_record.h"
+#include "halite/restore_order_warmup.h"
 #ifdef HALITE_LIBVIRT_WITH_IMAGE_SERVER
 #include "halite/image_server/ram_dir_server.h"
 #include "halite/libvirt/libvirt_ram_dir.h"
@@ -145,9 +147,17 @@ void RecordLazyRestore(DomainRestoreOptions& o, const std::string& file_id, std:
   };
 }
 
+uint64_t MicrosecondsSince(std::chrono::steady_clock::time_point t) {
+  return uint64_t(std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t).count());
+}
+
 Status RestoreOrResume(DomainRestoreOptions& o, StatusFile& status, LibvirtRestoreResult* result) {
+  auto t = std::chrono::steady_clock::now();
   HLT_ASSIGN_OR_RETURN(std::unique_ptr<Connection> conn, Connection::Open(o.connect_uri));
+  const uint64_t connect_us = MicrosecondsSince(t);
+  t = std::chrono::steady_clock::now();
   HLT_ASSIGN_OR_RETURN(std::unique_ptr<CheckpointReader> reader, CheckpointReader::Open(o.checkpoint, o.reader));
+  const uint64_t open_checkpoint_us = MicrosecondsSince(t);
   if (!o.resume_domain.empty()) return ResumeDomain(o, *conn, *reader, status, result);
   SharedMemoryState shared;
   if (o.shared_memory) HLT_RETURN_IF_ERROR(PrepareSharedMemory(o, *reader, &shared));
@@ -169,7 +179,13 @@ Status RestoreOrResume(DomainRestoreOptions& o, StatusFile& status, LibvirtResto
     // says so when it needs the directory).
     if (auto dirs = LocalLibvirtDriverDirs(o.connect_uri, "--swtpm-dir")) opt.swtpm_storage_dir = dirs->swtpm_storage;
   }
-  HLT_RETURN_IF_ERROR(RestoreLibvirtDomain(*conn, *reader, o.checkpoint, opt, result));
+  // --memory shared: the image server reads the checkpoint, not this process.
+  if (o.shared_memory || !WarmupUseful(*reader, o.reader.block_cache != nullptr)) opt.warm_restore_order_bytes = 0;
+  opt.warm_decode = reader->read_hints().remote;
+  Status restored = RestoreLibvirtDomain(*conn, *reader, o.checkpoint, opt, result);
+  result->phases.connect_us = connect_us;  // RestoreLibvirtDomain starts its result afresh
+  result->phases.open_checkpoint_us = open_checkpoint_us;
+  HLT_RETURN_IF_ERROR(restored);
   if (!record_path.empty()) unlink(record_path.c_str());
   status.Write("completed");
   return Status::Ok();

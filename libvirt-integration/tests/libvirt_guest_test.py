@@ -69,6 +69,9 @@ from hltharness.scratch import Scratch  # noqa: E402
 from hltharness.wait import poll_until, wait_for_path, wait_until  # noqa: E402
 from hltharness.wait import read_text as read  # noqa: E402
 
+# hlt-restore libvirt's "before the call" line: how many blocks of the restore order it read ahead meanwhile.
+WARM_RX = re.compile(r"^  before the call  .*; meanwhile (\d+) blocks of the restore order read ahead", re.M)
+
 # The daemon scenario's restores are slowed to this (bytes/s): a broker's operations meet them serving.
 RESTORE_RATE = 4 << 20
 MAC_RX = re.compile(r"HLT-GUEST MAC eth0 ([0-9a-f:]{17})")
@@ -205,9 +208,13 @@ def scenario_clones(env):
     os.makedirs(env.path("disks"))
     trace = env.path("restore_self.trace")
     _, out, _ = env.tool([env.restore_bin, "libvirt", ckpt, "--connect", env.uri, "--disk-dir", env.path("disks"),
-                          "--record-trace", trace], "restore_self")
+                          "--record-trace", trace, "--warm-mib", "64"], "restore_self")
     if not re.search(r"^running desk [\d.]+ ms", out, re.M):
         raise Fail("no 'running' line:\n" + out)
+    # While libvirt started QEMU the head of the restore order was read ahead (--warm-mib; off by default).
+    warm = WARM_RX.search(out)
+    if not warm or int(warm.group(1)) < 1:
+        raise Fail("no blocks read ahead while libvirt started QEMU:\n" + out)
     # --record-trace: the pages the guest asked for, as an access trace that replays against the checkpoint.
     lines = read(trace).splitlines()
     asked = [x for x in lines if not x.startswith("#")]
@@ -228,6 +235,9 @@ def scenario_clones(env):
     if not re.search(r"^running c1 [\d.]+ ms", out, re.M) or "placement        direct through QEMU's userfaultfd" \
             not in out:
         raise Fail("the eager clone c1 did not run with its pages placed directly:\n" + out)
+    warm = WARM_RX.search(out)
+    if not warm or warm.group(1) != "0":
+        raise Fail("without --warm-mib blocks were read ahead:\n" + out)
     status = env.path("c2.status")
     _, out, _ = env.tool([env.restore_bin, "libvirt", ckpt, "--connect", env.uri, "--clone", "--name", "c2",
                           "--disk-dir", env.path("disks"), "--detach", "--status-file", status], "restore_c2")

@@ -31,7 +31,7 @@ namespace {
 
 const char* kLibvirtUsage =
     "usage: hlt-restore libvirt CKPT [--connect URI] [--name NAME] [--clone] [--disk-dir DIR] [--paused]\n"
-    "                               [--sync-time|--no-sync-time] [--swtpm-dir DIR]\n"
+    "                               [--sync-time|--no-sync-time] [--swtpm-dir DIR] [--warm-mib N]\n"
     "                               [--detach|--supervise] [--status-file FILE]\n"
     "                               [--memory copy|shared [--ram-dir DIR]] [--record-trace FILE] [lazy options]\n"
     "       hlt-restore libvirt CKPT --resume DOMAIN [--connect URI] [lazy options]\n"
@@ -57,6 +57,9 @@ const char* kLibvirtUsage =
     "                         (default from the URI: R/lib/swtpm for qemu:///embed?root=R,\n"
     "                         /var/lib/libvirt/swtpm for qemu:///system, ~/.config/libvirt/qemu/swtpm for a session)\n"
     "  --paused               leave the guest paused (`virsh resume` starts it)\n"
+    "  --warm-mib N           while libvirt starts QEMU, read the first N MiB (stored) of the restore order ahead,\n"
+    "                         the working set first: into the page cache, or for a checkpoint on an object store\n"
+    "                         into the --block-cache (without one nothing is read ahead); default 0: off\n"
     "  --record-trace FILE    once the restore is complete, write the pages the guest asked for, in order, as an\n"
     "                         access trace (for `hlt-restore replay` and `hlt-save relayout --access-trace`)\n"
     "  --detach               return as soon as the guest runs; a detached hlt-restore finishes the restore and\n"
@@ -219,6 +222,8 @@ int ParseLibvirtFlags(cli::Args& args, LibvirtJob* job) {
   app.add_option("--resume", j.resume_domain);
   app.add_option("--image-dir", j.image_dir);
   app.add_option("--record-trace", j.trace_path);
+  uint64_t warm_mib = 0;
+  app.add_option("--warm-mib", warm_mib);
   AddLazyRestoreFlags(app, &lazy);
   p.AddReaderFlags(&j.reader_flags);
   if (int rc = p.Parse(args); rc >= 0) return rc;
@@ -246,6 +251,8 @@ int ParseLibvirtFlags(cli::Args& args, LibvirtJob* job) {
     return p.UsageError("--record-trace records a whole lazy restore in the foreground: no --memory shared, "
                         "--eager, --detach, --supervise or --resume");
   }
+  if (warm_mib > (uint64_t(1) << 20)) return p.UsageError("--warm-mib: at most 1048576");
+  opt.warm_restore_order_bytes = warm_mib << 20;
   opt.sync_time = app.count("--sync-time") ? sync_time : opt.clone;
   if ((j.detach || j.supervise) && j.status_path.empty()) j.status_path = libvirt::DefaultStatusPath(j.ckpt, opt.name);
   return -1;

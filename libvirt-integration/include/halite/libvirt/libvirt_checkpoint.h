@@ -116,6 +116,14 @@ struct LibvirtRestoreOptions {
   // Called once the domain's QEMU answers on its QMP socket (its memory backends exist), with QEMU's pid, before
   // any state is sent; a failure destroys the domain.
   std::function<Status(int qemu_pid)> on_qemu_up;
+  // While libvirt starts QEMU (hundreds of ms to seconds during which no page can move), the head of the restore
+  // order (the working set first) is read ahead, up to this many stored bytes, so that the guest's first faults
+  // find it near (halite/restore_order_warmup.h); it stops when the memory restore begins. 0: off (the default:
+  // on the 2 GiB desktop of bench/results/2026-11-28-s3desk27 it cut neither the stall nor the time to
+  // interactive, locally or from s3://). RestoreDomain sets it to 0 where it cannot bring anything (WarmupUseful:
+  // a remote file without a block cache) and for --memory shared (the image server reads the checkpoint).
+  uint64_t warm_restore_order_bytes = 0;
+  bool warm_decode = false;  // remote: verify and decode each payload, which is what puts it in the block cache
 };
 
 struct LibvirtRestoreResult {
@@ -136,6 +144,20 @@ struct LibvirtRestoreResult {
     std::string note;           // why it was not synced
   } time_sync;
   uint64_t define_us = 0;          // call start to the domain started (waiting for its memory)
+  // Where the time before the restore call goes (microseconds each, in this order; 0 for a step not taken).
+  struct Phases {
+    uint64_t connect_us = 0;          // libvirt connection opened (an embedded driver starts inside the process)
+    uint64_t open_checkpoint_us = 0;  // CheckpointReader::Open (from an object store: the footer and index fetched)
+    uint64_t read_blobs_us = 0;       // the domain XML, frozen disks, device state and NVRAM/TPM blobs read
+    uint64_t verify_disks_us = 0;     // every frozen disk image hashed and compared with the checkpoint's record
+    uint64_t prepare_files_us = 0;    // disk overlays, NVRAM copy and TPM state placed
+    uint64_t create_domain_us = 0;    // virDomainCreateXML: libvirt starts QEMU (and swtpm), -incoming defer
+    uint64_t qemu_ready_us = 0;       // our QMP socket connected, QEMU checked, migration blocker installed
+    // The restore order's head read meanwhile (LibvirtRestoreOptions::warm_restore_order_bytes).
+    uint32_t warm_blocks = 0;
+    uint64_t warm_stored_bytes = 0;
+    uint32_t warm_from_cache = 0;
+  } phases;
   qemu::CheckpointRestoreResult qemu;
 };
 

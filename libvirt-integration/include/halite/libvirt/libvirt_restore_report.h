@@ -18,6 +18,9 @@ std::string RestoredDomainText(const std::string& checkpoint, bool clone, const 
 std::string RestoredDomainReportText(const std::string& checkpoint, bool clone, const LibvirtRestoreResult& result,
                                      uint64_t tool_to_running_us);
 
+// "  before the call  libvirt opened 1.0 ms, checkpoint opened 2.0 ms, ...": where the time before the memory
+// restore's call went, one line (RestoredDomainText's second).
+std::string PhasesText(const LibvirtRestoreResult::Phases& phases);
 // "running NAME 12.3 ms after hlt-restore started": the first line of a restore, which a detaching parent prints.
 // A detached restore (`detached_status_path` not empty) adds where its outcome goes and this process's pid.
 std::string DomainRunningText(const std::string& name, double tool_to_running_ms,
