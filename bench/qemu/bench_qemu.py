@@ -3,6 +3,7 @@
 
 usage: bench_qemu.py --tools DIR [--sizes 1G,4G] [--workload-mib M] [--repeat N] [--warm] [--out DIR]
                      [--work DIR] [--variants qemu-file,hlt-lazy,...] [--save-args "--frame-pages 0"] [--encrypt]
+                     [--restore-args "--loader-threads 2"]
 
 For each guest size it boots the project's test guest (guest/, memcheck over half of the guest's RAM, or over
 --workload-mib M MiB whatever the size: the same working set in ever larger guests shows what RAM size alone
@@ -231,7 +232,8 @@ class Bench:
             if os.path.exists(p):
                 os.unlink(p)
         common = [self.restore, "qemu", ckpt, "--stats-json", stats, "--progress-log", prog, "--quiet",
-                  *(["--eager"] if eager else []), *(["--encrypt-key-file", key] if key else [])]
+                  *(["--eager"] if eager else []), *(["--encrypt-key-file", key] if key else []),
+                  *self.a.restore_args.split()]
         prestarted = None
         if attach:
             # A QEMU started ahead of time with -incoming defer, as libvirt or a VDI pool does: its start-up is off
@@ -344,6 +346,8 @@ def main():
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--variants", default=",".join(VARIANTS), help="which restores, comma-separated")
     ap.add_argument("--save-args", default="", help="extra hlt-save options (e.g. \"--frame-pages 0\")")
+    ap.add_argument("--restore-args", default="", help="extra hlt-restore qemu options for every hlt variant "
+                    "(e.g. \"--loader-threads 2\")")
     ap.add_argument("--warm", action="store_true", help="also runs with the files in the page cache")
     ap.add_argument("--out", default=os.path.join(os.getcwd(), "bench-qemu-results"))
     ap.add_argument("--work", default="/var/tmp/halite-bench-qemu", help="checkpoints, migration files, logs")
