@@ -28,14 +28,25 @@ def read_trace(path):
         return [line.strip() for line in f if line.strip() and not line.startswith("#")]
 
 
-def replay(tools, ckpt, trace, preload_ws):
-    argv = [os.path.join(tools, "hlt-restore"), "replay", ckpt, "--trace", trace, "--loader", "off", "--json"]
-    if preload_ws:
-        argv.append("--preload-ws")
+def replay(tools, ckpt, trace, *flags):
+    """`hlt-restore replay --json` of `trace` against `ckpt` with extra `flags`; its JSON as a dict."""
+    argv = [os.path.join(tools, "hlt-restore"), "replay", ckpt, "--trace", trace, "--json", *flags]
     p = subprocess.run(argv, capture_output=True, text=True, timeout=600)
     if p.returncode != 0:
         raise RuntimeError(f"{' '.join(argv)} exited {p.returncode}: {(p.stdout + p.stderr)[-1000:]}")
     return json.loads(p.stdout)
+
+
+def print_rows(rows, json_path=None):
+    """The rows as a markdown table on stdout (the first row's keys as columns), and as JSON into json_path."""
+    keys = list(rows[0])
+    print("| " + " | ".join(keys) + " |")
+    print("|" + " --- |" * len(keys))
+    for r in rows:
+        print("| " + " | ".join(str(r[k]) for k in keys) + " |")
+    if json_path:
+        with open(json_path, "w") as f:
+            json.dump(rows, f, indent=1)
 
 
 def main():
@@ -63,24 +74,17 @@ def main():
         for name, path in paths.items():
             row = {"trace": name, "pages": len(union) if name == "union" else len(traces[name])}
             for layout, ckpt in (("halite", a.halite), ("physical", a.physical)):
-                r = replay(a.tools, ckpt, path, False)
+                r = replay(a.tools, ckpt, path, "--loader", "off")
                 row[f"{layout}_blocks_touched"] = r["faults_blocking"]
                 row[f"{layout}_zero_faults"] = r["faults_zero"]
-                w = replay(a.tools, ckpt, path, True)
+                w = replay(a.tools, ckpt, path, "--loader", "off", "--preload-ws")
                 row[f"{layout}_outside_ws"] = w["faults_blocking"]
                 row[f"{layout}_hot_blocks"] = w["blocks_read_preload"]
             row["halite_vs_physical"] = round(row["halite_blocks_touched"] / max(1, row["physical_blocks_touched"]), 3)
             rows.append(row)
     finally:
         os.unlink(union_path)
-    keys = list(rows[0])
-    print("| " + " | ".join(keys) + " |")
-    print("|" + " --- |" * len(keys))
-    for r in rows:
-        print("| " + " | ".join(str(r[k]) for k in keys) + " |")
-    if a.json:
-        with open(a.json, "w") as f:
-            json.dump(rows, f, indent=1)
+    print_rows(rows, a.json)
     return 0
 
 

@@ -25,16 +25,11 @@ usage: learn_predict.py --tools build/tools --halite CKPT --physical CKPT.physic
 
 import argparse
 import itertools
-import json
 import os
-import subprocess
 import sys
 import tempfile
 
-
-def read_trace(path):
-    with open(path) as f:
-        return [line.strip() for line in f if line.strip() and not line.startswith("#")]
+from fault_analysis import print_rows, read_trace, replay  # same directory: the trace and replay helpers
 
 
 def write_trace(pages, directory):
@@ -42,14 +37,6 @@ def write_trace(pages, directory):
     with os.fdopen(fd, "w") as f:
         f.write("\n".join(pages) + "\n")
     return path
-
-
-def replay(tools, ckpt, trace, *flags):
-    argv = [os.path.join(tools, "hlt-restore"), "replay", ckpt, "--trace", trace, "--json", *flags]
-    p = subprocess.run(argv, capture_output=True, text=True, timeout=600)
-    if p.returncode != 0:
-        raise RuntimeError(f"{' '.join(argv)} exited {p.returncode}: {(p.stdout + p.stderr)[-1000:]}")
-    return json.loads(p.stdout)
 
 
 def blocks(tools, ckpt, trace, preload_ws=False):
@@ -97,14 +84,7 @@ def main():
         for n in os.listdir(tmp):
             os.unlink(os.path.join(tmp, n))
         os.rmdir(tmp)
-    keys = list(rows[0])
-    print("| " + " | ".join(keys) + " |")
-    print("|" + " --- |" * len(keys))
-    for r in rows:
-        print("| " + " | ".join(str(r[k]) for k in keys) + " |")
-    if a.json:
-        with open(a.json, "w") as f:
-            json.dump(rows, f, indent=1)
+    print_rows(rows, a.json)
     return 0
 
 
